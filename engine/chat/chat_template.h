@@ -1,0 +1,42 @@
+// ChatTemplate: renders a Hugging Face chat template (Jinja2 source from
+// tokenizer_config.json's chat_template or --chat-template FILE) the way
+// transformers' apply_chat_template does: Jinja2 with trim_blocks,
+// lstrip_blocks and loop controls, plus raise_exception(msg).
+// A small interpreter for the subset real templates use (engine/chat/).
+#pragma once
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace pagoda {
+
+// A template that fails to parse or render, or calls raise_exception(msg)
+// (what() is msg for the latter).
+class ChatTemplateError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ChatTemplate {
+ public:
+  // Parses source; throws ChatTemplateError naming the line on a syntax error.
+  explicit ChatTemplate(const std::string& source);
+  ~ChatTemplate();
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
+
+  // Renders with the variables messages (array of {role, content, ...}),
+  // add_generation_prompt, bos_token, eos_token and any extra keys of
+  // `extra` (e.g. tools). Throws ChatTemplateError.
+  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
+                     const std::string& bos_token, const std::string& eos_token,
+                     const nlohmann::json& extra = nlohmann::json::object()) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda

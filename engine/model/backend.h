@@ -1,0 +1,134 @@
+// Backend: the ops the one model definition (engine/model/llama.h) is written
+// against. The CPU backend (engine/cpu/, fp32 reference) and the CUDA backend
+// (gpu/) implement it; the model never knows which one runs it.
+//
+// Conventions for every op:
+//  * Tensors are contiguous, row-major, on this backend's device, in
+//    `act_dtype()` unless a shape comment says otherwise (ids/indices: I32).
+//  * T = tokens in the step, B = sequences, H = hidden size,
+//    Hq/Hk = query/KV heads, D = head_dim, I = intermediate size, V = vocab.
+//  * Ops are asynchronous on the backend's stream (CUDA) or synchronous (CPU);
+//    results are visible to later ops in issue order. copy_to_host and
+//    synchronize() wait.
+//  * Shape or dtype mismatches throw std::invalid_argument (a bug, not input).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/core/tensor.h"
+#include "engine/model/forward_batch.h"
+
+namespace pagoda {
+
+// A ForwardBatch copied to the backend's memory (I32 tensors), plus host
+// scalars. The backend owns the buffers and may reuse them for the next step
+// (CUDA graphs replay over fixed buffers); valid until the next upload_batch.
+struct DeviceBatch {
+  Tensor input_ids;        // [T] I32
+  Tensor positions;        // [T] I32
+  Tensor slot_mapping;     // [T] I32
+  Tensor query_start_loc;  // [B+1] I32
+  Tensor context_lens;     // [B] I32
+  Tensor block_tables;     // [B, max_blocks_per_seq] I32
+  Tensor logits_indices;   // [L] I32
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  int32_t num_logits = 0;
+  int32_t max_query_len = 0;
+  int32_t max_context_len = 0;
+  int32_t max_blocks_per_seq = 0;
+  bool decode_only = false;
+};
+
+// Rotary embedding table, precomputed on the host by the model
+// (RoFormer, arXiv:2104.09864; rotate-half layout as in HF transformers):
+// cos_sin[p, j] = cos(p * inv_freq[j]) for j < D/2 and
+// cos_sin[p, D/2 + j] = sin(p * inv_freq[j]); shape [max_positions, D], F32.
+struct RopeTable {
+  Tensor cos_sin;
+  int64_t rotary_dim = 0;  // == head_dim for the Llama family
+};
+
+// One layer's paged KV cache: k and v each [num_blocks, block_size, Hk, D]
+// in the cache dtype (act_dtype()).
+struct LayerKVCache {
+  Tensor k;
+  Tensor v;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;     // "cpu", "cuda:0 (NVIDIA H200)"
+  virtual DType act_dtype() const = 0;      // activations, weights, KV cache
+
+  // ---- memory ---------------------------------------------------------
+  // Allocates an uninitialised tensor. Throws std::runtime_error (naming the
+  // bytes asked for) when out of memory.
+  virtual Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+  virtual void free(Tensor& t) = 0;  // sets t.data = nullptr
+  // Bytes this backend could still allocate (CUDA: free device memory;
+  // CPU: the `kv_cache_memory` budget policy is the caller's).
+  virtual size_t free_memory_bytes() const = 0;
+
+  // Copies n host elements of src_dtype (F32/F16/BF16/I32) into dst,
+  // converting to dst.dtype (float types only convert among themselves).
+  virtual void copy_from_host(Tensor& dst, const void* src, DType src_dtype) = 0;
+  // Copies src to host memory as F32 (float src) or I32 (I32 src); waits.
+  virtual void copy_to_host(void* dst, const Tensor& src) = 0;
+  virtual void fill_zero(Tensor& t) = 0;
+  virtual void synchronize() = 0;
+
+  // Uploads the step's metadata into backend-owned buffers.
+  virtual const DeviceBatch& upload_batch(const ForwardBatch& batch) = 0;
+
+  // ---- ops --------------------------------------------------------------
+  // out[t, :] = table[ids[t], :]. ids [T] I32, table [V, H], out [T, H].
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+
+  // RMSNorm (Zhang & Sennrich 2019): out = x / sqrt(mean(x^2) + eps) * w,
+  // computed in fp32. x, out [T, H]; w [H].
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
+
+  // Fused residual add + RMSNorm: residual += x; out = rms_norm(residual).
+  // x, residual, out [T, H]; w [H]. out may alias x.
+  virtual void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
+                            Tensor& out) = 0;
+
+  // out = x · wᵀ (+ bias). x [T, K], w [N, K] (nn.Linear layout), bias [N] or
+  // empty, out [T, N]. out may be F32 when x/w are act_dtype (logits).
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
+
+  // Fused rotary embedding + KV-cache write (vLLM's rotary_embedding +
+  // reshape_and_cache). qkv [T, (Hq + 2*Hk) * D] is the fused q/k/v
+  // projection output (q heads, then k heads, then v heads per row). Applies
+  // rotate-half RoPE at batch.positions to q (written to q_out [T, Hq*D]) and
+  // to k, then writes k and v into the layer's cache at batch.slot_mapping.
+  // qkv is not modified.
+  virtual void rope_and_cache(const Tensor& qkv, const RopeTable& rope, const DeviceBatch& batch,
+                              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
+                              Tensor& q_out, LayerKVCache& cache) = 0;
+
+  // Causal paged attention (vLLM, arXiv:2309.06180) with GQA: for the token t
+  // of sequence i at position p, out[t, h] = softmax(q[t,h] · K[i, 0..p]ᵀ ·
+  // scale) · V[i, 0..p], K/V read through batch.block_tables; query head h
+  // reads KV head h / (Hq / Hk). q, out [T, Hq*D].
+  virtual void attention(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                         int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                         Tensor& out) = 0;
+
+  // SwiGLU (Shazeer 2020): out = silu(gate_up[:, :I]) * gate_up[:, I:].
+  // gate_up [T, 2I], out [T, I].
+  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+
+  // out[l, :] = x[indices[l], :]. x [T, H], indices [L] I32, out [L, H].
+  virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
+};
+
+// The CPU reference backend (fp32; engine/cpu/). num_threads 0 = all cores.
+std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
+
+}  // namespace pagoda

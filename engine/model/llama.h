@@ -1,0 +1,88 @@
+// LlamaModel: the one definition of the Llama family's forward (Llama 2/3,
+// TinyLlama, Mistral-style, Chinese-LLaMA; Qwen2 as a row of options:
+// q/k/v bias, rope_theta, untied lm_head), written against Backend ops.
+//
+// Per layer (HF transformers' LlamaDecoderLayer, pre-norm):
+//   h = rms_norm(x); qkv = h·Wqkvᵀ(+b); rope + cache write; a = attn(q, KV);
+//   x += a·Woᵀ; h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
+// then final rms_norm, gather the rows that need logits, lm_head (tied to the
+// embedding when tie_word_embeddings).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model/backend.h"
+#include "engine/model/model_config.h"
+
+namespace pagoda {
+
+class LlamaModel {
+ public:
+  LlamaModel(const ModelConfig& config, Backend& backend);
+  ~LlamaModel();
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+
+  // Reads HF tensor names (model.embed_tokens.weight, model.layers.N.self_attn.
+  // {q,k,v,o}_proj.weight[/bias], mlp.{gate,up,down}_proj.weight,
+  // {input,post_attention}_layernorm.weight, model.norm.weight, lm_head.weight)
+  // from model_dir's model.safetensors or model.safetensors.index.json shards
+  // (mmap), converts to backend.act_dtype() and uploads; q/k/v and gate/up are
+  // fused on upload. Throws std::runtime_error naming the file and tensor for
+  // a missing tensor, a wrong shape or an unsupported dtype.
+  void load_weights(const std::string& model_dir);
+  // Random weights (normal, std 0.02; norms 1) from the config alone, for
+  // benchmarks (`--load-format dummy`).
+  void load_dummy_weights(uint64_t seed);
+
+  // Bytes of KV cache one block takes over all layers (K and V).
+  static size_t kv_bytes_per_block(const ModelConfig& config, int64_t block_size, DType dtype);
+  // Allocates num_blocks blocks of block_size tokens for every layer.
+  void allocate_kv_cache(int64_t num_blocks, int64_t block_size);
+  // Activation buffers for up to max_num_tokens tokens and max_num_seqs
+  // logits rows per step; also builds the rope table for max_positions.
+  void allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions);
+
+  // One step. Returns logits [batch.num_logits, vocab_size] F32 on the
+  // backend's device, valid until the next forward.
+  Tensor forward(const DeviceBatch& batch);
+
+  const ModelConfig& config() const { return config_; }
+  int64_t num_kv_blocks() const { return num_kv_blocks_; }
+  int64_t block_size() const { return block_size_; }
+
+ private:
+  struct Layer {
+    Tensor input_norm, post_attn_norm;  // [H]
+    Tensor qkv_w, qkv_b;                // [(Hq+2Hk)*D, H], [(Hq+2Hk)*D] or empty
+    Tensor o_w;                         // [H, Hq*D]
+    Tensor gate_up_w;                   // [2I, H]
+    Tensor down_w;                      // [H, I]
+    LayerKVCache kv;
+  };
+  struct Workspace {
+    Tensor hidden, residual, normed;  // [Tmax, H]
+    Tensor qkv;                       // [Tmax, (Hq+2Hk)*D]
+    Tensor q, attn_out;               // [Tmax, Hq*D]
+    Tensor gate_up;                   // [Tmax, 2I]
+    Tensor mlp_act;                   // [Tmax, I]
+    Tensor last_hidden;               // [Lmax, H]
+    Tensor logits;                    // [Lmax, V] F32
+  };
+
+  void free_all();
+
+  ModelConfig config_;
+  Backend& backend_;
+  Tensor embed_tokens_, final_norm_, lm_head_;  // lm_head_ aliases embed_tokens_ when tied
+  std::vector<Layer> layers_;
+  RopeTable rope_;
+  Workspace ws_;
+  int64_t num_kv_blocks_ = 0;
+  int64_t block_size_ = 16;
+  int64_t max_num_tokens_ = 0;
+  int64_t max_num_logits_ = 0;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,51 @@
+// ModelExecutor: what the engine sees of the model — one forward step from a
+// ForwardBatch to host logits. The real one (make_model_executor) loads the
+// model onto a backend and sizes the KV cache; tests use fakes.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/forward_batch.h"
+#include "engine/model/model_config.h"
+
+namespace pagoda {
+
+class ModelExecutor {
+ public:
+  virtual ~ModelExecutor() = default;
+  virtual int64_t vocab_size() const = 0;
+  // KV blocks available to the block manager, and tokens per block.
+  virtual int64_t num_kv_blocks() const = 0;
+  virtual int64_t block_size() const = 0;
+  // One step: fills logits with [batch.logits_indices.size(), vocab_size()]
+  // row-major F32 (resized as needed).
+  virtual void execute(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+  virtual std::string describe() const = 0;  // "cpu fp32", "cuda bf16 (NVIDIA H200)"
+};
+
+struct ExecutorOptions {
+  std::string model_dir;
+  std::string device = "auto";       // "auto" | "cpu" | "cuda"
+  std::string dtype = "auto";        // "auto" | "bfloat16" | "float16" | "float32"
+  std::string load_format = "auto";  // "auto" | "safetensors" | "dummy"
+  uint64_t seed = 0;                 // dummy weights
+  int64_t block_size = 16;
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 8192;
+  int64_t max_model_len = 0;          // resolved by the caller (>0)
+  int64_t num_gpu_blocks_override = 0;  // >0: exactly this many KV blocks
+  size_t kv_cache_memory_bytes = 0;   // CPU: KV budget (0 = 256 MiB default)
+  double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
+  int num_threads = 0;                // CPU backend threads (0 = all cores)
+};
+
+// Loads the model for opts.device ("auto": CUDA when a GPU is present and the
+// CUDA backend is built in, else CPU). Throws std::runtime_error with a clear
+// message (missing files, unsupported architecture, no GPU for "cuda").
+std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config,
+                                                   const ExecutorOptions& opts);
+
+}  // namespace pagoda

@@ -1,0 +1,47 @@
+// OutputChannel: the per-request pipe from the engine thread to whoever waits
+// on the request (an HTTP/SSE session, a WebSocket, an offline caller).
+// The engine thread push()es deltas and never blocks on the reader: deltas
+// accumulate while the reader is busy and the reader drains them all at once
+// (coalescing). A notifier (e.g. asio::post onto the connection's strand) is
+// called after a push that found the channel empty.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace pagoda {
+
+class OutputChannel {
+ public:
+  // Engine thread. Never blocks beyond a short critical section.
+  void push(RequestOutput out);
+
+  // Reader side. Takes every pending delta (possibly none).
+  std::vector<RequestOutput> drain();
+  // Blocks until at least one delta is pending or `timeout` passes; returns
+  // what is pending (empty on timeout).
+  std::vector<RequestOutput> wait(std::chrono::milliseconds timeout);
+  // Installs the wake-up called after a push onto an empty channel; called on
+  // the engine thread, so it must only post work elsewhere.
+  void set_notifier(std::function<void()> fn);
+  // True once a finished delta has been pushed.
+  bool finished() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> pending_;
+  std::function<void()> notify_;
+  bool finished_ = false;
+};
+
+// Collects a whole request synchronously (offline use and tests): waits for
+// the finished delta and returns the deltas merged into one.
+RequestOutput collect(OutputChannel& ch);
+
+}  // namespace pagoda

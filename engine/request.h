@@ -1,0 +1,50 @@
+// The two messages that cross between network threads and the engine thread:
+// GenerateRequest (network → engine, through the request queue) and
+// RequestOutput (engine → connection, through the request's OutputChannel).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sample/sampling_params.h"
+
+namespace pagoda {
+
+class OutputChannel;
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+// OpenAI's finish_reason string: "stop", "length", "abort"; "" for kNone.
+const char* finish_reason_str(FinishReason r);
+
+struct GenerateRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;  // already tokenized (BOS included)
+  SamplingParams sampling;
+  std::shared_ptr<OutputChannel> output;  // where deltas go
+  std::chrono::steady_clock::time_point arrival_time = std::chrono::steady_clock::now();
+};
+
+// One delta of one request's output. Deltas concatenate: the joined
+// token_ids/text of all deltas are the completion. The last delta has
+// finished == true (and may carry no new tokens).
+struct RequestOutput {
+  std::string request_id;
+  int index = 0;                  // choice index (n > 1)
+  std::vector<int32_t> token_ids; // new token ids
+  std::string text;               // new text: whole UTF-8 characters only
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  // Which stop string or stop token id ended it (vLLM's stop_reason), if any.
+  std::optional<std::string> stop_str;
+  std::optional<int32_t> stop_token_id;
+  int64_t prompt_tokens = 0;      // usage, valid on every delta
+  int64_t completion_tokens = 0;  // total so far
+  std::string error;              // non-empty: the request failed (finished)
+  // Engine-side timings (seconds since arrival), for metrics.
+  double first_token_s = -1.0;
+};
+
+}  // namespace pagoda

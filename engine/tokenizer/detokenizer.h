@@ -1,0 +1,36 @@
+// Incremental detokenizer (vLLM's detokenize_incrementally with
+// prefix_offset/read_offset, after HF text-generation-inference): turns one
+// sequence's growing token list into text deltas that are always whole UTF-8
+// characters and keep SentencePiece's leading spaces right when tokens are
+// decoded one at a time.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+class Detokenizer {
+ public:
+  // prompt_ids give the context the first generated tokens are decoded
+  // against (so a leading "▁" after the prompt becomes a space).
+  Detokenizer(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,
+              bool skip_special_tokens);
+  // Appends one generated token; returns the new text (possibly "" while a
+  // multi-byte character is incomplete).
+  std::string step(int32_t token_id);
+  // Text held back (an incomplete UTF-8 tail) flushed at the end of the
+  // sequence, as U+FFFD replacement like HF's decode would give.
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  std::vector<int32_t> ids_;
+  size_t prefix_offset_ = 0;
+  size_t read_offset_ = 0;
+  bool skip_special_;
+};
+
+}  // namespace pagoda

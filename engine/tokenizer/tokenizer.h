@@ -1,0 +1,56 @@
+// Tokenizer: one interface over SentencePiece (tokenizer.model) and, later,
+// byte-level BPE (tokenizer.json / vocab.json + merges.txt). The kind comes
+// from the files present, not the model's name.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pagoda {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Token ids of text. add_special_tokens: prepend BOS when the tokenizer
+  // config says add_bos_token (HF semantics), append EOS when add_eos_token.
+  // Special-token text inside `text` is not parsed as control tokens by
+  // SentencePiece (as sentencepiece itself behaves).
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const = 0;
+  // Text of ids. skip_special_tokens drops control tokens (BOS/EOS/UNK...).
+  // May end in an incomplete UTF-8 sequence's replacement (U+FFFD); the
+  // Detokenizer deals with that when streaming.
+  virtual std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const = 0;
+  // The piece's surface string (SentencePiece piece, e.g. "▁Hello").
+  virtual std::string id_to_piece(int32_t id) const = 0;
+  virtual bool is_special(int32_t id) const = 0;
+  virtual int64_t vocab_size() const = 0;
+
+  virtual std::optional<int32_t> bos_token_id() const = 0;
+  virtual std::optional<int32_t> eos_token_id() const = 0;
+};
+
+// Settings from tokenizer_config.json (HF PreTrainedTokenizer fields).
+struct TokenizerConfig {
+  bool add_bos_token = true;
+  bool add_eos_token = false;
+  std::string bos_token;     // text, e.g. "<s>" ("" if none)
+  std::string eos_token;     // text, e.g. "</s>"
+  std::string chat_template; // Jinja source ("" if none)
+  // Reads <dir>/tokenizer_config.json if present (defaults otherwise);
+  // chat_template may be a string or a list of {name, template} (the
+  // "default" one is taken). Throws std::runtime_error naming the file when
+  // it is malformed.
+  static TokenizerConfig from_dir(const std::string& model_dir);
+};
+
+// Loads the tokenizer of a HF model directory: tokenizer.model
+// (SentencePiece) for now. Throws std::runtime_error naming the directory
+// when no supported tokenizer file is present or it fails to load.
+std::shared_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
+
+}  // namespace pagoda

@@ -1,0 +1,29 @@
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+#include "gpu/device_info.h"
+
+namespace pagoda::cuda {
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+std::string device_description(int index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return "";
+  char mem[32];
+  std::snprintf(mem, sizeof(mem), "%.1f GiB",
+                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ", " + mem + ")";
+}
+
+}  // namespace pagoda::cuda

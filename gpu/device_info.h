@@ -1,0 +1,11 @@
+// CUDA device discovery used by `--device auto`.
+#pragma once
+#include <string>
+
+namespace pagoda::cuda {
+// Number of usable CUDA devices; 0 when there is no driver or no GPU
+// (never throws).
+int device_count();
+// "NVIDIA H200 (sm_90, 139.8 GiB)" for device `index`; "" if unavailable.
+std::string device_description(int index);
+}  // namespace pagoda::cuda

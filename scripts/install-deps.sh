@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs Pagoda's build and test dependencies from Debian 12 packages.
+# Idempotent: packages already present are left as they are.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config git curl ca-certificates
+  libboost1.81-dev          # Asio, Beast, Lockfree (header-only parts)
+  nlohmann-json3-dev
+  libsentencepiece-dev
+  libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev
+  libcli11-dev
+  python3
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
