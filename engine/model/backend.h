@@ -73,6 +73,8 @@ class Backend {
   // Bytes this backend could still allocate (CUDA: free device memory;
   // CPU: the `kv_cache_memory` budget policy is the caller's).
   virtual size_t free_memory_bytes() const = 0;
+  // Bytes of memory of the device in all (CUDA: the card; CPU: system RAM).
+  virtual size_t total_memory_bytes() const = 0;
 
   // Copies n host elements of src_dtype (F32/F16/BF16/I32) into dst,
   // converting to dst.dtype (float types only convert among themselves).
