@@ -53,8 +53,10 @@ std::vector<int> SentencePieceTokenizer::sp_encode(std::string_view text) const 
 std::vector<int> SentencePieceTokenizer::encode_no_prefix(std::string_view text) const {
   // A sentinel before the text takes the dummy prefix; its own tokens are then
   // dropped (HF LlamaTokenizer legacy=false does this with "<unk>", which can
-  // merge with the text, e.g. Chinese-LLaMA's ">["). A private-use character
-  // (U+E000) is in no piece, so no BPE merge crosses it: it becomes byte
+  // merge with the text: Chinese-LLaMA-2 has the piece ">[", so "<unk>[INST]"
+  // gives "▁<" "unk" ">[" ...). A private-use character
+  // (U+E000) is in no piece of these vocabularies, so no BPE merge crosses it
+  // (and a merge would fail the check below): it becomes byte
   // pieces (or <unk>) and the text's pieces are those of the text alone.
   // Checked: the sentinel's own encoding must lead the result.
   for (const std::string& sentinel : {std::string("\xEE\x80\x80"), sp_->IdToPiece(sp_->unk_id())}) {
