@@ -191,6 +191,11 @@ void launch_prefill_d(const AttentionArgs& a, cudaStream_t stream) {
 }  // namespace
 
 void launch_prefill_attention(DType dt, const AttentionArgs& a, cudaStream_t stream) {
+  if (launch_prefill_attention_mma(dt, a, stream)) return;
+  launch_prefill_attention_simt(dt, a, stream);
+}
+
+void launch_prefill_attention_simt(DType dt, const AttentionArgs& a, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
   PAGODA_DISPATCH_FLOAT(dt, "prefill attention", {
     switch (a.head_dim) {

@@ -87,6 +87,13 @@ void launch_decode_attention(DType dt, const AttentionArgs& a, float* workspace,
 
 // Any batch (prefill, chunked prefill, decode, mixed): causal attention of
 // each sequence's queries (positions ctx-qlen .. ctx-1) over its cache.
+// Uses the tensor-core kernel (attention_prefill_mma.cu) when it applies,
+// else the fp32 CUDA-core kernel (all dtypes and head dims).
 void launch_prefill_attention(DType dt, const AttentionArgs& a, cudaStream_t stream);
+// Tensor-core path alone: bf16/f16 with head_dim 64 or 128; returns false
+// (and launches nothing) otherwise.
+bool launch_prefill_attention_mma(DType dt, const AttentionArgs& a, cudaStream_t stream);
+// The fp32 CUDA-core kernel alone (tests compare both paths).
+void launch_prefill_attention_simt(DType dt, const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace pagoda::cuda

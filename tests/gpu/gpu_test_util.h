@@ -4,7 +4,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -36,7 +38,19 @@ inline float round_bf16(float f) {
   return f;
 }
 
-inline float round_to(DType dt, float f) { return dt == DType::BF16 ? round_bf16(f) : f; }
+// Round-to-nearest-even to IEEE half (11 significant bits; subnormals below
+// 2^-14 keep a quantum of 2^-24), returned as float. Values stay in range.
+inline float round_f16(float f) {
+  if (f == 0.f || !std::isfinite(f)) return f;
+  int e = 0;
+  std::frexp(f, &e);  // f = m * 2^e, 0.5 <= |m| < 1
+  const int q = std::max(e - 11, -24);
+  return static_cast<float>(std::ldexp(std::nearbyint(std::ldexp(f, -q)), q));
+}
+
+inline float round_to(DType dt, float f) {
+  return dt == DType::BF16 ? round_bf16(f) : dt == DType::F16 ? round_f16(f) : f;
+}
 
 // A fresh seed per call (random_device), so every run draws new inputs.
 inline uint64_t fresh_seed() {
@@ -98,6 +112,7 @@ inline std::vector<double> to_double(const std::vector<float>& v) {
 // bf16 (u = 2^-9 ≈ 1.95e-3 per element, rel L2 ≈ u/√3 on average, ≤ u at
 // worst): 4e-3 leaves room for fp32 noise and one extra rounding of an
 // intermediate (residual sum, attention's bf16 q/k/v are exact inputs).
+// f16 (u = 2^-11) gets the same bound, 4x looser than it needs.
 inline double tol_for(DType dt) { return dt == DType::F32 ? 1e-5 : 4e-3; }
 
 }  // namespace pagoda::gputest

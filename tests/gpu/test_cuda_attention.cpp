@@ -146,6 +146,8 @@ void run_attention_case(const AttnCase& c) {
     // output (tol_for's 4e-3 argument). fp32: exp2f vs exp and summation
     // order over up to 8192 keys, relative ~1e-6.
     const double err = rel_l2(download(*b, out), ref);
+    std::printf("[ rel L2 ] %-8s %s %s kernel: %.3g (tolerance %.0e)\n", c.name, dtype_name(c.dt),
+                decode ? "decode" : "prefill", err, tol_for(c.dt));
     EXPECT_LT(err, tol_for(c.dt)) << (decode ? "decode kernel" : "prefill kernel");
   }
   for (Tensor* t : {&cache.k, &cache.v, &dq, &out}) b->free(*t);
@@ -199,6 +201,13 @@ TEST_F(CudaAttention, PrefillGQA2_f32_D8_and_D16_D32) {
   run_attention_case({"d8", DType::F32, 16, 8, 8, 4, {{513, 513}, {1, 1}, {10, 40}}});
   run_attention_case({"d16", DType::F32, 32, 16, 4, 2, {{300, 300}, {7, 20}}});
   run_attention_case({"d32", DType::BF16, 16, 32, 4, 4, {{1000, 1000}}});
+}
+TEST_F(CudaAttention, PrefillGQA4_bf16_bs32_D64) {
+  run_attention_case({"gqa4d64", DType::BF16, 32, 64, 8, 2, {{300, 300}, {1, 1000}, {70, 170}}});
+}
+TEST_F(CudaAttention, DecodeAndPrefill_f16_GQA2_D128) {
+  run_attention_case({"f16dec", DType::F16, 16, 128, 4, 2, decodes({1, 1000, 5000})});
+  run_attention_case({"f16pre", DType::F16, 16, 128, 4, 2, {{100, 100}, {1, 600}, {20, 60}}});
 }
 TEST_F(CudaAttention, PrefillLong_bf16_GQA4_2048) {
   run_attention_case({"long", DType::BF16, 16, 128, 4, 1, {{2048, 2048}, {1, 8192}}});

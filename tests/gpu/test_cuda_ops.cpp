@@ -220,7 +220,7 @@ TEST_P(CudaOps, BadShapesThrow) {
   for (Tensor* t : {&x, &w, &out, &wn}) b->free(*t);
 }
 
-INSTANTIATE_TEST_SUITE_P(DTypes, CudaOps, ::testing::Values(DType::BF16, DType::F32),
+INSTANTIATE_TEST_SUITE_P(DTypes, CudaOps, ::testing::Values(DType::BF16, DType::F16, DType::F32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
