@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
   void fill_normal(Tensor& t, float mean, float std, uint64_t seed) override;
 
   cudaStream_t stream() const { return stream_; }
+  LtGemm& gemm() { return *gemm_; }
 
  private:
   void* raw_alloc(size_t bytes, const char* what);

@@ -98,6 +98,10 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
 void LtGemm::run(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
                  DType bias_dt, void* out, int64_t M, int64_t N, int64_t K) {
   if (M == 0 || N == 0) return;
+  // Decode-sized batches: our weight-streaming GEMV beats cuBLASLt's choice.
+  if (use_gemv_ && (bias == nullptr || bias_dt == in_dt) &&
+      launch_gemv(in_dt, out_dt, x, w, bias, out, M, N, K, stream_))
+    return;
   const bool bias_epi = bias != nullptr && bias_dt == out_dt;
   const Key key{M, N, K, static_cast<int>(in_dt), static_cast<int>(out_dt), bias_epi,
                 alignment(x), alignment(w), alignment(out), bias_epi ? alignment(bias) : 0};

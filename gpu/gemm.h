@@ -26,6 +26,9 @@ class LtGemm {
   // its dtype equals out_dt, otherwise added by a separate kernel.
   void run(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
            DType bias_dt, void* out, int64_t M, int64_t N, int64_t K);
+  // M <= 8 with bf16/f16 goes to gpu/gemv.cu unless disabled (benchmarks
+  // compare both).
+  void set_use_gemv(bool on) { use_gemv_ = on; }
 
  private:
   struct Plan {
@@ -41,6 +44,7 @@ class LtGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 32u << 20;
   std::map<Key, Plan> plans_;
+  bool use_gemv_ = true;
 };
 
 }  // namespace pagoda::cuda

@@ -153,7 +153,8 @@ void bench_prefill(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& ro
 }
 
 void bench_gemm(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows, const char* what,
-                int64_t M, int64_t N, int64_t K) {
+                int64_t M, int64_t N, int64_t K, bool gemv = true) {
+  b.gemm().set_use_gemv(gemv);
   // Rotate over enough weight copies to exceed the 60 MB L2 several times.
   const int64_t wbytes = N * K * 2;
   const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t(512) << 20) / wbytes + 1));
@@ -169,7 +170,8 @@ void bench_gemm(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows,
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   const double tf = 2.0 * M * N * K / (ms * 1e-3) / 1e12;
   char name[160];
-  std::snprintf(name, sizeof(name), "GEMM %s M=%lld N=%lld K=%lld bf16", what, (long long)M, (long long)N, (long long)K);
+  std::snprintf(name, sizeof(name), "GEMM %s M=%lld N=%lld K=%lld bf16%s", what, (long long)M, (long long)N,
+                (long long)K, M <= 8 ? (gemv ? " [GEMV kernel]" : " [cuBLASLt]") : "");
   if (M == 1)
     rows.push_back({name, ms, fmt("%.0f GB/s", gbs), fmt("%.0f%% of copy BW", 100.0 * gbs / c.copy_gbs)});
   else
@@ -177,6 +179,7 @@ void bench_gemm(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows,
   for (auto& w : ws) b.free(w);
   b.free(x);
   b.free(o);
+  b.gemm().set_use_gemv(true);
 }
 
 }  // namespace
@@ -207,6 +210,9 @@ int main(int argc, char** argv) {
       bench_decode(b, c, rows, 1, 8192, 32, 32);
       bench_decode(b, c, rows, 64, 4096, 32, 8);
       bench_prefill(b, c, rows, 8, 2048, 32, 32);
+      bench_gemm(b, c, rows, "qkv", 1, 3 * 4096, 4096, false);
+      bench_gemm(b, c, rows, "o_proj", 1, 4096, 4096, false);
+      bench_gemm(b, c, rows, "down", 1, 4096, 11008, false);
       for (int64_t M : {1, 256}) {
         bench_gemm(b, c, rows, "qkv", M, 3 * 4096, 4096);
         bench_gemm(b, c, rows, "o_proj", M, 4096, 4096);

@@ -163,7 +163,8 @@ TEST_P(CudaOps, FillNormalStatistics) {
   b->free(t);
 }
 
-// linear: M in {1, 7, 256} (decode, odd, prefill), with and without bias,
+// linear: M in {1, 3, 7} (the GEMV kernel for bf16/f16), 9 and 256
+// (cuBLASLt), K = 60 (not a multiple of 8: cuBLASLt), with and without bias,
 // act-dtype and F32 output (logits).
 TEST_P(CudaOps, Linear) {
   PAGODA_REQUIRE_GPU();
@@ -173,7 +174,8 @@ TEST_P(CudaOps, Linear) {
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   struct Shape { int64_t M, N, K; };
-  for (Shape s : {Shape{1, 11008, 4096}, Shape{7, 384, 128}, Shape{256, 768, 512}, Shape{3, 512, 64}}) {
+  for (Shape s : {Shape{1, 11008, 4096}, Shape{7, 384, 128}, Shape{256, 768, 512}, Shape{3, 512, 64},
+                  Shape{1, 100, 60}, Shape{9, 256, 136}}) {
     auto x = random_vec(rng, s.M * s.K, dt);
     auto w = random_vec(rng, s.N * s.K, dt, -0.1f, 0.1f);
     auto bias = random_vec(rng, s.N, dt);
