@@ -21,21 +21,26 @@ namespace {
 
 constexpr int kPartition = 512;
 constexpr int kWarps = 4;
-constexpr int kUnroll = 4;
+// Tokens in flight per thread group per pass: more for small GC (fewer
+// registers per token), fewer for GC = 8 to stay clear of spills.
+template <int GC>
+constexpr int unroll_for() { return GC <= 2 ? 8 : 4; }
 
 template <typename T, int D, int GC>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, 2)
 decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __restrict__ ws_max,
                         float* __restrict__ ws_sum) {
   constexpr int VEC = (16 / static_cast<int>(sizeof(T))) < D ? 16 / static_cast<int>(sizeof(T)) : D;
   constexpr int TG = D / VEC;      // lanes per token
   constexpr int TPW = 32 / TG;     // tokens per warp per step
   constexpr int STEP = kWarps * TPW;
+  constexpr int kUnroll = unroll_for<GC>();
   static_assert(TG >= 1 && TG <= 32 && (TG & (TG - 1)) == 0, "head_dim/VEC must be 1..32, pow2");
 
   __shared__ float s_logits[GC][kPartition];
   __shared__ float s_acc[GC][D];
   __shared__ float s_max[GC], s_sum[GC];
+  __shared__ int s_blocks[kPartition + 1];  // this partition's block ids
 
   const int G = a.num_heads / a.num_kv_heads;
   const int nchunks = (G + GC - 1) / GC;
@@ -64,6 +69,12 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   const int bs = a.block_size, Hk = a.num_kv_heads;
 
   for (int e = tid; e < GC * D; e += blockDim.x) (&s_acc[0][0])[e] = 0.f;
+  // Stage the partition's block-table entries once, so each K/V load below
+  // depends on a shared-memory read instead of a global one.
+  const int blk0 = start / bs;
+  const int nblk = n > 0 ? (end - 1) / bs - blk0 + 1 : 0;
+  for (int i = tid; i < nblk; i += blockDim.x) s_blocks[i] = bt[blk0 + i];
+  __syncthreads();
 
   // ---- pass 1: scores (log2 domain: q pre-scaled by scale * log2(e)) ----
   {
@@ -86,7 +97,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
-          const int64_t blk = bt[t / bs];
+          const int64_t blk = s_blocks[t / bs - blk0];
           load_f32<T, VEC>(kc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, kr[u]);
         } else {
 #pragma unroll
@@ -144,7 +155,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
-          const int64_t blk = bt[t / bs];
+          const int64_t blk = s_blocks[t / bs - blk0];
           load_f32<T, VEC>(vc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, vr[u]);
         } else {
 #pragma unroll
