@@ -200,6 +200,13 @@ Value Interpreter::make_macro(const Stmt& s, const FramePtr& frame) {
 // arguments go to `varargs`, extra keywords to `kwargs`; the result is the
 // rendered body.
 Value Interpreter::call_macro(const Stmt& s, const FramePtr& def_frame, const CallArgs& args) {
+  struct Depth {
+    int& d;
+    explicit Depth(int& depth) : d(depth) {
+      if (++d > kMaxMacroDepth) throw ChatTemplateError("maximum macro recursion depth exceeded");
+    }
+    ~Depth() { --d; }
+  } depth(macro_depth_);
   auto f = std::make_shared<Frame>();
   f->parent = def_frame;
   List varargs;

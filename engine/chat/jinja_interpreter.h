@@ -39,6 +39,8 @@ class Interpreter {
   CallArgs eval_args(const Expr& e, size_t first, const FramePtr& frame);
   Value lookup(const std::string& name, const FramePtr& frame) const;
 
+  static constexpr int kMaxMacroDepth = 100;  // recursion bound, like Python's stack limit
+  int macro_depth_ = 0;
   Value filter_input_;  // operand of the innermost filter of a filter block / block set
 };
 

@@ -3,6 +3,8 @@
 #include "engine/chat/jinja_lexer.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/chat/chat_template.h"
@@ -171,7 +173,7 @@ class Lexer {
   void comment(size_t body) {
     int line = line_;
     size_t end = src_.find("#}", body);
-    if (end == std::string::npos) fail("missing end of comment tag", line);
+    if (end == std::string::npos) fail("Missing end of comment tag", line);
     char mod = end > body && (src_[end - 1] == '-' || src_[end - 1] == '+') ? src_[end - 1] : '\0';
     advance_to(end + 2);
     after_end(mod, true);
@@ -295,8 +297,13 @@ class Lexer {
     for (size_t i = pos_; i < e; ++i)
       if (src_[i] != '_') text += src_[i];
     Token t{is_float ? TokType::Float : TokType::Int, text, line};
-    if (is_float) t.fval = std::stod(text);
-    else t.ival = std::stoll(text);
+    errno = 0;
+    if (is_float) {
+      t.fval = std::strtod(text.c_str(), nullptr);  // overflow gives inf, as in Python
+    } else {
+      t.ival = std::strtoll(text.c_str(), nullptr, 10);
+      if (errno == ERANGE) fail("integer literal " + text + " does not fit in 64 bits", line);
+    }
     toks_.push_back(t);
     advance_to(e);
   }

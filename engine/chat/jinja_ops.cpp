@@ -2,7 +2,9 @@
 // Jinja2 evaluates them (template designer documentation, "Math",
 // "Comparisons", "Other Operators", "Variables": foo.bar tries the attribute
 // then the item, foo['bar'] the item then the attribute).
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include "engine/chat/chat_template.h"
 #include "engine/chat/jinja_builtins.h"
@@ -28,6 +30,12 @@ Value missing_attr(const Value& obj, const std::string& name) {
   msg += "'";
   return Value::undefined(msg);
 }
+
+// Python integers are unbounded; ours are 64-bit and fail instead of wrapping.
+[[noreturn]] Value overflow() { throw ChatTemplateError("integer overflow (values are limited to 64 bits)"); }
+
+// Cap on sequence repetition ('ab' * n), where Python would exhaust memory.
+constexpr uint64_t kMaxRepeatedSize = uint64_t{1} << 26;
 
 int64_t py_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -125,7 +133,7 @@ Value slice(const Value& obj, const Value* start, const Value* stop, const Value
 Value negate(const Value& a) {
   if (a.is_undefined()) fail_undefined(a);
   if (a.kind() == Value::Kind::Float) return Value(-a.as_double());
-  if (a.is_int()) return Value(-a.as_int());
+  if (a.is_int()) return a.as_int() == INT64_MIN ? overflow() : Value(-a.as_int());
   throw ChatTemplateError("bad operand type for unary -: '" + a.type_name() + "'");
 }
 
@@ -137,9 +145,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     bool fl = !a.is_int() || !b.is_int();
     double x = a.as_double(), y = b.as_double();
     int64_t i = a.as_int(), j = b.as_int();
-    if (op == "+") return fl ? Value(x + y) : Value(i + j);
-    if (op == "-") return fl ? Value(x - y) : Value(i - j);
-    if (op == "*") return fl ? Value(x * y) : Value(i * j);
+    int64_t r = 0;
+    if (op == "+") return fl ? Value(x + y) : __builtin_add_overflow(i, j, &r) ? overflow() : Value(r);
+    if (op == "-") return fl ? Value(x - y) : __builtin_sub_overflow(i, j, &r) ? overflow() : Value(r);
+    if (op == "*") return fl ? Value(x * y) : __builtin_mul_overflow(i, j, &r) ? overflow() : Value(r);
     if (op == "/") {
       if (y == 0) throw ChatTemplateError(fl ? "float division by zero" : "division by zero");
       return Value(x / y);
@@ -150,14 +159,16 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         double q = std::floor(x / y);
         return op == "//" ? Value(q) : Value(x - q * y);
       }
+      if (i == INT64_MIN && j == -1) overflow();
       int64_t q = py_floordiv(i, j);
       return op == "//" ? Value(q) : Value(i - q * j);
     }
     if (op == "**") {
       if (!fl && j >= 0) {
-        int64_t r = 1;
-        for (int64_t k = 0; k < j; ++k) r *= i;
-        return Value(r);
+        int64_t p = 1;
+        for (int64_t k = 0; k < j; ++k)
+          if (__builtin_mul_overflow(p, i, &p)) overflow();
+        return Value(p);
       }
       return Value(std::pow(x, y));
     }
@@ -176,6 +187,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "*" && (a.is_int() || b.is_int()) && (a.is_string() || b.is_string() || a.is_list() || b.is_list())) {
     const Value& seq = a.is_int() ? b : a;
     int64_t n = a.is_int() ? a.as_int() : b.as_int();
+    size_t unit = seq.is_string() ? seq.str().size() : seq.items().size();
+    if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > kMaxRepeatedSize / unit)
+      throw ChatTemplateError("repetition result too large");
     if (seq.is_string()) {
       std::string s;
       for (int64_t k = 0; k < n; ++k) s += seq.str();

@@ -75,7 +75,11 @@ class Parser {
     while (true) {
       const Token& t = cur();
       if (t.type == TokType::Eof) {
-        if (!ends.empty()) fail("unexpected end of template, expected '" + ends.back() + "'");
+        if (!ends.empty()) {
+          std::string want;
+          for (size_t i = 0; i < ends.size(); ++i) want += (i ? " or '" : "'") + ends[i] + "'";
+          fail("Unexpected end of template. Jinja was looking for the following tags: " + want + ".");
+        }
         return body;
       }
       if (t.type == TokType::Text) {
@@ -114,6 +118,7 @@ class Parser {
   }
 
   void parse_statement(Body& out) {
+    DepthGuard guard(this);
     int line = cur().line;
     std::string kw = expect_name();
     std::string found;
@@ -188,8 +193,7 @@ class Parser {
       out.push_back(std::move(s));
     } else if (kw == "filter") {
       auto s = stmt(Stmt::Kind::FilterBlock, line);
-      --p_;  // parse_filters expects to sit on the first filter name
-      t_pipe_ = true;
+      t_pipe_ = true;  // the first filter has no leading '|'
       s->expr = parse_filters(nullptr);
       expect(TokType::BlockEnd, "end of statement block");
       s->body = parse_body({"endfilter"}, &found);
@@ -203,7 +207,7 @@ class Parser {
       out.push_back(stmt(kw == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue, line));
     } else {
       --p_;
-      fail("encountered unknown tag '" + kw + "'");
+      fail("Encountered unknown tag '" + kw + "'.");
     }
     expect(TokType::BlockEnd, "end of statement block");
   }
@@ -274,6 +278,7 @@ class Parser {
     return l;
   }
   ExprPtr parse_not() {
+    DepthGuard guard(this);
     if (is_name("not")) {
       auto u = make(Expr::Kind::Unary, t_[p_++].line);
       u->name = "not";
@@ -342,6 +347,7 @@ class Parser {
     return l;
   }
   ExprPtr parse_unary(bool with_filter) {
+    DepthGuard guard(this);
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       auto u = make(Expr::Kind::Unary, cur().line);
@@ -541,9 +547,21 @@ class Parser {
     }
   }
 
+  // Bounds the recursion on deeply nested input (kMaxDepth nested
+  // expressions or blocks) so that bad templates fail instead of overflowing.
+  struct DepthGuard {
+    static constexpr int kMaxDepth = 200;
+    Parser* p;
+    explicit DepthGuard(Parser* parser) : p(parser) {
+      if (++p->depth_ > kMaxDepth) p->fail("template nesting too deep");
+    }
+    ~DepthGuard() { --p->depth_; }
+  };
+
   const std::vector<Token>& t_;
   size_t p_ = 0;
   bool t_pipe_ = false;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 
@@ -56,27 +57,35 @@ Value Value::callable(Function fn, std::string name) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::json& j) {
+template <class Json>
+static Value value_from_json(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return none();
-    case nlohmann::json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return Value(static_cast<int64_t>(j.get<uint64_t>()));
-    case nlohmann::json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::json::value_t::string: return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
-      List l;
-      for (const auto& e : j) l.push_back(from_json(e));
-      return list(std::move(l));
+    case Json::value_t::null: return Value::none();
+    case Json::value_t::boolean: return Value(j.template get<bool>());
+    case Json::value_t::number_integer: return Value(j.template get<int64_t>());
+    case Json::value_t::number_unsigned: {
+      auto u = j.template get<uint64_t>();
+      if (u > static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
+      return Value(static_cast<int64_t>(u));
     }
-    case nlohmann::json::value_t::object: {
+    case Json::value_t::number_float: return Value(j.template get<double>());
+    case Json::value_t::string: return Value(j.template get<std::string>());
+    case Json::value_t::array: {
+      List l;
+      for (const auto& e : j) l.push_back(value_from_json(e));
+      return Value::list(std::move(l));
+    }
+    case Json::value_t::object: {
       Dict d;
-      for (const auto& [k, e] : j.items()) d.emplace_back(k, from_json(e));
-      return dict(std::move(d));
+      for (const auto& [k, e] : j.items()) d.emplace_back(k, value_from_json(e));
+      return Value::dict(std::move(d));
     }
     default: throw ChatTemplateError("unsupported JSON value in template variables");
   }
 }
+
+Value Value::from_json(const nlohmann::json& j) { return value_from_json(j); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j); }
 
 Value* Value::find(const std::string& key) const {
   if (!dict_) return nullptr;

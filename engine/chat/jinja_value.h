@@ -48,7 +48,10 @@ class Value {
   static Value dict(Dict items = {});
   static Value ns(Dict items = {});
   static Value callable(Function fn, std::string name);
+  // JSON -> Value; objects keep the order of j's keys (sorted for
+  // nlohmann::json, insertion order for nlohmann::ordered_json).
   static Value from_json(const nlohmann::json& j);
+  static Value from_json(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::Undefined; }

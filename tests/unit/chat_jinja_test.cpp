@@ -202,6 +202,36 @@ TEST(ChatJinja, RaiseExceptionAndParseErrors) {
   EXPECT_THROW(ChatTemplate("{% endif %}"), ChatTemplateError);
 }
 
+TEST(ChatJinja, FilterBlocksAndBadInputLimits) {
+  EXPECT_EQ(R("{% filter upper %}abc{{ 'd' }}{% endfilter %}"), "ABCD");
+  EXPECT_EQ(R("{% set y | upper %}abc{% endset %}{{ y }}"), "ABC");
+  // 64-bit integers fail cleanly where Python would switch to big integers.
+  EXPECT_NE(Err("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
+  EXPECT_NE(Err("{{ 2 ** 64 }}").find("overflow"), std::string::npos);
+  EXPECT_NE(Err("{{ 99999999999999999999 }}").find("(line 1)"), std::string::npos);
+  EXPECT_NE(Err("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("recursion"), std::string::npos);
+  EXPECT_NE(Err("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nesting too deep"),
+            std::string::npos);
+  std::string nested_ifs;
+  for (int i = 0; i < 5000; ++i) nested_ifs += "{% if 1 %}";
+  EXPECT_NE(Err(nested_ifs).find("nesting too deep"), std::string::npos);
+  EXPECT_NE(Err("{{ 'ab' * 100000000000 }}").find("too large"), std::string::npos);
+  EXPECT_EQ(Err("{{ range(1000000) | length }}"),
+            "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+}
+
+TEST(ChatJinja, RenderOrderedKeepsKeyOrderForToJson) {
+  nlohmann::ordered_json tools = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}])");
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  extra["tools"] = tools;
+  ChatTemplate t("{{ tools | tojson }}|{{ tools[0] }}");
+  // json.dumps / str() of a Python dict print keys in insertion order.
+  EXPECT_EQ(t.render_ordered(nlohmann::ordered_json::array(), false, "", "", extra),
+            "[{\"type\": \"function\", \"function\": {\"name\": \"get\", \"parameters\": {\"type\": \"object\"}}}]|"
+            "{'type': 'function', 'function': {'name': 'get', 'parameters': {'type': 'object'}}}");
+}
+
 TEST(ChatJinja, RealTemplateFeatures) {
   const std::string dir = std::string(PAGODA_SHARED_DIR) + "/chat_templates/";
   auto load = [&](const std::string& name) {
