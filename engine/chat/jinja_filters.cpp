@@ -41,7 +41,7 @@ Value attr_path(const Value& item, const std::string& path) {
 }
 
 Value sort_key(const Value& v, bool case_sensitive) {
-  return (!case_sensitive && v.is_string()) ? Value(ascii_lower(v.str())) : v;
+  return (!case_sensitive && v.is_string()) ? Value(utf8_lower(v.str())) : v;
 }
 
 std::string html_escape(const std::string& s) {
@@ -60,20 +60,23 @@ std::string html_escape(const std::string& s) {
 }
 
 std::string jinja_title(const std::string& s) {
-  // Words begin after runs of whitespace or any of - ( { [ <.
-  std::string out;
-  bool start = true;
+  // Words begin after runs of whitespace or any of - ( { [ < (jinja2's
+  // _word_beginning_split_re); each word is item[0].upper() + item[1:].lower().
+  std::string out, word;
+  auto flush = [&] {
+    out += utf8_capitalize(word);
+    word.clear();
+  };
   for (char c : s) {
     unsigned char u = static_cast<unsigned char>(c);
-    bool sep = std::isspace(u) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-    if (sep) {
+    if (std::isspace(u) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<') {
+      flush();
       out += c;
-      start = true;
     } else {
-      out += static_cast<char>(start ? std::toupper(u) : std::tolower(u));
-      start = false;
+      word += c;
     }
   }
+  flush();
   return out;
 }
 
@@ -140,9 +143,9 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     std::string c = chars ? chars->to_string() : "";
     return Value(py_strip(v.to_string(), chars ? &c : nullptr, true, true));
   }
-  if (name == "upper") return Value(ascii_upper(v.to_string()));
-  if (name == "lower") return Value(ascii_lower(v.to_string()));
-  if (name == "capitalize") return Value(py_capitalize(v.to_string()));
+  if (name == "upper") return Value(utf8_upper(v.to_string()));
+  if (name == "lower") return Value(utf8_lower(v.to_string()));
+  if (name == "capitalize") return Value(utf8_capitalize(v.to_string()));
   if (name == "title") return Value(jinja_title(v.to_string()));
   if (name == "replace") {
     const Value* c = opt(a, 2, "count");

@@ -79,13 +79,13 @@ Value str_method(const Value& obj, const std::string& name) {
       return Value(py_replace(s, *from, *to, opt_int(a, 2, "count", -1)));
     };
   } else if (name == "upper") {
-    f = [s](const CallArgs&) { return Value(ascii_upper(s)); };
+    f = [s](const CallArgs&) { return Value(utf8_upper(s)); };
   } else if (name == "lower") {
-    f = [s](const CallArgs&) { return Value(ascii_lower(s)); };
+    f = [s](const CallArgs&) { return Value(utf8_lower(s)); };
   } else if (name == "title") {
-    f = [s](const CallArgs&) { return Value(py_title(s)); };
+    f = [s](const CallArgs&) { return Value(utf8_title(s)); };
   } else if (name == "capitalize") {
-    f = [s](const CallArgs&) { return Value(py_capitalize(s)); };
+    f = [s](const CallArgs&) { return Value(utf8_capitalize(s)); };
   } else if (name == "find" || name == "count") {
     bool find = name == "find";
     f = [s, find](const CallArgs& a) {
@@ -261,34 +261,6 @@ std::string py_replace(const std::string& s, const std::string& from, const std:
     b = p + from.size();
   }
   return out + s.substr(b);
-}
-
-std::string ascii_upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string ascii_lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string py_title(const std::string& s) {
-  std::string out = s;
-  bool prev_cased = false;
-  for (char& c : out) {
-    unsigned char u = static_cast<unsigned char>(c);
-    bool alpha = std::isalpha(u);
-    if (alpha) c = static_cast<char>(prev_cased ? std::tolower(u) : std::toupper(u));
-    prev_cased = alpha;
-  }
-  return out;
-}
-
-std::string py_capitalize(const std::string& s) {
-  std::string out = ascii_lower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
 }
 
 }  // namespace pagoda::jinja

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat/jinja_unicode.h"
 #include "engine/chat/jinja_value.h"
 
 namespace pagoda::jinja {
@@ -20,9 +21,5 @@ std::string py_strip(const std::string& s, const std::string* chars, bool left, 
 std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit);
 // Python str.replace(old, new, count); count < 0 replaces all.
 std::string py_replace(const std::string& s, const std::string& from, const std::string& to, int64_t count);
-std::string ascii_upper(std::string s);
-std::string ascii_lower(std::string s);
-std::string py_title(const std::string& s);       // Python str.title()
-std::string py_capitalize(const std::string& s);  // Python str.capitalize()
 
 }  // namespace pagoda::jinja

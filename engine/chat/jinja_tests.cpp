@@ -60,8 +60,8 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& a) {
     if (!v.is_int() || !d.is_int() || d.as_int() == 0) throw ChatTemplateError("divisibleby requires non-zero integers");
     return v.as_int() % d.as_int() == 0;
   }
-  if (name == "lower") return v.is_string() && ascii_lower(v.str()) == v.str();
-  if (name == "upper") return v.is_string() && ascii_upper(v.str()) == v.str();
+  if (name == "lower") return v.is_string() && utf8_lower(v.str()) == v.str();
+  if (name == "upper") return v.is_string() && utf8_upper(v.str()) == v.str();
   if (name == "eq" || name == "equalto" || name == "==") return equals(v, arg(a, name));
   if (name == "ne" || name == "!=") return !equals(v, arg(a, name));
   if (name == "lt" || name == "lessthan" || name == "<") return compare(v, arg(a, name)) < 0;

@@ -184,6 +184,17 @@ TEST(ChatJinja, StringDictListMethods) {
   EXPECT_EQ(Err("{% set l = [] %}{{ l.append(1) }}"), "access to attribute 'append' of 'list' object is unsafe.");
 }
 
+// Python's str.upper/lower/title/capitalize map non-ASCII letters too
+// (Unicode case mappings; ß upper-cases to "SS"; final sigma).
+TEST(ChatJinja, UnicodeCaseMapping) {
+  EXPECT_EQ(R("{{ '\u00e9'.upper() }}|{{ 'stra\u00dfe'.upper() }}|{{ '\u041f\u0420\u0418\u0412\u0415\u0422' | lower }}"),
+            "\u00c9|STRASSE|\u043f\u0440\u0438\u0432\u0435\u0442");
+  EXPECT_EQ(R("{{ '\u03a3\u0399\u03a3\u03a5\u03a6\u039f\u03a3'.lower() }}"),
+            "\u03c3\u03b9\u03c3\u03c5\u03c6\u03bf\u03c2");
+  EXPECT_EQ(R("{{ 'h\u00e9llo w\u00f6rld'.title() }}|{{ '\u00e9COLE' | capitalize }}|{{ '\u4e2d\u6587abc' | upper }}"),
+            "H\u00e9llo W\u00f6rld|\u00c9cole|\u4e2d\u6587ABC");
+}
+
 TEST(ChatJinja, RaiseExceptionAndParseErrors) {
   EXPECT_EQ(Err("{{ raise_exception('Bad role: ' ~ 'x') }}"), "Bad role: x");
   std::string e = Err("line1\n{% if x %}\nno end");
