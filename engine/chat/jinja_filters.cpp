@@ -158,8 +158,21 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     return Value(indent(v.to_string(), ind, opt_bool(a, 1, "first", false), opt_bool(a, 2, "blank", false)));
   }
   if (name == "tojson") {
-    const Value* ind = opt(a, 0, "indent");
-    return Value(v.to_json(ind ? static_cast<int>(ind->as_int()) : -1, opt_bool(a, 4, "sort_keys", false)));
+    // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+    JsonOptions o;
+    o.ensure_ascii = opt_bool(a, 0, "ensure_ascii", false);
+    if (const Value* ind = opt(a, 1, "indent")) {
+      o.has_indent = true;
+      o.indent = ind->is_string() ? ind->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, ind->as_int())), ' ');
+    }
+    if (const Value* sep = opt(a, 2, "separators")) {
+      if (!sep->is_list() || sep->items().size() != 2) throw ChatTemplateError("separators must be a pair of strings");
+      o.has_separators = true;
+      o.item_separator = sep->items()[0].to_string();
+      o.key_separator = sep->items()[1].to_string();
+    }
+    o.sort_keys = opt_bool(a, 3, "sort_keys", false);
+    return Value(v.to_json(o));
   }
   if (name == "length" || name == "count") {
     if (v.is_string()) return Value(static_cast<int64_t>(utf8_length(v.str())));

@@ -132,20 +132,28 @@ std::string py_float_repr(double d) {
   std::string out;
   if (exp >= -4 && exp < 16) {
     if (exp < 0) {
-      out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+      out = "0.";
+      out.append(static_cast<size_t>(-exp - 1), '0');
+      out += digits;
     } else if (static_cast<int>(digits.size()) <= exp + 1) {
       out = digits + std::string(static_cast<size_t>(exp + 1 - static_cast<int>(digits.size())), '0') + ".0";
     } else {
-      out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
+      out.assign(digits, 0, static_cast<size_t>(exp + 1));
+      out += '.';
+      out.append(digits, static_cast<size_t>(exp + 1), std::string::npos);
     }
   } else {
     out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) {
+      out += '.';
+      out.append(digits, 1, std::string::npos);
+    }
     char eb[16];
     std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     out += eb;
   }
-  return neg ? "-" + out : out;
+  if (neg) out.insert(0, 1, '-');
+  return out;
 }
 
 static std::string py_str_repr(const std::string& s) {
@@ -214,89 +222,6 @@ std::string Value::type_name() const {
     case Kind::Callable: return "function";
   }
   return "object";
-}
-
-std::string json_quote(const std::string& s) {
-  // Python json's ESCAPE table with ensure_ascii=False: '"', '\\' and control
-  // characters below 0x20 are escaped; everything else is copied.
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          out += b;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
-static void dump_json(const Value& v, int indent, bool sort_keys, int depth, std::string& out) {
-  auto newline = [&](int d) {
-    out += '\n';
-    out.append(static_cast<size_t>(indent * d), ' ');
-  };
-  switch (v.kind()) {
-    case Value::Kind::None: out += "null"; return;
-    case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
-    case Value::Kind::Int: out += std::to_string(v.as_int()); return;
-    case Value::Kind::Float: {
-      double d = v.as_double();
-      if (std::isnan(d)) out += "NaN";
-      else if (std::isinf(d)) out += d > 0 ? "Infinity" : "-Infinity";
-      else out += py_float_repr(d);
-      return;
-    }
-    case Value::Kind::String: out += json_quote(v.str()); return;
-    case Value::Kind::List: {
-      const List& l = v.items();
-      if (l.empty()) { out += "[]"; return; }
-      out += '[';
-      for (size_t i = 0; i < l.size(); ++i) {
-        if (i) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(depth + 1);
-        dump_json(l[i], indent, sort_keys, depth + 1, out);
-      }
-      if (indent >= 0) newline(depth);
-      out += ']';
-      return;
-    }
-    case Value::Kind::Dict: {
-      Dict d = v.entries();
-      if (d.empty()) { out += "{}"; return; }
-      if (sort_keys)
-        std::stable_sort(d.begin(), d.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      out += '{';
-      for (size_t i = 0; i < d.size(); ++i) {
-        if (i) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(depth + 1);
-        out += json_quote(d[i].first) + ": ";
-        dump_json(d[i].second, indent, sort_keys, depth + 1, out);
-      }
-      if (indent >= 0) newline(depth);
-      out += '}';
-      return;
-    }
-    default:
-      throw ChatTemplateError("Object of type " + v.type_name() + " is not JSON serializable");
-  }
-}
-
-std::string Value::to_json(int indent, bool sort_keys) const {
-  std::string out;
-  dump_json(*this, indent, sort_keys, 0, out);
-  return out;
 }
 
 bool equals(const Value& a, const Value& b) {

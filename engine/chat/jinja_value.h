@@ -86,9 +86,9 @@ class Value {
   std::string to_string() const;       // Python str() (Undefined -> "")
   std::string repr() const;            // Python repr()
   std::string type_name() const;       // Python type name: 'int', 'str', ...
-  // Python json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=...)
-  // with transformers' defaults; indent < 0 means None. Throws on Undefined.
-  std::string to_json(int indent = -1, bool sort_keys = false) const;
+  // Python json.dumps(value, **options) (see JsonOptions). Throws
+  // ChatTemplateError for values JSON cannot hold (Undefined, callables).
+  std::string to_json(const struct JsonOptions& options) const;
 
  private:
   Kind kind_ = Kind::Undefined;
@@ -101,10 +101,23 @@ class Value {
   std::shared_ptr<Function> fn_;
 };
 
+// Arguments of Python's json.dumps as transformers' tojson filter passes
+// them: json.dumps(x, ensure_ascii=False, indent=None, separators=None,
+// sort_keys=False). No indent: separators (", ", ": "); with an indent:
+// (",", ": ") and one line per item, indented by `indent` per level.
+struct JsonOptions {
+  bool has_indent = false;
+  std::string indent;  // the per-level indent string (Python: int -> spaces)
+  bool ensure_ascii = false;
+  bool sort_keys = false;
+  bool has_separators = false;
+  std::string item_separator, key_separator;
+};
+
 bool equals(const Value& a, const Value& b);          // Python ==
 int compare(const Value& a, const Value& b);          // Python <, throws on mismatch
 std::string py_float_repr(double d);                  // Python repr(float)
-std::string json_quote(const std::string& s);         // json.dumps(str, ensure_ascii=False)
+std::string json_quote(const std::string& s, bool ensure_ascii = false);  // json.dumps(str)
 size_t utf8_length(const std::string& s);             // code points
 std::vector<std::string> utf8_chars(const std::string& s);
 

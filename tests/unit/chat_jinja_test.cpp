@@ -166,6 +166,13 @@ TEST(ChatJinja, ToJsonMatchesPythonJsonDumps) {
   EXPECT_EQ(R("{{ {'a': [1, 2], 'b': {}} | tojson(indent=2) }}"), "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": {}\n}");
   EXPECT_EQ(R("{{ '<x>' | tojson }}"), "\"<x>\"");  // transformers' tojson does not HTML-escape
   EXPECT_EQ(R("{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }}"), "{\"a\": 2, \"b\": 1}");
+  // transformers' signature: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+  EXPECT_EQ(R("{{ '\u00e9\U0001F600' | tojson(ensure_ascii=true) }}|{{ ['x'] | tojson(true) }}"),
+            "\"\\u00e9\\ud83d\\ude00\"|[\"x\"]");
+  EXPECT_EQ(R("{{ {'a': 1, 'b': [1, 2]} | tojson(separators=(',', ':')) }}"), "{\"a\":1,\"b\":[1,2]}");
+  EXPECT_EQ(R("{{ {'a': [1]} | tojson(indent='\t') }}|{{ [1] | tojson(indent=0) }}"), "{\n\t\"a\": [\n\t\t1\n\t]\n}|[\n1\n]");
+  EXPECT_EQ(R("{{ [1.0, 1e100, -0.0, 3.14] | tojson }}"), "[1.0, 1e+100, -0.0, 3.14]");
+  EXPECT_EQ(Err("{{ x | tojson }}"), "Object of type Undefined is not JSON serializable");
 }
 
 TEST(ChatJinja, StringDictListMethods) {
