@@ -124,6 +124,9 @@ class EngineImpl {
     bool did = drain();
     SchedulerOutput out = scheduler.schedule();
     local.num_preemptions_total = scheduler.num_preemptions_total();
+    if (out.num_finished_by_capacity > 0)
+      local.requests_finished_total["length"] += out.num_finished_by_capacity;
+    did = did || out.num_finished_by_capacity > 0;
     if (!out.empty()) {
       runner.execute(out, logits);
       sample(out);

@@ -90,6 +90,7 @@ SchedulerOutput Scheduler::schedule() {
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
       finish_sequence(*seq, FinishReason::kLength);
       retire(seq);
+      ++out.num_finished_by_capacity;
       continue;
     }
     blocks_.allocate(seq->block_table, need);

@@ -56,6 +56,9 @@ struct SchedulerOutput {
   int64_t num_prefill_tokens = 0;   // tokens of sequences not yet decoding
   int64_t num_decode_tokens = 0;
   int64_t num_preempted = 0;
+  // Sequences finished while scheduling (alone and still out of KV blocks:
+  // "length"); their final deltas are already pushed.
+  int64_t num_finished_by_capacity = 0;
   bool empty() const { return seqs.empty(); }
   int64_t num_samples() const;
 };

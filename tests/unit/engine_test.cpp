@@ -381,6 +381,7 @@ TEST(Engine, SequenceLongerThanTheWholeCacheEndsWithLengthNotAHang) {
   EXPECT_EQ(got.finish_reason, FinishReason::kLength);
   EXPECT_EQ(got.token_ids, reference_greedy(make_prompt(5, 6), 7, kVocab));  // 6 + 6 = 12 slots, +1 sampled
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  EXPECT_EQ(h.engine->stats().requests_finished_total["length"], 1);
 }
 
 }  // namespace
