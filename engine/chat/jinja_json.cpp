@@ -11,8 +11,8 @@ namespace pagoda::jinja {
 namespace {
 
 void append_u_escape(std::string& out, uint32_t unit) {
-  char b[8];
-  std::snprintf(b, sizeof b, "\\u%04x", unit);
+  char b[16];  // "\\u" + 4 hex digits + NUL; unit is a UTF-16 code unit (<= 0xFFFF)
+  std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(unit & 0xFFFFu));
   out += b;
 }
 
