@@ -21,12 +21,13 @@ namespace {
 
 constexpr int kPartition = 512;
 constexpr int kWarps = 4;
-// Tokens in flight per thread group per pass: more for small GC (fewer
-// registers per token), fewer for GC = 8 to stay clear of spills.
-template <int GC>
-constexpr int unroll_for() { return GC <= 2 ? 8 : 4; }
+// Tokens in flight per thread group per pass (kUnroll): 4 or 8, chosen at
+// launch (default_unroll; the benchmark compares both). Raw 16-byte vectors
+// are held in flight and converted at use, 4 registers per token.
+int g_unroll_override = 0;
+int default_unroll(int GC) { return GC <= 2 ? 8 : 4; }
 
-template <typename T, int D, int GC>
+template <typename T, int D, int GC, int kUnroll>
 __global__ void __launch_bounds__(kWarps * 32, 2)
 decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __restrict__ ws_max,
                         float* __restrict__ ws_sum) {
@@ -34,7 +35,6 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   constexpr int TG = D / VEC;      // lanes per token
   constexpr int TPW = 32 / TG;     // tokens per warp per step
   constexpr int STEP = kWarps * TPW;
-  constexpr int kUnroll = unroll_for<GC>();
   static_assert(TG >= 1 && TG <= 32 && (TG & (TG - 1)) == 0, "head_dim/VEC must be 1..32, pow2");
 
   __shared__ float s_logits[GC][kPartition];
@@ -92,26 +92,29 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
       }
     }
     for (int base = start + warp * TPW; base < end; base += STEP * kUnroll) {
-      float kr[kUnroll][VEC];
+      Vec<T, VEC> kraw[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
           const int64_t blk = s_blocks[t / bs - blk0];
-          load_f32<T, VEC>(kc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, kr[u]);
+          kraw[u] = *reinterpret_cast<const Vec<T, VEC>*>(kc + ((blk * bs + t % bs) * Hk + kvh) * D + d0);
         } else {
 #pragma unroll
-          for (int i = 0; i < VEC; ++i) kr[u][i] = 0.f;
+          for (int i = 0; i < VEC; ++i) kraw[u].v[i] = from_f32<T>(0.f);
         }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
+        float kr[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) kr[i] = to_f32(kraw[u].v[i]);
 #pragma unroll
         for (int g = 0; g < GC; ++g) {
           float s = 0.f;
 #pragma unroll
-          for (int i = 0; i < VEC; ++i) s += qr[g][i] * kr[u][i];
+          for (int i = 0; i < VEC; ++i) s += qr[g][i] * kr[i];
 #pragma unroll
           for (int o = TG / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
           if (li == 0 && t < end) s_logits[g][t - start] = s;
@@ -150,27 +153,27 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
 #pragma unroll
       for (int i = 0; i < VEC; ++i) acc[g][i] = 0.f;
     for (int base = start + warp * TPW; base < end; base += STEP * kUnroll) {
-      float vr[kUnroll][VEC];
+      Vec<T, VEC> vraw[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
           const int64_t blk = s_blocks[t / bs - blk0];
-          load_f32<T, VEC>(vc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, vr[u]);
-        } else {
-#pragma unroll
-          for (int i = 0; i < VEC; ++i) vr[u][i] = 0.f;
+          vraw[u] = *reinterpret_cast<const Vec<T, VEC>*>(vc + ((blk * bs + t % bs) * Hk + kvh) * D + d0);
         }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
+          float vr[VEC];
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) vr[i] = to_f32(vraw[u].v[i]);
 #pragma unroll
           for (int g = 0; g < GC; ++g) {
             const float p = s_logits[g][t - start];
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) acc[g][i] += p * vr[u][i];
+            for (int i = 0; i < VEC; ++i) acc[g][i] += p * vr[i];
           }
         }
       }
@@ -245,12 +248,17 @@ void launch_decode_d(const AttentionArgs& a, float* ws, cudaStream_t stream) {
   float* ws_out = ws;
   float* ws_max = ws + rows * D;
   float* ws_sum = ws_max + rows;
+  const int U = g_unroll_override ? g_unroll_override : default_unroll(GC);
+#define PAGODA_DECODE_LAUNCH(gc)                                                              \
+  (U == 8 ? decode_attention_kernel<T, D, gc, 8><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum) \
+          : decode_attention_kernel<T, D, gc, 4><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum))
   switch (GC) {
-    case 1: decode_attention_kernel<T, D, 1><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
-    case 2: decode_attention_kernel<T, D, 2><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
-    case 4: decode_attention_kernel<T, D, 4><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
-    default: decode_attention_kernel<T, D, 8><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+    case 1: PAGODA_DECODE_LAUNCH(1); break;
+    case 2: PAGODA_DECODE_LAUNCH(2); break;
+    case 4: PAGODA_DECODE_LAUNCH(4); break;
+    default: PAGODA_DECODE_LAUNCH(8); break;
   }
+#undef PAGODA_DECODE_LAUNCH
   PAGODA_CUDA_CHECK_LAUNCH("decode_attention_kernel");
   if (nsplits > 1) {
     decode_combine_kernel<T, D><<<dim3(a.num_heads, a.num_seqs), D, 0, stream>>>(a, nsplits, ws_out,
@@ -266,6 +274,8 @@ bool attention_head_dim_supported(int d) {
 }
 
 int decode_partition_size() { return kPartition; }
+
+void set_decode_unroll(int unroll) { g_unroll_override = (unroll == 4 || unroll == 8) ? unroll : 0; }
 
 size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len) {
   const size_t nsplits = std::max(1, (max_context_len + kPartition - 1) / kPartition);
