@@ -1,0 +1,173 @@
+#include "engine/tokenizer/sentencepiece_tokenizer.h"
+
+#include <sentencepiece_processor.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace pagoda {
+namespace {
+
+// The id of a special token named by the config (text), if the vocabulary has
+// it as a piece; else the model's own id (if any).
+std::optional<int32_t> resolve_special(const sentencepiece::SentencePieceProcessor& sp,
+                                       const std::string& text, int model_id) {
+  if (!text.empty()) {
+    const int id = sp.PieceToId(text);
+    if (id >= 0 && id < sp.GetPieceSize() && sp.IdToPiece(id) == text) return id;
+  }
+  if (model_id >= 0 && model_id < sp.GetPieceSize()) return model_id;
+  return std::nullopt;
+}
+
+}  // namespace
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file,
+                                               const TokenizerConfig& config)
+    : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), config_(config) {
+  const auto status = sp_->Load(model_file);
+  if (!status.ok()) {
+    throw std::runtime_error("cannot load SentencePiece model " + model_file + ": " +
+                             status.ToString());
+  }
+  bos_ = resolve_special(*sp_, config_.bos_token, sp_->bos_id());
+  eos_ = resolve_special(*sp_, config_.eos_token, sp_->eos_id());
+  for (int id = 0; id < sp_->GetPieceSize(); ++id) {
+    if ((sp_->IsControl(id) || sp_->IsUnknown(id)) && !sp_->IdToPiece(id).empty()) {
+      special_pieces_.emplace_back(sp_->IdToPiece(id), id);
+    }
+  }
+  std::stable_sort(special_pieces_.begin(), special_pieces_.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+std::vector<int> SentencePieceTokenizer::sp_encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
+  if (!status.ok()) throw std::runtime_error("SentencePiece encode failed: " + status.ToString());
+  return ids;
+}
+
+std::vector<int> SentencePieceTokenizer::encode_no_prefix(std::string_view text) const {
+  // A sentinel before the text takes the dummy prefix; its own tokens are then
+  // dropped (HF LlamaTokenizer legacy=false does this with "<unk>", which can
+  // merge with the text: Chinese-LLaMA-2 has the piece ">[", so "<unk>[INST]"
+  // gives "▁<" "unk" ">[" ...). A private-use character
+  // (U+E000) is in no piece of these vocabularies, so no BPE merge crosses it
+  // (and a merge would fail the check below): it becomes byte
+  // pieces (or <unk>) and the text's pieces are those of the text alone.
+  // Checked: the sentinel's own encoding must lead the result.
+  for (const std::string& sentinel : {std::string("\xEE\x80\x80"), sp_->IdToPiece(sp_->unk_id())}) {
+    const std::vector<int> head = sp_encode(sentinel);
+    std::vector<int> ids = sp_encode(sentinel + std::string(text));
+    if (ids.size() >= head.size() && std::equal(head.begin(), head.end(), ids.begin())) {
+      ids.erase(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head.size()));
+      return ids;
+    }
+  }
+  throw std::runtime_error("cannot encode text without the SentencePiece dummy prefix: the "
+                           "sentinel merges with it");
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encode_with_special_text(std::string_view text) const {
+  std::vector<int32_t> out;
+  size_t pos = 0;
+  auto add_segment = [&](size_t end) {
+    if (end == pos) return;
+    const std::string_view seg = text.substr(pos, end - pos);
+    const std::vector<int> ids = pos == 0 ? sp_encode(seg) : encode_no_prefix(seg);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  while (pos < text.size()) {
+    size_t best = std::string_view::npos;
+    const std::pair<std::string, int32_t>* match = nullptr;
+    for (const auto& sp : special_pieces_) {  // longest first: ties keep the longer
+      const size_t at = text.find(sp.first, pos);
+      if (at < best) {
+        best = at;
+        match = &sp;
+      }
+    }
+    if (match == nullptr) break;
+    add_segment(best);
+    out.push_back(match->second);
+    pos = best + match->first.size();
+  }
+  add_segment(text.size());
+  return out;
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text,
+                                                    bool add_special_tokens) const {
+  const std::vector<int> ids = sp_encode(text);
+  std::vector<int32_t> out;
+  out.reserve(ids.size() + 2);
+  if (add_special_tokens && config_.add_bos_token && bos_) out.push_back(*bos_);
+  out.insert(out.end(), ids.begin(), ids.end());
+  if (add_special_tokens && config_.add_eos_token && eos_) out.push_back(*eos_);
+  return out;
+}
+
+void SentencePieceTokenizer::check_id(int32_t id) const {
+  if (id < 0 || id >= sp_->GetPieceSize()) {
+    throw std::out_of_range("token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                            std::to_string(sp_->GetPieceSize()) + ")");
+  }
+}
+
+std::string SentencePieceTokenizer::decode_run(const std::vector<int>& run) const {
+  std::string text;
+  const auto status = sp_->Decode(run, &text);
+  if (!status.ok()) throw std::runtime_error("SentencePiece decode failed: " + status.ToString());
+  return text;
+}
+
+std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids,
+                                           bool skip_special_tokens) const {
+  for (int32_t id : ids) check_id(id);
+  if (skip_special_tokens) {
+    std::vector<int> kept;
+    kept.reserve(ids.size());
+    for (int32_t id : ids) {
+      if (!is_special(id)) kept.push_back(id);
+    }
+    return decode_run(kept);
+  }
+  std::string out;
+  std::vector<int> run;
+  auto flush_run = [&] {
+    if (run.empty()) return;
+    // DecodeIds drops the first piece's leading "▁" (the dummy prefix); keep
+    // it as a space when the run follows earlier output.
+    const std::string first = sp_->IdToPiece(run.front());
+    if (!out.empty() && first.rfind("\xE2\x96\x81", 0) == 0) out += ' ';
+    out += decode_run(run);
+    run.clear();
+  };
+  for (int32_t id : ids) {
+    if (is_special(id)) {
+      flush_run();
+      out += sp_->IdToPiece(id);
+    } else {
+      run.push_back(id);
+    }
+  }
+  flush_run();
+  return out;
+}
+
+std::string SentencePieceTokenizer::id_to_piece(int32_t id) const {
+  check_id(id);
+  return sp_->IdToPiece(id);
+}
+
+bool SentencePieceTokenizer::is_special(int32_t id) const {
+  check_id(id);
+  return sp_->IsControl(id) || sp_->IsUnknown(id);
+}
+
+int64_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+
+}  // namespace pagoda
