@@ -50,12 +50,12 @@ void bench_model(const std::string& model_dir, double copy_gbs, std::vector<Row>
   model.load_dummy_weights(1234);
   backend->synchronize();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("model %s: dummy weights in %.1f s\n", model_dir.c_str(), load_s);
+  std::printf("model %s: dummy weights in %.3f s\n", model_dir.c_str(), load_s);
 
   const int bs = 16, prompt = 128, steps = 128, max_batch = 32;
   const int max_blocks = (prompt + steps + bs) / bs + 1;
   model.allocate_kv_cache(static_cast<int64_t>(max_batch) * max_blocks, bs);
-  model.allocate_workspace(std::max(prompt, max_batch), max_batch, c.max_position_embeddings);
+  model.allocate_workspace(static_cast<int64_t>(max_batch) * prompt, max_batch, c.max_position_embeddings);
 
   const double H = double(c.hidden_size), I = double(c.intermediate_size), L = double(c.num_hidden_layers);
   const double D = double(c.head_dim), Hq = double(c.num_attention_heads), Hk = double(c.num_key_value_heads);
