@@ -21,14 +21,10 @@ namespace {
 
 constexpr int kPartition = 512;
 constexpr int kWarps = 4;
-// Tokens in flight per thread group per pass (kUnroll): 4 or 8, chosen at
-// launch (default_unroll; the benchmark compares both). Raw 16-byte vectors
-// are held in flight and converted at use, 4 registers per token.
-int g_unroll_override = 0;
-int default_unroll(int GC) { return GC <= 2 ? 8 : 4; }
+constexpr int kUnroll = 4;
 
-template <typename T, int D, int GC, int kUnroll>
-__global__ void __launch_bounds__(kWarps * 32, 2)
+template <typename T, int D, int GC>
+__global__ void __launch_bounds__(kWarps * 32)
 decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __restrict__ ws_max,
                         float* __restrict__ ws_sum) {
   constexpr int VEC = (16 / static_cast<int>(sizeof(T))) < D ? 16 / static_cast<int>(sizeof(T)) : D;
@@ -40,7 +36,6 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   __shared__ float s_logits[GC][kPartition];
   __shared__ float s_acc[GC][D];
   __shared__ float s_max[GC], s_sum[GC];
-  __shared__ int s_blocks[kPartition + 1];  // this partition's block ids
 
   const int G = a.num_heads / a.num_kv_heads;
   const int nchunks = (G + GC - 1) / GC;
@@ -69,12 +64,6 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   const int bs = a.block_size, Hk = a.num_kv_heads;
 
   for (int e = tid; e < GC * D; e += blockDim.x) (&s_acc[0][0])[e] = 0.f;
-  // Stage the partition's block-table entries once, so each K/V load below
-  // depends on a shared-memory read instead of a global one.
-  const int blk0 = start / bs;
-  const int nblk = n > 0 ? (end - 1) / bs - blk0 + 1 : 0;
-  for (int i = tid; i < nblk; i += blockDim.x) s_blocks[i] = bt[blk0 + i];
-  __syncthreads();
 
   // ---- pass 1: scores (log2 domain: q pre-scaled by scale * log2(e)) ----
   {
@@ -92,29 +81,26 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
       }
     }
     for (int base = start + warp * TPW; base < end; base += STEP * kUnroll) {
-      Vec<T, VEC> kraw[kUnroll];
+      float kr[kUnroll][VEC];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
-          const int64_t blk = s_blocks[t / bs - blk0];
-          kraw[u] = *reinterpret_cast<const Vec<T, VEC>*>(kc + ((blk * bs + t % bs) * Hk + kvh) * D + d0);
+          const int64_t blk = bt[t / bs];
+          load_f32<T, VEC>(kc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, kr[u]);
         } else {
 #pragma unroll
-          for (int i = 0; i < VEC; ++i) kraw[u].v[i] = from_f32<T>(0.f);
+          for (int i = 0; i < VEC; ++i) kr[u][i] = 0.f;
         }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
-        float kr[VEC];
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) kr[i] = to_f32(kraw[u].v[i]);
 #pragma unroll
         for (int g = 0; g < GC; ++g) {
           float s = 0.f;
 #pragma unroll
-          for (int i = 0; i < VEC; ++i) s += qr[g][i] * kr[i];
+          for (int i = 0; i < VEC; ++i) s += qr[g][i] * kr[u][i];
 #pragma unroll
           for (int o = TG / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
           if (li == 0 && t < end) s_logits[g][t - start] = s;
@@ -153,27 +139,27 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
 #pragma unroll
       for (int i = 0; i < VEC; ++i) acc[g][i] = 0.f;
     for (int base = start + warp * TPW; base < end; base += STEP * kUnroll) {
-      Vec<T, VEC> vraw[kUnroll];
+      float vr[kUnroll][VEC];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
-          const int64_t blk = s_blocks[t / bs - blk0];
-          vraw[u] = *reinterpret_cast<const Vec<T, VEC>*>(vc + ((blk * bs + t % bs) * Hk + kvh) * D + d0);
+          const int64_t blk = bt[t / bs];
+          load_f32<T, VEC>(vc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, vr[u]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) vr[u][i] = 0.f;
         }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
-          float vr[VEC];
-#pragma unroll
-          for (int i = 0; i < VEC; ++i) vr[i] = to_f32(vraw[u].v[i]);
 #pragma unroll
           for (int g = 0; g < GC; ++g) {
             const float p = s_logits[g][t - start];
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) acc[g][i] += p * vr[i];
+            for (int i = 0; i < VEC; ++i) acc[g][i] += p * vr[u][i];
           }
         }
       }
@@ -248,17 +234,12 @@ void launch_decode_d(const AttentionArgs& a, float* ws, cudaStream_t stream) {
   float* ws_out = ws;
   float* ws_max = ws + rows * D;
   float* ws_sum = ws_max + rows;
-  const int U = g_unroll_override ? g_unroll_override : default_unroll(GC);
-#define PAGODA_DECODE_LAUNCH(gc)                                                              \
-  (U == 8 ? decode_attention_kernel<T, D, gc, 8><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum) \
-          : decode_attention_kernel<T, D, gc, 4><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum))
   switch (GC) {
-    case 1: PAGODA_DECODE_LAUNCH(1); break;
-    case 2: PAGODA_DECODE_LAUNCH(2); break;
-    case 4: PAGODA_DECODE_LAUNCH(4); break;
-    default: PAGODA_DECODE_LAUNCH(8); break;
+    case 1: decode_attention_kernel<T, D, 1><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+    case 2: decode_attention_kernel<T, D, 2><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+    case 4: decode_attention_kernel<T, D, 4><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+    default: decode_attention_kernel<T, D, 8><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
   }
-#undef PAGODA_DECODE_LAUNCH
   PAGODA_CUDA_CHECK_LAUNCH("decode_attention_kernel");
   if (nsplits > 1) {
     decode_combine_kernel<T, D><<<dim3(a.num_heads, a.num_seqs), D, 0, stream>>>(a, nsplits, ws_out,
@@ -274,8 +255,6 @@ bool attention_head_dim_supported(int d) {
 }
 
 int decode_partition_size() { return kPartition; }
-
-void set_decode_unroll(int unroll) { g_unroll_override = (unroll == 4 || unroll == 8) ? unroll : 0; }
 
 size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len) {
   const size_t nsplits = std::max(1, (max_context_len + kPartition - 1) / kPartition);

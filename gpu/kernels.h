@@ -88,8 +88,6 @@ bool attention_head_dim_supported(int head_dim);
 // (Flash-Decoding); workspace holds decode_workspace_floats(...) floats.
 int decode_partition_size();
 size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len);
-// Benchmark knob: tokens in flight per thread group (4 or 8; 0 = default).
-void set_decode_unroll(int unroll);
 void launch_decode_attention(DType dt, const AttentionArgs& a, float* workspace,
                              cudaStream_t stream);
 

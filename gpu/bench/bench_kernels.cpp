@@ -98,8 +98,7 @@ void free_attn(cuda::CudaBackend& b, AttnSetup& s) {
 }
 
 void bench_decode(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows, int B, int ctx,
-                  int Hq, int Hk, int unroll = 0) {
-  cuda::set_decode_unroll(unroll);
+                  int Hq, int Hk) {
   const int D = 128, bs = 16;
   AttnSetup s = make_attn(b, B, 1, ctx, Hq, Hk, D, bs);
   const DeviceBatch& db = b.upload_batch(s.fb);
@@ -108,11 +107,9 @@ void bench_decode(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& row
   const double bytes = 2.0 * B * ctx * Hk * D * 2;  // K and V, bf16
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   char name[128];
-  std::snprintf(name, sizeof(name), "decode attn %d seq x %d ctx, %d/%d heads D128 bf16%s", B, ctx, Hq, Hk,
-                unroll == 4 ? " [unroll 4]" : unroll == 8 ? " [unroll 8]" : "");
+  std::snprintf(name, sizeof(name), "decode attn %d seq x %d ctx, %d/%d heads D128 bf16", B, ctx, Hq, Hk);
   rows.push_back({name, ms, fmt("%.0f GB/s", gbs), fmt("%.0f%% of copy BW", 100.0 * gbs / c.copy_gbs)});
   free_attn(b, s);
-  cuda::set_decode_unroll(0);
 }
 
 void bench_prefill(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows, int B, int S,
@@ -209,11 +206,9 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", cuda::device_description(0).c_str());
     Ceilings c = measure_ceilings(b, rows);
     if (only != "model") {
-      for (int u : {4, 8}) {
-        bench_decode(b, c, rows, 32, 2048, 32, 32, u);
-        bench_decode(b, c, rows, 1, 8192, 32, 32, u);
-        bench_decode(b, c, rows, 64, 4096, 32, 8, u);
-      }
+      bench_decode(b, c, rows, 32, 2048, 32, 32);
+      bench_decode(b, c, rows, 1, 8192, 32, 32);
+      bench_decode(b, c, rows, 64, 4096, 32, 8);
       bench_prefill(b, c, rows, 8, 2048, 32, 32);
       bench_gemm(b, c, rows, "qkv", 1, 3 * 4096, 4096, false);
       bench_gemm(b, c, rows, "o_proj", 1, 4096, 4096, false);
