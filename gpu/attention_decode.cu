@@ -34,7 +34,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   static_assert(TG >= 1 && TG <= 32 && (TG & (TG - 1)) == 0, "head_dim/VEC must be 1..32, pow2");
 
   __shared__ float s_logits[GC][kPartition];
-  __shared__ float s_acc[GC][D];
+  __shared__ float s_acc[kWarps][GC][D];  // per-warp partials, summed in fixed order
   __shared__ float s_max[GC], s_sum[GC];
 
   const int G = a.num_heads / a.num_kv_heads;
@@ -63,7 +63,6 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   const int32_t* __restrict__ bt = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
   const int bs = a.block_size, Hk = a.num_kv_heads;
 
-  for (int e = tid; e < GC * D; e += blockDim.x) (&s_acc[0][0])[e] = 0.f;
 
   // ---- pass 1: scores (log2 domain: q pre-scaled by scale * log2(e)) ----
   {
@@ -176,7 +175,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
       for (int g = 0; g < GC; ++g)
         if (g < gc)
 #pragma unroll
-          for (int i = 0; i < VEC; ++i) atomicAdd(&s_acc[g][d0 + i], acc[g][i]);
+          for (int i = 0; i < VEC; ++i) s_acc[warp][g][d0 + i] = acc[g][i];
     }
   }
   __syncthreads();
@@ -184,7 +183,10 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   for (int e = tid; e < gc * D; e += blockDim.x) {
     const int g = e / D, d = e % D;
     const float l = s_sum[g];
-    const float val = l > 0.f ? s_acc[g][d] / l : 0.f;
+    float sum = 0.f;  // fixed order: results are bitwise reproducible
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += s_acc[w][g][d];
+    const float val = l > 0.f ? sum / l : 0.f;
     if (nsplits == 1) {
       T* o = static_cast<T*>(a.out) + tok * qstride + static_cast<int64_t>(h0 + g) * D;
       o[d] = from_f32<T>(val);
