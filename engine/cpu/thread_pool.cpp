@@ -18,38 +18,33 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks() {
-  for (;;) {
-    int64_t c;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (next_chunk_ >= num_chunks_ || error_) return;
-      c = next_chunk_++;
-    }
+void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lk) {
+  while (next_chunk_ < num_chunks_) {
+    const int64_t c = next_chunk_++;
+    const auto* body = body_;
+    const bool skip = error_ != nullptr;  // a chunk failed: drain the rest unrun
     const int64_t b = c * chunk_, e = std::min(n_, b + chunk_);
-    try {
-      (*body_)(b, e);
-    } catch (...) {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!error_) error_ = std::current_exception();
+    lk.unlock();
+    std::exception_ptr err;
+    if (!skip) {
+      try {
+        (*body)(b, e);
+      } catch (...) {
+        err = std::current_exception();
+      }
     }
+    lk.lock();
+    if (err && !error_) error_ = err;
+    if (++done_chunks_ == num_chunks_) done_cv_.notify_one();
   }
 }
 
 void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      start_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-    }
-    run_chunks();
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--active_ == 0) done_cv_.notify_one();
-    }
+    start_cv_.wait(lk, [&] { return stop_ || next_chunk_ < num_chunks_; });
+    if (stop_) return;
+    run_chunks(lk);
   }
 }
 
@@ -64,27 +59,21 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   }
   std::lock_guard<std::mutex> call(call_mu_);
   const int64_t max_chunks = std::min<int64_t>(threads * 4, (n + grain - 1) / grain);
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    body_ = &body;
-    n_ = n;
-    chunk_ = (n + max_chunks - 1) / max_chunks;
-    num_chunks_ = (n + chunk_ - 1) / chunk_;
-    next_chunk_ = 0;
-    error_ = nullptr;
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
-  }
+  std::unique_lock<std::mutex> lk(mu_);
+  body_ = &body;
+  n_ = n;
+  chunk_ = (n + max_chunks - 1) / max_chunks;
+  num_chunks_ = (n + chunk_ - 1) / chunk_;
+  next_chunk_ = done_chunks_ = 0;
+  error_ = nullptr;
   start_cv_.notify_all();
-  run_chunks();
-  std::exception_ptr err;
-  {
-    std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [&] { return active_ == 0; });
-    body_ = nullptr;
-    err = error_;
-    error_ = nullptr;
-  }
+  run_chunks(lk);
+  done_cv_.wait(lk, [&] { return done_chunks_ == num_chunks_; });
+  body_ = nullptr;
+  n_ = num_chunks_ = next_chunk_ = done_chunks_ = 0;
+  std::exception_ptr err = error_;
+  error_ = nullptr;
+  lk.unlock();
   if (err) std::rethrow_exception(err);
 }
 

@@ -31,19 +31,20 @@ class ThreadPool {
 
  private:
   void worker_loop();
-  void run_chunks();
+  // Claims and runs chunks of the current job until none is left.
+  void run_chunks(std::unique_lock<std::mutex>& lk);
 
   std::vector<std::thread> workers_;
   std::mutex call_mu_;  // serialises parallel_for calls
   std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;
-  uint64_t generation_ = 0;
-  int active_ = 0;
   bool stop_ = false;
-  // The current job (valid while active_ > 0 or the caller runs it).
+  // The current job, guarded by mu_. The caller returns once every chunk is
+  // done, so a worker that wakes late finds nothing left and never touches
+  // a finished job's body.
   const std::function<void(int64_t, int64_t)>* body_ = nullptr;
   int64_t n_ = 0, chunk_ = 1, num_chunks_ = 0;
-  int64_t next_chunk_ = 0;  // guarded by mu_
+  int64_t next_chunk_ = 0, done_chunks_ = 0;
   std::exception_ptr error_;
 };
 
