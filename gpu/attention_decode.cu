@@ -21,26 +21,21 @@ namespace {
 
 constexpr int kPartition = 512;
 constexpr int kWarps = 4;
-// Tokens in flight per thread group per pass: more for small GC (fewer
-// registers per token), fewer for GC = 8 to stay clear of spills.
-template <int GC>
-constexpr int unroll_for() { return GC <= 2 ? 8 : 4; }
+constexpr int kUnroll = 4;
 
 template <typename T, int D, int GC>
-__global__ void __launch_bounds__(kWarps * 32, 2)
+__global__ void __launch_bounds__(kWarps * 32)
 decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __restrict__ ws_max,
                         float* __restrict__ ws_sum) {
   constexpr int VEC = (16 / static_cast<int>(sizeof(T))) < D ? 16 / static_cast<int>(sizeof(T)) : D;
   constexpr int TG = D / VEC;      // lanes per token
   constexpr int TPW = 32 / TG;     // tokens per warp per step
   constexpr int STEP = kWarps * TPW;
-  constexpr int kUnroll = unroll_for<GC>();
   static_assert(TG >= 1 && TG <= 32 && (TG & (TG - 1)) == 0, "head_dim/VEC must be 1..32, pow2");
 
   __shared__ float s_logits[GC][kPartition];
-  __shared__ float s_acc[GC][D];
+  __shared__ float s_acc[kWarps][GC][D];  // per-warp partials, summed in fixed order
   __shared__ float s_max[GC], s_sum[GC];
-  __shared__ int s_blocks[kPartition + 1];  // this partition's block ids
 
   const int G = a.num_heads / a.num_kv_heads;
   const int nchunks = (G + GC - 1) / GC;
@@ -68,13 +63,6 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   const int32_t* __restrict__ bt = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
   const int bs = a.block_size, Hk = a.num_kv_heads;
 
-  for (int e = tid; e < GC * D; e += blockDim.x) (&s_acc[0][0])[e] = 0.f;
-  // Stage the partition's block-table entries once, so each K/V load below
-  // depends on a shared-memory read instead of a global one.
-  const int blk0 = start / bs;
-  const int nblk = n > 0 ? (end - 1) / bs - blk0 + 1 : 0;
-  for (int i = tid; i < nblk; i += blockDim.x) s_blocks[i] = bt[blk0 + i];
-  __syncthreads();
 
   // ---- pass 1: scores (log2 domain: q pre-scaled by scale * log2(e)) ----
   {
@@ -97,7 +85,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
-          const int64_t blk = s_blocks[t / bs - blk0];
+          const int64_t blk = bt[t / bs];
           load_f32<T, VEC>(kc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, kr[u]);
         } else {
 #pragma unroll
@@ -155,7 +143,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * STEP + gi;
         if (t < end) {
-          const int64_t blk = s_blocks[t / bs - blk0];
+          const int64_t blk = bt[t / bs];
           load_f32<T, VEC>(vc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, vr[u]);
         } else {
 #pragma unroll
@@ -187,7 +175,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
       for (int g = 0; g < GC; ++g)
         if (g < gc)
 #pragma unroll
-          for (int i = 0; i < VEC; ++i) atomicAdd(&s_acc[g][d0 + i], acc[g][i]);
+          for (int i = 0; i < VEC; ++i) s_acc[warp][g][d0 + i] = acc[g][i];
     }
   }
   __syncthreads();
@@ -195,7 +183,10 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   for (int e = tid; e < gc * D; e += blockDim.x) {
     const int g = e / D, d = e % D;
     const float l = s_sum[g];
-    const float val = l > 0.f ? s_acc[g][d] / l : 0.f;
+    float sum = 0.f;  // fixed order: results are bitwise reproducible
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += s_acc[w][g][d];
+    const float val = l > 0.f ? sum / l : 0.f;
     if (nsplits == 1) {
       T* o = static_cast<T*>(a.out) + tok * qstride + static_cast<int64_t>(h0 + g) * D;
       o[d] = from_f32<T>(val);

@@ -221,7 +221,14 @@ int main(int argc, char** argv) {
         bench_gemm(b, c, rows, "lm_head", M, 32000, 4096);
       }
     }
-    if (!model_dir.empty() && only != "kernels") bench_model(model_dir, c.copy_gbs, rows);
+    if (!model_dir.empty() && only != "kernels") {
+      try {
+        bench_model(model_dir, c.copy_gbs, rows);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "model benchmark failed: %s\n", e.what());
+        rows.push_back({std::string("model benchmark FAILED: ") + e.what(), 0, "-", "-"});
+      }
+    }
     std::printf("\n");
     print_table(rows, stdout);
     if (!out_path.empty()) {

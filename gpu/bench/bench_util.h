@@ -51,7 +51,7 @@ inline void print_table(const std::vector<Row>& rows, FILE* f) {
 }
 
 inline std::string fmt(const char* f, double v) {
-  char buf[64];
+  char buf[256];
   std::snprintf(buf, sizeof(buf), f, v);
   return buf;
 }

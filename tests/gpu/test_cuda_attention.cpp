@@ -145,7 +145,14 @@ void run_attention_case(const AttnCase& c) {
     // bf16: exact bf16 q/k/v, fp32 softmax and sums, one rounding of the
     // output (tol_for's 4e-3 argument). fp32: exp2f vs exp and summation
     // order over up to 8192 keys, relative ~1e-6.
-    const double err = rel_l2(download(*b, out), ref);
+    const std::vector<float> got = download(*b, out);
+    const double err = rel_l2(got, ref);
+    // Same inputs, same bits: no atomics or order-dependent reductions.
+    poison(*b, out);
+    b->attention(dq, cache, dbm, Hq, Hk, D, scale, out);
+    const std::vector<float> again = download(*b, out);
+    EXPECT_EQ(0, std::memcmp(got.data(), again.data(), got.size() * sizeof(float)))
+        << (decode ? "decode" : "prefill") << " kernel is not bitwise reproducible";
     std::printf("[ rel L2 ] %-8s %s %s kernel: %.3g (tolerance %.0e)\n", c.name, dtype_name(c.dt),
                 decode ? "decode" : "prefill", err, tol_for(c.dt));
     EXPECT_LT(err, tol_for(c.dt)) << (decode ? "decode kernel" : "prefill kernel");
