@@ -3,6 +3,16 @@
 // sequence's growing token list into text deltas that are always whole UTF-8
 // characters and keep SentencePiece's leading spaces right when tokens are
 // decoded one at a time.
+//
+// Invariant: the concatenation of all step() results and flush() equals
+// tok.decode(prompt_tail + generated)[len(tok.decode(prompt_tail)):], i.e.
+// tok.decode(generated, skip_special_tokens) except that the first generated
+// token keeps its SentencePiece leading space ("▁there" after a prompt gives
+// " there"; with an empty prompt the two are equal). The one further
+// exception: a run of 4+ invalid byte pieces is emitted as U+FFFD even if a
+// later byte piece would have completed a character with its last bytes.
+// Cost per step: two decodes of the window [prefix_offset, end), which is a
+// handful of tokens (the window is reset on every emission).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,6 +36,10 @@ class Detokenizer {
   std::string flush();
 
  private:
+  // Decodes the window and emits the new text (final: emit even a trailing
+  // U+FFFD), advancing the offsets when it emits.
+  std::string emit(bool final);
+
   const Tokenizer& tok_;
   std::vector<int32_t> ids_;
   size_t prefix_offset_ = 0;

@@ -1,0 +1,56 @@
+// SentencePiece tokenizer (tokenizer.model), with HF LlamaTokenizer's
+// special-token semantics on top of the sentencepiece library
+// (https://github.com/google/sentencepiece, 0.1.97).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "engine/tokenizer/tokenizer.h"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace pagoda {
+
+class SentencePieceTokenizer final : public Tokenizer {
+ public:
+  // Loads model_file (a serialized SentencePiece ModelProto). BOS/EOS ids come
+  // from config.bos_token/eos_token when they name a piece of the vocabulary,
+  // else from the model's own bos_id/eos_id (none when negative).
+  // Throws std::runtime_error naming model_file when it cannot be loaded.
+  SentencePieceTokenizer(const std::string& model_file, const TokenizerConfig& config);
+  ~SentencePieceTokenizer() override;
+
+  // sentencepiece Encode(text) (which adds the "▁" dummy prefix as the model's
+  // normalizer says); with add_special_tokens, BOS first when
+  // config.add_bos_token and EOS last when config.add_eos_token (HF
+  // LlamaTokenizer.build_inputs_with_special_tokens).
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
+  // skip_special_tokens=true: control and unknown pieces (<s>, </s>, <unk>) are
+  // dropped (HF drops all_special_ids, which include unk) and the rest is
+  // sentencepiece DecodeIds (first piece's leading "▁" removed, byte pieces
+  // fused into UTF-8, each invalid byte as U+FFFD).
+  // skip_special_tokens=false: special pieces appear as their text ("<s>"),
+  // normal runs as above, but a run that does not start the output keeps its
+  // leading space (HF LlamaTokenizerFast: "<s> Hello").
+  // Throws std::out_of_range for an id outside [0, vocab_size).
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;
+  std::string id_to_piece(int32_t id) const override;
+  // Control (<s>, </s>) or unknown (<unk>) piece.
+  bool is_special(int32_t id) const override;
+  int64_t vocab_size() const override;
+  std::optional<int32_t> bos_token_id() const override { return bos_; }
+  std::optional<int32_t> eos_token_id() const override { return eos_; }
+
+ private:
+  void check_id(int32_t id) const;
+  std::string decode_run(const std::vector<int>& run) const;
+
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  TokenizerConfig config_;
+  std::optional<int32_t> bos_;
+  std::optional<int32_t> eos_;
+};
+
+}  // namespace pagoda

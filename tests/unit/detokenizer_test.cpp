@@ -1,0 +1,215 @@
+// Detokenizer: streamed deltas are whole UTF-8 characters, keep SentencePiece
+// leading spaces, and add up to the full decode.
+#include <gtest/gtest.h>
+
+#include "engine/tokenizer/detokenizer.h"
+#include "engine/tokenizer/sentencepiece_tokenizer.h"
+#include "tests/unit/tokenizer_test_util.h"
+
+namespace pagoda {
+namespace {
+
+using test::is_valid_utf8;
+using test::kReplacement;
+using test::shared_path;
+
+TokenizerConfig llama_config() {
+  TokenizerConfig cfg;
+  cfg.bos_token = "<s>";
+  cfg.eos_token = "</s>";
+  return cfg;
+}
+
+struct Stream {
+  std::vector<std::string> deltas;  // one per step, then flush()
+  std::string text;
+};
+
+Stream stream(const Tokenizer& tok, const std::vector<int32_t>& prompt,
+              const std::vector<int32_t>& gen, bool skip_special = true) {
+  Detokenizer detok(tok, prompt, skip_special);
+  Stream s;
+  for (int32_t id : gen) s.deltas.push_back(detok.step(id));
+  s.deltas.push_back(detok.flush());
+  for (const auto& d : s.deltas) s.text += d;
+  return s;
+}
+
+bool starts_with_space_marker(const std::string& piece) {
+  return piece.rfind("\xE2\x96\x81", 0) == 0;
+}
+
+TEST(DetokenizerUtf8Check, RejectsBrokenSequences) {
+  EXPECT_TRUE(is_valid_utf8("a\xC3\xA9\xE4\xBD\xA0\xF0\x9F\xA6\x99"));
+  EXPECT_FALSE(is_valid_utf8("\xE4\xBD"));          // truncated
+  EXPECT_FALSE(is_valid_utf8("\xBD"));              // stray continuation
+  EXPECT_FALSE(is_valid_utf8("\xC0\x80"));          // overlong
+  EXPECT_FALSE(is_valid_utf8("\xED\xA0\x80"));      // surrogate
+  EXPECT_FALSE(is_valid_utf8("\xF4\x90\x80\x80"));  // above U+10FFFF
+}
+
+struct Set {
+  const char* key;
+  const char* model;
+};
+
+class DetokenizerEncodings : public ::testing::TestWithParam<Set> {};
+
+// Every reference text, streamed one id at a time after the prompt "Hello"
+// (with BOS) and after an empty prompt.
+TEST_P(DetokenizerEncodings, StreamsEveryReferenceText) {
+  const Set set = GetParam();
+  const SentencePieceTokenizer tok(shared_path(set.model), llama_config());
+  const auto ref = test::read_json(shared_path("testvectors/tokenizer_encodings.json"));
+  const std::vector<int32_t> prompt = tok.encode("Hello", true);
+  ASSERT_EQ(prompt.front(), 1);
+  for (const auto& c : ref.at(set.key).at("cases")) {
+    const auto gen = c.at("ids").get<std::vector<int32_t>>();
+    SCOPED_TRACE(c.at("text").get<std::string>());
+    const std::string plain = tok.decode(gen, true);
+
+    const Stream s = stream(tok, prompt, gen);
+    for (const auto& d : s.deltas) {
+      EXPECT_TRUE(is_valid_utf8(d)) << d;
+      EXPECT_EQ(d.find(kReplacement), std::string::npos) << d;
+    }
+    // The first generated token keeps its "▁" as a space after the prompt.
+    if (!gen.empty() && starts_with_space_marker(tok.id_to_piece(gen[0]))) {
+      EXPECT_EQ(s.text, " " + plain);
+    } else {
+      EXPECT_EQ(s.text, plain);
+    }
+    // ... which is what decoding prompt and generation together gives.
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), gen.begin(), gen.end());
+    EXPECT_EQ(tok.decode(prompt, true) + s.text, tok.decode(all, true));
+
+    // No prompt: exactly decode(generated).
+    const Stream bare = stream(tok, {}, gen);
+    EXPECT_EQ(bare.text, plain);
+    for (const auto& d : bare.deltas) EXPECT_TRUE(is_valid_utf8(d)) << d;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tokenizers, DetokenizerEncodings,
+    ::testing::Values(Set{"llama2", "tokenizers/llama2/tokenizer.model"},
+                      Set{"chinese-llama-2", "tokenizers/chinese-llama-2/tokenizer.model"},
+                      Set{"tok512 (stories260K)", "models/stories260K/tokenizer.model"}),
+    [](const auto& info) { return std::to_string(info.index); });
+
+TEST(Detokenizer, ByteFallbackCharacterComesWhole) {
+  const SentencePieceTokenizer tok(shared_path("tokenizers/llama2/tokenizer.model"),
+                                   llama_config());
+  // "🦙" = <0xF0><0x9F><0xA6><0x99>: nothing until the fourth byte.
+  const Stream s = stream(tok, tok.encode("Hello", true), {243, 162, 169, 156});
+  EXPECT_EQ(s.deltas, (std::vector<std::string>{"", "", "", "\xF0\x9F\xA6\x99", ""}));
+}
+
+TEST(Detokenizer, StoriesFirstTokenKeepsItsSpace) {
+  const SentencePieceTokenizer tok(shared_path("models/stories260K/tokenizer.model"),
+                                   llama_config());
+  const auto prompt = tok.encode("Once upon a time", true);
+  const auto full = tok.encode("Once upon a time there", true);
+  ASSERT_GT(full.size(), prompt.size());
+  ASSERT_TRUE(std::equal(prompt.begin(), prompt.end(), full.begin()));
+  const std::vector<int32_t> gen(full.begin() + static_cast<std::ptrdiff_t>(prompt.size()),
+                                 full.end());
+  ASSERT_TRUE(starts_with_space_marker(tok.id_to_piece(gen[0])));
+  const Stream s = stream(tok, prompt, gen);
+  ASSERT_FALSE(s.deltas[0].empty());
+  EXPECT_EQ(s.deltas[0][0], ' ');
+  EXPECT_EQ(s.text, " there");
+}
+
+TEST(Detokenizer, SpecialTokensSkippedOrShown) {
+  const SentencePieceTokenizer tok(shared_path("tokenizers/llama2/tokenizer.model"),
+                                   llama_config());
+  const auto prompt = tok.encode("Hello", true);
+  // " world" EOS BOS " world": skipped specials leave the spaces intact.
+  const std::vector<int32_t> gen{3186, 2, 1, 3186, 0};
+  const Stream skipped = stream(tok, prompt, gen, true);
+  EXPECT_EQ(skipped.deltas, (std::vector<std::string>{" world", "", "", " world", "", ""}));
+  const Stream shown = stream(tok, prompt, gen, false);
+  EXPECT_EQ(shown.text, " world</s><s> world<unk>");
+}
+
+TEST(Detokenizer, InvalidBytesAreFlushedAsReplacement) {
+  const SentencePieceTokenizer tok(shared_path("tokenizers/llama2/tokenizer.model"),
+                                   llama_config());
+  const auto prompt = tok.encode("Hello", true);
+  // An unfinished character at the end: held back, flushed as U+FFFD.
+  const Stream tail = stream(tok, prompt, {15043, 243, 162});
+  EXPECT_EQ(tail.deltas[1], "");
+  EXPECT_EQ(tail.deltas[2], "");
+  EXPECT_EQ(tail.text, " " + tok.decode(std::vector<int32_t>{15043, 243, 162}, true));
+  EXPECT_NE(tail.deltas.back().find(kReplacement), std::string::npos);
+  // Lead bytes that never complete: emitted once 4 are pending (a UTF-8
+  // character has at most 4 bytes), so the window stays bounded.
+  const std::vector<int32_t> junk(9, 243);
+  const Stream s = stream(tok, prompt, junk);
+  for (const auto& d : s.deltas) EXPECT_TRUE(is_valid_utf8(d));
+  EXPECT_EQ(s.text, tok.decode(junk, true));
+  EXPECT_NE(s.deltas[3], "");
+}
+
+// Decodes through a real tokenizer while recording the longest span decoded.
+class CountingTokenizer final : public Tokenizer {
+ public:
+  explicit CountingTokenizer(const Tokenizer& inner) : inner_(inner) {}
+  std::vector<int32_t> encode(std::string_view t, bool s) const override {
+    return inner_.encode(t, s);
+  }
+  std::string decode(std::span<const int32_t> ids, bool s) const override {
+    max_span = std::max(max_span, ids.size());
+    return inner_.decode(ids, s);
+  }
+  std::string id_to_piece(int32_t id) const override { return inner_.id_to_piece(id); }
+  bool is_special(int32_t id) const override { return inner_.is_special(id); }
+  int64_t vocab_size() const override { return inner_.vocab_size(); }
+  std::optional<int32_t> bos_token_id() const override { return inner_.bos_token_id(); }
+  std::optional<int32_t> eos_token_id() const override { return inner_.eos_token_id(); }
+  mutable size_t max_span = 0;
+
+ private:
+  const Tokenizer& inner_;
+};
+
+TEST(Detokenizer, WindowStaysSmallOnLongStreams) {
+  const SentencePieceTokenizer real(shared_path("tokenizers/chinese-llama-2/tokenizer.model"),
+                                    llama_config());
+  const CountingTokenizer tok(real);
+  std::string text;
+  for (int i = 0; i < 150; ++i) text += "Once upon a time 你好，世界！ emoji 😀🐶 ";
+  const auto gen = real.encode(text, false);
+  ASSERT_GT(gen.size(), 2000u);
+  const auto prompt = real.encode("A long prompt that goes on for a while before it ends", true);
+  const Stream s = stream(tok, prompt, gen);
+  EXPECT_EQ(s.text, " " + real.decode(gen, true));
+  EXPECT_LE(tok.max_span, 10u);
+}
+
+// HF transformers' decoded greedy text (reference.json) streamed token by
+// token after HF's prompt ids.
+TEST(Detokenizer, MatchesTransformersGreedyText) {
+  const std::string dir = shared_path("models/tiny-random-chinese-llama");
+  const auto tok = load_tokenizer(dir);
+  const auto ref = test::read_json(dir + "/reference.json");
+  int n = 0;
+  for (const char* kind : {"completion", "chat"}) {
+    for (const auto& c : ref.at(kind)) {
+      const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
+      const auto gen = c.at("greedy_ids").get<std::vector<int32_t>>();
+      const std::string hf = c.at("greedy_text");
+      const Stream s = stream(*tok, prompt, gen);
+      for (const auto& d : s.deltas) EXPECT_TRUE(is_valid_utf8(d));
+      const bool space = starts_with_space_marker(tok->id_to_piece(gen.at(0)));
+      EXPECT_EQ(s.text, space ? " " + hf : hf);
+      ++n;
+    }
+  }
+  EXPECT_EQ(n, 8);
+}
+
+}  // namespace
+}  // namespace pagoda
