@@ -34,6 +34,14 @@ class ChatTemplate {
                      const std::string& bos_token, const std::string& eos_token,
                      const nlohmann::json& extra = nlohmann::json::object()) const;
 
+  // Same as render(), but objects keep their key order, as Python dicts do:
+  // nlohmann::json sorts keys, so `tools | tojson` or tool-call arguments
+  // would print in sorted order; parse requests into ordered_json and call
+  // this to match transformers byte for byte.
+  std::string render_ordered(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                             const std::string& bos_token, const std::string& eos_token,
+                             const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -14,7 +14,10 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <random>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/core/tensor.h"
 #include "engine/model/forward_batch.h"
@@ -82,6 +85,19 @@ class Backend {
   // Copies src to host memory as F32 (float src) or I32 (I32 src); waits.
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;
   virtual void fill_zero(Tensor& t) = 0;
+  // Fills a float tensor with normal(mean, std) samples drawn from `seed`
+  // (dummy weights for benchmarks). Deterministic per backend and seed, not
+  // across backends. This default draws on the host (std::mt19937_64) and
+  // copies; the CUDA backend overrides it with a device-side fill.
+  virtual void fill_normal(Tensor& t, float mean, float std, uint64_t seed) {
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+      throw std::invalid_argument("fill_normal: float tensor expected");
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> dist(mean, std);
+    std::vector<float> host(static_cast<size_t>(t.numel()));
+    for (float& v : host) v = dist(rng);
+    copy_from_host(t, host.data(), DType::F32);
+  }
   virtual void synchronize() = 0;
 
   // Uploads the step's metadata into backend-owned buffers.

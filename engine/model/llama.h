@@ -9,6 +9,7 @@
 // embedding when tie_word_embeddings).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,12 @@ class LlamaModel {
   };
 
   void free_all();
+  // Allocates every parameter in the fused layout and calls fill(hf_name,
+  // hf_shape, destination) for each HF tensor (a destination is a whole
+  // parameter or a row slice of a fused one). Used by both loaders.
+  using FillFn =
+      std::function<void(const std::string& name, const std::vector<int64_t>& shape, Tensor dst)>;
+  void load_from(const FillFn& fill);
 
   ModelConfig config_;
   Backend& backend_;

@@ -5,12 +5,14 @@
 // decoded one at a time.
 //
 // Invariant: the concatenation of all step() results and flush() equals
-// tok.decode(prompt_tail + generated)[len(tok.decode(prompt_tail)):], i.e.
-// tok.decode(generated, skip_special_tokens) except that the first generated
-// token keeps its SentencePiece leading space ("▁there" after a prompt gives
-// " there"; with an empty prompt the two are equal). The one further
-// exception: a run of 4+ invalid byte pieces is emitted as U+FFFD even if a
-// later byte piece would have completed a character with its last bytes.
+// tok.decode(tail + generated)[len(tok.decode(tail)):] (tail: the prompt's
+// last ids), i.e. tok.decode(generated, skip_special_tokens) except that the
+// first generated token keeps its SentencePiece leading space ("▁there" after
+// a prompt gives " there"; with an empty prompt the two are equal).
+// One further exception, for invalid model output only: once 4 tokens in a
+// row leave the text ending in U+FFFD (no UTF-8 character needs more), that
+// text is emitted; should a later byte piece still complete a character
+// begun there, the delta restarts at the first changed character.
 // Cost per step: two decodes of the window [prefix_offset, end), which is a
 // handful of tokens (the window is reset on every emission).
 #pragma once
@@ -25,7 +27,10 @@ namespace pagoda {
 class Detokenizer {
  public:
   // prompt_ids give the context the first generated tokens are decoded
-  // against (so a leading "▁" after the prompt becomes a space).
+  // against (so a leading "▁" after the prompt becomes a space; only the last
+  // 5 are kept, as vLLM). tok must outlive the Detokenizer. With
+  // skip_special_tokens, special ids (tok.is_special) produce no text and do
+  // not enter the window. Ids outside the vocabulary: std::out_of_range.
   Detokenizer(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,
               bool skip_special_tokens);
   // Appends one generated token; returns the new text (possibly "" while a

@@ -2,6 +2,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace pagoda {
@@ -31,15 +32,76 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file,
   }
   bos_ = resolve_special(*sp_, config_.bos_token, sp_->bos_id());
   eos_ = resolve_special(*sp_, config_.eos_token, sp_->eos_id());
+  for (int id = 0; id < sp_->GetPieceSize(); ++id) {
+    if ((sp_->IsControl(id) || sp_->IsUnknown(id)) && !sp_->IdToPiece(id).empty()) {
+      special_pieces_.emplace_back(sp_->IdToPiece(id), id);
+    }
+  }
+  std::stable_sort(special_pieces_.begin(), special_pieces_.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
-std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text,
-                                                    bool add_special_tokens) const {
+std::vector<int> SentencePieceTokenizer::sp_encode(std::string_view text) const {
   std::vector<int> ids;
   const auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
   if (!status.ok()) throw std::runtime_error("SentencePiece encode failed: " + status.ToString());
+  return ids;
+}
+
+std::vector<int> SentencePieceTokenizer::encode_no_prefix(std::string_view text) const {
+  // A sentinel before the text takes the dummy prefix; its own tokens are then
+  // dropped (HF LlamaTokenizer legacy=false does this with "<unk>", which can
+  // merge with the text: Chinese-LLaMA-2 has the piece ">[", so "<unk>[INST]"
+  // gives "▁<" "unk" ">[" ...). A private-use character
+  // (U+E000) is in no piece of these vocabularies, so no BPE merge crosses it
+  // (and a merge would fail the check below): it becomes byte
+  // pieces (or <unk>) and the text's pieces are those of the text alone.
+  // Checked: the sentinel's own encoding must lead the result.
+  for (const std::string& sentinel : {std::string("\xEE\x80\x80"), sp_->IdToPiece(sp_->unk_id())}) {
+    const std::vector<int> head = sp_encode(sentinel);
+    std::vector<int> ids = sp_encode(sentinel + std::string(text));
+    if (ids.size() >= head.size() && std::equal(head.begin(), head.end(), ids.begin())) {
+      ids.erase(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head.size()));
+      return ids;
+    }
+  }
+  throw std::runtime_error("cannot encode text without the SentencePiece dummy prefix: the "
+                           "sentinel merges with it");
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encode_with_special_text(std::string_view text) const {
+  std::vector<int32_t> out;
+  size_t pos = 0;
+  auto add_segment = [&](size_t end) {
+    if (end == pos) return;
+    const std::string_view seg = text.substr(pos, end - pos);
+    const std::vector<int> ids = pos == 0 ? sp_encode(seg) : encode_no_prefix(seg);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  while (pos < text.size()) {
+    size_t best = std::string_view::npos;
+    const std::pair<std::string, int32_t>* match = nullptr;
+    for (const auto& sp : special_pieces_) {  // longest first: ties keep the longer
+      const size_t at = text.find(sp.first, pos);
+      if (at < best) {
+        best = at;
+        match = &sp;
+      }
+    }
+    if (match == nullptr) break;
+    add_segment(best);
+    out.push_back(match->second);
+    pos = best + match->first.size();
+  }
+  add_segment(text.size());
+  return out;
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text,
+                                                    bool add_special_tokens) const {
+  const std::vector<int> ids = sp_encode(text);
   std::vector<int32_t> out;
   out.reserve(ids.size() + 2);
   if (add_special_tokens && config_.add_bos_token && bos_) out.push_back(*bos_);

@@ -4,6 +4,8 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/tokenizer/tokenizer.h"
 
@@ -27,6 +29,12 @@ class SentencePieceTokenizer final : public Tokenizer {
   // config.add_bos_token and EOS last when config.add_eos_token (HF
   // LlamaTokenizer.build_inputs_with_special_tokens).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
+  // Special pieces' text (longest match first) becomes their ids; segments
+  // not at the start are encoded without the dummy prefix after HF's
+  // LlamaTokenizer (legacy=false): encode(sentinel + segment) and drop the
+  // sentinel's own tokens (sentinel U+E000, which no piece contains; checked,
+  // else std::runtime_error).
+  std::vector<int32_t> encode_with_special_text(std::string_view text) const override;
   // skip_special_tokens=true: control and unknown pieces (<s>, </s>, <unk>) are
   // dropped (HF drops all_special_ids, which include unk) and the rest is
   // sentencepiece DecodeIds (first piece's leading "▁" removed, byte pieces
@@ -46,11 +54,14 @@ class SentencePieceTokenizer final : public Tokenizer {
  private:
   void check_id(int32_t id) const;
   std::string decode_run(const std::vector<int>& run) const;
+  std::vector<int> sp_encode(std::string_view text) const;
+  std::vector<int> encode_no_prefix(std::string_view text) const;
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   TokenizerConfig config_;
   std::optional<int32_t> bos_;
   std::optional<int32_t> eos_;
+  std::vector<std::pair<std::string, int32_t>> special_pieces_;  // longest first
 };
 
 }  // namespace pagoda

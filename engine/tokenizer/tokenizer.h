@@ -21,6 +21,15 @@ class Tokenizer {
   // Special-token text inside `text` is not parsed as control tokens by
   // SentencePiece (as sentencepiece itself behaves).
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const = 0;
+  // Token ids of a rendered prompt (chat template output) in which special
+  // tokens' text ("<s>", "</s>", "<unk>" for SentencePiece: its control and
+  // unknown pieces) stands for those tokens, as HF tokenizers split added
+  // tokens out of the text (vLLM tokenizes rendered chat prompts so, with
+  // add_special_tokens=false; nothing else is added). Text between special
+  // tokens gets the "▁" dummy prefix only where it starts `text` (HF
+  // LlamaTokenizerFast: Metaspace prepend_scheme "first"). The base version
+  // throws std::logic_error (a tokenizer that does not support it).
+  virtual std::vector<int32_t> encode_with_special_text(std::string_view text) const;
   // Text of ids. skip_special_tokens drops control tokens (BOS/EOS/UNK...).
   // May end in an incomplete UTF-8 sequence's replacement (U+FFFD); the
   // Detokenizer deals with that when streaming.

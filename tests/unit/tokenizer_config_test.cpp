@@ -158,7 +158,11 @@ TEST(LoadTokenizer, ChineseLlamaMatchesTransformers) {
     EXPECT_EQ(tok->decode(c.at("greedy_ids").get<std::vector<int32_t>>(), true),
               c.at("greedy_text").get<std::string>());
   }
+  ASSERT_EQ(ref.at("chat").size(), 3u);
   for (const auto& c : ref.at("chat")) {
+    // The rendered prompt's "<s>"/"</s>" are the special tokens, as HF parses them.
+    EXPECT_EQ(tok->encode_with_special_text(c.at("rendered").get<std::string>()),
+              c.at("prompt_ids").get<std::vector<int32_t>>());
     EXPECT_EQ(tok->decode(c.at("greedy_ids").get<std::vector<int32_t>>(), true),
               c.at("greedy_text").get<std::string>());
   }

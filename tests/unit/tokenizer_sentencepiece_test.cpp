@@ -166,6 +166,23 @@ TEST(TokenizerSpm, SpecialTokens) {
   EXPECT_EQ(tok2.encode("Hello", true), (std::vector<int32_t>{15043, 2}));
 }
 
+TEST(TokenizerSpm, EncodeWithSpecialText) {
+  const SentencePieceTokenizer tok(shared_path("tokenizers/llama2/tokenizer.model"),
+                                   TokenizerConfig{});
+  // The text at the start keeps the dummy prefix ("▁Hello" 15043); text after
+  // a special token does not ("Hello" 10994, as in llama.cpp's "Hello world"
+  // vectors without the prefix: tokenizer_encodings' "Hello" piece 10994).
+  EXPECT_EQ(tok.encode_with_special_text("Hello</s><s>Hello"),
+            (std::vector<int32_t>{15043, 2, 1, 10994}));
+  EXPECT_EQ(tok.encode_with_special_text("<s>"), (std::vector<int32_t>{1}));
+  EXPECT_EQ(tok.encode_with_special_text("<unk>x"), (std::vector<int32_t>{0, 29916}));
+  EXPECT_EQ(tok.encode_with_special_text(""), (std::vector<int32_t>{}));
+  // Without special text it is plain encode.
+  EXPECT_EQ(tok.encode_with_special_text("Once upon a time"), tok.encode("Once upon a time", false));
+  // "<s" alone is text.
+  EXPECT_EQ(tok.encode_with_special_text("a<s"), tok.encode("a<s", false));
+}
+
 TEST(TokenizerSpm, ByteFallbackDecode) {
   const SentencePieceTokenizer tok(shared_path("tokenizers/llama2/tokenizer.model"),
                                    TokenizerConfig{});

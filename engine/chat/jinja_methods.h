@@ -1,0 +1,25 @@
+// Python methods of str, dict and list that chat templates call
+// (message.content.strip(), tool.items(), ...), as bound callables, and the
+// string helpers the filters share. The mutating methods (list.append,
+// dict.update, ...) raise SecurityError's message, as under Jinja2's
+// ImmutableSandboxedEnvironment, which transformers uses.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/chat/jinja_unicode.h"
+#include "engine/chat/jinja_value.h"
+
+namespace pagoda::jinja {
+
+// obj.name as a bound method; Undefined when obj's type has no such method.
+Value bound_method(const Value& obj, const std::string& name);
+
+// Python str.strip / lstrip / rstrip; chars == nullptr strips whitespace.
+std::string py_strip(const std::string& s, const std::string* chars, bool left, bool right);
+// Python str.split(sep, maxsplit); sep == nullptr splits on whitespace runs.
+std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit);
+// Python str.replace(old, new, count); count < 0 replaces all.
+std::string py_replace(const std::string& s, const std::string& from, const std::string& to, int64_t count);
+
+}  // namespace pagoda::jinja

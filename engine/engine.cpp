@@ -1,0 +1,282 @@
+// Engine / EngineImpl: the step loop (engine.h) and the engine thread.
+#include "engine/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <stdexcept>
+
+#include "engine/kv/block_manager.h"
+#include "engine/model_runner.h"
+#include "engine/output_channel.h"
+#include "engine/request_queue.h"
+#include "engine/sample/sampler.h"
+#include "engine/sched/scheduler.h"
+#include "engine/stats_logger.h"
+
+namespace pagoda {
+namespace {
+
+// splitmix64 (Steele et al. 2014): decorrelates consecutive request counters.
+uint64_t mix_seed(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+void push_error(const GenerateRequest& req, const std::string& error) {
+  if (!req.output) return;
+  RequestOutput out;
+  out.request_id = req.request_id;
+  out.finished = true;
+  out.finish_reason = FinishReason::kAbort;
+  out.prompt_tokens = static_cast<int64_t>(req.prompt_token_ids.size());
+  out.error = error;
+  req.output->push(std::move(out));
+}
+
+SchedulerConfig scheduler_config(const EngineConfig& c, const Tokenizer& tok) {
+  SchedulerConfig s;
+  s.max_num_seqs = c.max_num_seqs;
+  s.max_num_batched_tokens = c.max_num_batched_tokens;
+  s.max_model_len = c.max_model_len;
+  s.eos_token_ids = c.eos_token_ids;
+  if (s.eos_token_ids.empty() && tok.eos_token_id()) s.eos_token_ids.push_back(*tok.eos_token_id());
+  return s;
+}
+
+}  // namespace
+
+class EngineImpl {
+ public:
+  EngineImpl(EngineConfig cfg, std::unique_ptr<ModelExecutor> exec,
+             std::shared_ptr<const Tokenizer> tok)
+      : config(std::move(cfg)),
+        executor(std::move(exec)),
+        tokenizer(std::move(tok)),
+        blocks(executor->num_kv_blocks(), executor->block_size()),
+        scheduler(scheduler_config(config, *tokenizer), blocks),
+        runner(*executor),
+        logger(config.log_stats ? config.log_stats_interval_s : 0.0,
+               executor->describe().rfind("cuda", 0) == 0 ? "GPU" : "CPU") {
+    if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0 || config.max_model_len <= 0)
+      throw std::invalid_argument("EngineConfig: max_num_seqs, max_num_batched_tokens and "
+                                  "max_model_len must be > 0");
+    published.kv_blocks_total = blocks.num_blocks();
+    local.kv_blocks_total = blocks.num_blocks();
+  }
+
+  // Any thread: the engine's own guard; "" when the request is acceptable.
+  std::string validate(const GenerateRequest& req) const {
+    const int64_t n = static_cast<int64_t>(req.prompt_token_ids.size());
+    const SamplingParams& sp = req.sampling;
+    if (req.request_id.empty()) return "request_id is empty";
+    if (n == 0) return "the prompt is empty";
+    for (int32_t id : req.prompt_token_ids)
+      if (id < 0 || id >= executor->vocab_size())
+        return "prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+               std::to_string(executor->vocab_size()) + ")";
+    if (sp.n != 1) return "n must be 1";
+    if (sp.temperature < 0) return "temperature must be >= 0";
+    if (!(sp.top_p > 0 && sp.top_p <= 1)) return "top_p must be in (0, 1]";
+    if (sp.top_k < -1) return "top_k must be -1 (off) or >= 0";
+    if (sp.min_p < 0 || sp.min_p > 1) return "min_p must be in [0, 1]";
+    if (sp.repetition_penalty <= 0) return "repetition_penalty must be > 0";
+    if (sp.max_tokens && *sp.max_tokens < 1) return "max_tokens must be >= 1";
+    const int64_t max_tokens = sp.max_tokens.value_or(config.max_model_len - n);
+    if (n + max_tokens > config.max_model_len)
+      return "prompt (" + std::to_string(n) + " tokens) + max_tokens (" + std::to_string(max_tokens) +
+             ") exceeds max_model_len (" + std::to_string(config.max_model_len) + ")";
+    if (blocks.blocks_for(n) > blocks.num_blocks())
+      return "the prompt (" + std::to_string(n) + " tokens) can never fit the KV cache (" +
+             std::to_string(blocks.num_blocks() * blocks.block_size()) + " tokens)";
+    return {};
+  }
+
+  void admit(std::unique_ptr<GenerateRequest> req) {
+    if (scheduler.contains(req->request_id)) {
+      push_error(*req, "request id '" + req->request_id + "' is already in use");
+      return;
+    }
+    const int64_t n = static_cast<int64_t>(req->prompt_token_ids.size());
+    const int64_t max_tokens = req->sampling.max_tokens.value_or(config.max_model_len - n);
+    uint64_t seed = req->sampling.seed ? *req->sampling.seed : mix_seed(global_seed + request_counter);
+    ++request_counter;
+    scheduler.add(std::make_unique<Sequence>(*req, max_tokens, seed, *tokenizer));
+  }
+
+  // Drains the request queue; true when a command was handled.
+  bool drain() {
+    bool any = false;
+    while (auto cmd = queue.pop()) {
+      any = true;
+      if (cmd->kind == Command::Kind::kAdd) {
+        admit(std::move(cmd->request));
+      } else if (scheduler.abort(cmd->request_id)) {
+        local.requests_finished_total["abort"]++;
+      }
+    }
+    return any;
+  }
+
+  bool step() {
+    bool did = drain();
+    SchedulerOutput out = scheduler.schedule();
+    local.num_preemptions_total = scheduler.num_preemptions_total();
+    if (out.num_finished_by_capacity > 0)
+      local.requests_finished_total["length"] += out.num_finished_by_capacity;
+    did = did || out.num_finished_by_capacity > 0;
+    if (!out.empty()) {
+      runner.execute(out, logits);
+      sample(out);
+      PostprocessResult res = scheduler.postprocess(out, sampled);
+      local.prompt_tokens_total += out.num_prefill_tokens;
+      local.generation_tokens_total += res.num_generated;
+      local.steps_total++;
+      for (FinishReason r : res.finished) local.requests_finished_total[finish_reason_str(r)]++;
+      did = true;
+    }
+    publish();
+    return did;
+  }
+
+  void sample(const SchedulerOutput& out) {
+    const int64_t vocab = executor->vocab_size();
+    sampled.clear();
+    size_t row = 0;
+    for (const ScheduledSeq& s : out.seqs) {
+      if (!s.samples) continue;
+      Sequence& seq = *s.seq;
+      suppress.clear();
+      if (seq.num_output_tokens() < seq.sampling.min_tokens) {
+        if (!seq.sampling.ignore_eos) suppress = scheduler.config().eos_token_ids;
+        suppress.insert(suppress.end(), seq.sampling.stop_token_ids.begin(),
+                        seq.sampling.stop_token_ids.end());
+      }
+      SampleInput in{&seq.sampling, seq.prompt_ids(), seq.output_ids(), suppress, &seq.rng};
+      std::span<float> r(logits.data() + row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+      sampled.push_back(Sampler::sample(r, in));
+      ++row;
+    }
+  }
+
+  void publish() {
+    local.num_running = scheduler.num_running();
+    local.num_waiting = scheduler.num_waiting();
+    local.kv_blocks_used = blocks.num_used();
+    {
+      std::lock_guard<std::mutex> lock(stats_mu);
+      published = local;
+    }
+    logger.maybe_log(local);
+  }
+
+  void loop() {
+    while (!stop_requested.load(std::memory_order_acquire)) {
+      const uint64_t seen = queue.epoch();
+      bool did = false;
+      try {
+        did = step();
+      } catch (const std::exception& e) {
+        spdlog::error("engine step failed: {}; aborting every request", e.what());
+        fail_all(e.what());
+        did = true;
+      }
+      if (!did && !stop_requested.load(std::memory_order_acquire)) queue.wait_for_change(seen);
+    }
+  }
+
+  // Aborts everything queued or scheduled (shutdown, or a failed step).
+  void fail_all(const std::string& error) {
+    while (auto cmd = queue.pop()) {
+      if (cmd->kind == Command::Kind::kAdd) push_error(*cmd->request, error.empty() ? "engine stopped" : error);
+    }
+    local.requests_finished_total["abort"] += scheduler.abort_all();
+    publish();
+  }
+
+  EngineConfig config;
+  std::unique_ptr<ModelExecutor> executor;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  BlockManager blocks;
+  Scheduler scheduler;
+  ModelRunner runner;
+  StatsLogger logger;
+  RequestQueue queue;
+
+  std::thread thread;
+  std::atomic<bool> stop_requested{false};
+  uint64_t global_seed = 0;
+  uint64_t request_counter = 0;
+
+  std::vector<float> logits;
+  std::vector<int32_t> sampled;
+  std::vector<int32_t> suppress;
+  EngineStats local;  // engine thread's
+  mutable std::mutex stats_mu;
+  EngineStats published;
+};
+
+Engine::Engine(EngineConfig config, std::unique_ptr<ModelExecutor> executor,
+               std::shared_ptr<const Tokenizer> tokenizer) {
+  if (!executor) throw std::invalid_argument("Engine: no ModelExecutor");
+  if (!tokenizer) throw std::invalid_argument("Engine: no Tokenizer");
+  impl_ = std::make_unique<EngineImpl>(std::move(config), std::move(executor), std::move(tokenizer));
+}
+
+Engine::~Engine() {
+  stop();
+  impl_->fail_all("");
+}
+
+void Engine::start() {
+  if (impl_->thread.joinable()) return;
+  impl_->stop_requested.store(false);
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+void Engine::stop() {
+  if (!impl_->thread.joinable()) return;
+  impl_->stop_requested.store(true, std::memory_order_release);
+  impl_->queue.wake();
+  impl_->thread.join();
+  impl_->fail_all("");
+}
+
+void Engine::add_request(std::unique_ptr<GenerateRequest> request) {
+  if (!request) return;
+  std::string error = impl_->validate(*request);
+  if (!error.empty()) {
+    push_error(*request, error);
+    return;
+  }
+  auto cmd = std::make_unique<Command>();
+  cmd->kind = Command::Kind::kAdd;
+  cmd->request = std::move(request);
+  impl_->queue.push(std::move(cmd));
+}
+
+void Engine::abort_request(const std::string& request_id) {
+  auto cmd = std::make_unique<Command>();
+  cmd->kind = Command::Kind::kAbort;
+  cmd->request_id = request_id;
+  impl_->queue.push(std::move(cmd));
+}
+
+bool Engine::step() { return impl_->step(); }
+
+void Engine::run_until_idle() {
+  while (!impl_->queue.empty() || impl_->scheduler.has_unfinished()) impl_->step();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
+  return impl_->published;
+}
+
+const EngineConfig& Engine::config() const { return impl_->config; }
+int64_t Engine::num_kv_blocks() const { return impl_->blocks.num_blocks(); }
+int64_t Engine::block_size() const { return impl_->blocks.block_size(); }
+
+}  // namespace pagoda

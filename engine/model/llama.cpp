@@ -1,0 +1,226 @@
+// LlamaModel: weight loading (HF names, fused q/k/v and gate/up) and the
+// forward of engine/model/llama.h, written only against Backend ops.
+#include "engine/model/llama.h"
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "engine/model/rope.h"
+#include "engine/weights/safetensors.h"
+
+namespace pagoda {
+namespace {
+
+std::string layer_name(int64_t l, const char* rest) {
+  return "model.layers." + std::to_string(l) + "." + rest;
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(const ModelConfig& config, Backend& backend)
+    : config_(config), backend_(backend) {}
+
+LlamaModel::~LlamaModel() { free_all(); }
+
+void LlamaModel::free_all() {
+  auto f = [&](Tensor& t) {
+    if (!t.empty()) backend_.free(t);
+  };
+  if (lm_head_.data == embed_tokens_.data) lm_head_.data = nullptr;  // tied: one buffer
+  f(embed_tokens_);
+  f(final_norm_);
+  f(lm_head_);
+  for (Layer& L : layers_) {
+    for (Tensor* t : {&L.input_norm, &L.post_attn_norm, &L.qkv_w, &L.qkv_b, &L.o_w, &L.gate_up_w,
+                      &L.down_w, &L.kv.k, &L.kv.v})
+      f(*t);
+  }
+  layers_.clear();
+  f(rope_.cos_sin);
+  for (Tensor* t : {&ws_.hidden, &ws_.residual, &ws_.normed, &ws_.qkv, &ws_.q, &ws_.attn_out,
+                    &ws_.gate_up, &ws_.mlp_act, &ws_.last_hidden, &ws_.logits})
+    f(*t);
+  num_kv_blocks_ = 0;
+  max_num_tokens_ = max_num_logits_ = 0;
+}
+
+void LlamaModel::load_from(const FillFn& fill) {
+  const ModelConfig& c = config_;
+  const DType dt = backend_.act_dtype();
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads, V = c.vocab_size;
+  free_all();
+  try {
+    embed_tokens_ = backend_.alloc(dt, {V, H});
+    fill("model.embed_tokens.weight", {V, H}, embed_tokens_);
+    final_norm_ = backend_.alloc(dt, {H});
+    fill("model.norm.weight", {H}, final_norm_);
+    if (c.tie_word_embeddings) {
+      lm_head_ = embed_tokens_;
+    } else {
+      lm_head_ = backend_.alloc(dt, {V, H});
+      fill("lm_head.weight", {V, H}, lm_head_);
+    }
+    layers_.resize(static_cast<size_t>(c.num_hidden_layers));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      Layer& L = layers_[static_cast<size_t>(l)];
+      L.input_norm = backend_.alloc(dt, {H});
+      fill(layer_name(l, "input_layernorm.weight"), {H}, L.input_norm);
+      L.post_attn_norm = backend_.alloc(dt, {H});
+      fill(layer_name(l, "post_attention_layernorm.weight"), {H}, L.post_attn_norm);
+      L.qkv_w = backend_.alloc(dt, {(Hq + 2 * Hk) * D, H});
+      fill(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, H}, L.qkv_w.slice_rows(0, Hq * D));
+      fill(layer_name(l, "self_attn.k_proj.weight"), {Hk * D, H}, L.qkv_w.slice_rows(Hq * D, Hk * D));
+      fill(layer_name(l, "self_attn.v_proj.weight"), {Hk * D, H}, L.qkv_w.slice_rows((Hq + Hk) * D, Hk * D));
+      if (c.attention_bias) {
+        L.qkv_b = backend_.alloc(dt, {(Hq + 2 * Hk) * D});
+        fill(layer_name(l, "self_attn.q_proj.bias"), {Hq * D}, L.qkv_b.slice_rows(0, Hq * D));
+        fill(layer_name(l, "self_attn.k_proj.bias"), {Hk * D}, L.qkv_b.slice_rows(Hq * D, Hk * D));
+        fill(layer_name(l, "self_attn.v_proj.bias"), {Hk * D}, L.qkv_b.slice_rows((Hq + Hk) * D, Hk * D));
+      }
+      L.o_w = backend_.alloc(dt, {H, Hq * D});
+      fill(layer_name(l, "self_attn.o_proj.weight"), {H, Hq * D}, L.o_w);
+      L.gate_up_w = backend_.alloc(dt, {2 * I, H});
+      fill(layer_name(l, "mlp.gate_proj.weight"), {I, H}, L.gate_up_w.slice_rows(0, I));
+      fill(layer_name(l, "mlp.up_proj.weight"), {I, H}, L.gate_up_w.slice_rows(I, I));
+      L.down_w = backend_.alloc(dt, {H, I});
+      fill(layer_name(l, "mlp.down_proj.weight"), {H, I}, L.down_w);
+    }
+  } catch (...) {
+    free_all();
+    throw;
+  }
+}
+
+void LlamaModel::load_weights(const std::string& model_dir) {
+  SafetensorsModel st(model_dir);
+  load_from([&](const std::string& name, const std::vector<int64_t>& shape, Tensor dst) {
+    const SafetensorsTensor& t = st.get(name);  // throws naming file + tensor
+    if (t.shape != shape) {
+      std::string ws = "[";
+      for (size_t i = 0; i < shape.size(); ++i) ws += (i ? ", " : "") + std::to_string(shape[i]);
+      throw std::runtime_error("weights " + t.file + ": tensor '" + name + "' has shape " +
+                               t.shape_str() + ", config expects " + ws + "]");
+    }
+    backend_.copy_from_host(dst, t.data, t.dtype);
+  });
+  backend_.synchronize();  // the mmap'd sources go away with `st`
+}
+
+void LlamaModel::load_dummy_weights(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> host;
+  load_from([&](const std::string& name, const std::vector<int64_t>& shape, Tensor dst) {
+    (void)shape;
+    host.resize(static_cast<size_t>(dst.numel()));
+    const bool is_norm = name.find("norm") != std::string::npos;
+    for (float& v : host) v = is_norm ? 1.0f : normal(rng);
+    backend_.copy_from_host(dst, host.data(), DType::F32);
+    backend_.synchronize();  // `host` is reused for the next tensor
+  });
+}
+
+size_t LlamaModel::kv_bytes_per_block(const ModelConfig& c, int64_t block_size, DType dtype) {
+  return 2 * static_cast<size_t>(c.num_hidden_layers) * static_cast<size_t>(block_size) *
+         static_cast<size_t>(c.num_key_value_heads) * static_cast<size_t>(c.head_dim) * dtype_size(dtype);
+}
+
+void LlamaModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size) {
+  if (layers_.empty()) throw std::logic_error("LlamaModel::allocate_kv_cache before weights");
+  if (num_blocks <= 0 || block_size <= 0)
+    throw std::invalid_argument("LlamaModel::allocate_kv_cache: blocks and block_size must be positive");
+  const DType dt = backend_.act_dtype();
+  for (Layer& L : layers_) {
+    if (!L.kv.k.empty()) backend_.free(L.kv.k);
+    if (!L.kv.v.empty()) backend_.free(L.kv.v);
+  }
+  num_kv_blocks_ = 0;
+  for (Layer& L : layers_) {
+    L.kv.k = backend_.alloc(dt, {num_blocks, block_size, config_.num_key_value_heads, config_.head_dim});
+    L.kv.v = backend_.alloc(dt, {num_blocks, block_size, config_.num_key_value_heads, config_.head_dim});
+    backend_.fill_zero(L.kv.k);
+    backend_.fill_zero(L.kv.v);
+  }
+  num_kv_blocks_ = num_blocks;
+  block_size_ = block_size;
+}
+
+void LlamaModel::allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions) {
+  if (max_num_tokens <= 0 || max_num_seqs <= 0 || max_positions <= 0)
+    throw std::invalid_argument("LlamaModel::allocate_workspace: sizes must be positive");
+  const ModelConfig& c = config_;
+  const DType dt = backend_.act_dtype();
+  const int64_t T = max_num_tokens, L = std::min(max_num_seqs, max_num_tokens);
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads;
+  for (Tensor* t : {&ws_.hidden, &ws_.residual, &ws_.normed, &ws_.qkv, &ws_.q, &ws_.attn_out,
+                    &ws_.gate_up, &ws_.mlp_act, &ws_.last_hidden, &ws_.logits, &rope_.cos_sin})
+    if (!t->empty()) backend_.free(*t);
+  ws_.hidden = backend_.alloc(dt, {T, H});
+  ws_.residual = backend_.alloc(dt, {T, H});
+  ws_.normed = backend_.alloc(dt, {T, H});
+  ws_.qkv = backend_.alloc(dt, {T, (Hq + 2 * Hk) * D});
+  ws_.q = backend_.alloc(dt, {T, Hq * D});
+  ws_.attn_out = backend_.alloc(dt, {T, Hq * D});
+  ws_.gate_up = backend_.alloc(dt, {T, 2 * I});
+  ws_.mlp_act = backend_.alloc(dt, {T, I});
+  ws_.last_hidden = backend_.alloc(dt, {L, H});
+  ws_.logits = backend_.alloc(DType::F32, {L, c.vocab_size});
+  max_num_tokens_ = T;
+  max_num_logits_ = L;
+
+  const std::vector<float> table = rope_cos_sin_table(c, max_positions);
+  rope_.cos_sin = backend_.alloc(DType::F32, {max_positions, D});
+  backend_.copy_from_host(rope_.cos_sin, table.data(), DType::F32);
+  rope_.rotary_dim = D;
+  backend_.synchronize();
+}
+
+Tensor LlamaModel::forward(const DeviceBatch& b) {
+  const ModelConfig& c = config_;
+  const int64_t T = b.num_tokens, L = b.num_logits;
+  if (layers_.empty() || num_kv_blocks_ == 0 || max_num_tokens_ == 0)
+    throw std::logic_error("LlamaModel::forward before load/allocate_kv_cache/allocate_workspace");
+  if (T <= 0 || T > max_num_tokens_)
+    throw std::invalid_argument("LlamaModel::forward: " + std::to_string(T) +
+                                " tokens (workspace holds " + std::to_string(max_num_tokens_) + ")");
+  if (L > max_num_logits_)
+    throw std::invalid_argument("LlamaModel::forward: " + std::to_string(L) +
+                                " logits rows (workspace holds " + std::to_string(max_num_logits_) + ")");
+  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads, D = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  Tensor hidden = ws_.hidden.first_rows(T), residual = ws_.residual.first_rows(T);
+  Tensor normed = ws_.normed.first_rows(T), qkv = ws_.qkv.first_rows(T);
+  Tensor q = ws_.q.first_rows(T), attn = ws_.attn_out.first_rows(T);
+  Tensor gate_up = ws_.gate_up.first_rows(T), act = ws_.mlp_act.first_rows(T);
+
+  backend_.embedding(b.input_ids, embed_tokens_, residual);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& ly = layers_[l];
+    if (l == 0) backend_.rms_norm(residual, ly.input_norm, eps, normed);
+    else backend_.add_rms_norm(hidden, residual, ly.input_norm, eps, normed);  // += previous MLP out
+    backend_.linear(normed, ly.qkv_w, ly.qkv_b.empty() ? nullptr : &ly.qkv_b, qkv);
+    backend_.rope_and_cache(qkv, rope_, b, Hq, Hk, D, q, ly.kv);
+    backend_.attention(q, ly.kv, b, Hq, Hk, D, scale, attn);
+    backend_.linear(attn, ly.o_w, nullptr, hidden);
+    backend_.add_rms_norm(hidden, residual, ly.post_attn_norm, eps, normed);
+    backend_.linear(normed, ly.gate_up_w, nullptr, gate_up);
+    backend_.silu_mul(gate_up, act);
+    backend_.linear(act, ly.down_w, nullptr, hidden);
+  }
+  Tensor logits = ws_.logits.first_rows(L);
+  if (L == 0) return logits;
+  // Only the rows that sample need the final norm and lm_head: gather the
+  // last MLP output and the residual stream, then add + norm on L rows.
+  Tensor last_res = ws_.last_hidden.first_rows(L), last_x = ws_.normed.first_rows(L);
+  backend_.gather_rows(residual, b.logits_indices, last_res);
+  backend_.gather_rows(hidden, b.logits_indices, last_x);
+  backend_.add_rms_norm(last_x, last_res, final_norm_, eps, last_x);
+  backend_.linear(last_x, lm_head_, nullptr, logits);
+  return logits;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,208 @@
+// ModelConfig parsing: field names and defaults as in HF transformers'
+// LlamaConfig / Qwen2Config (configuration_llama.py, configuration_qwen2.py).
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/model/model_config.h"
+
+namespace pagoda {
+namespace {
+
+using json = nlohmann::json;
+
+struct Reader {
+  const json& j;
+  const std::string& source;
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw std::runtime_error("config " + source + ": field '" + field + "': " + what);
+  }
+  bool has(const char* f) const { return j.contains(f) && !j[f].is_null(); }
+  int64_t get_int(const char* f, std::optional<int64_t> def) const {
+    if (!has(f)) {
+      if (def) return *def;
+      fail(f, "missing (required)");
+    }
+    if (!j[f].is_number_integer()) fail(f, "must be an integer, got " + j[f].dump());
+    return j[f].get<int64_t>();
+  }
+  int64_t get_positive(const char* f, std::optional<int64_t> def) const {
+    int64_t v = get_int(f, def);
+    if (v <= 0) fail(f, "must be positive, got " + std::to_string(v));
+    return v;
+  }
+  double get_double(const char* f, double def) const {
+    if (!has(f)) return def;
+    if (!j[f].is_number()) fail(f, "must be a number, got " + j[f].dump());
+    return j[f].get<double>();
+  }
+  bool get_bool(const char* f, bool def) const {
+    if (!has(f)) return def;
+    if (!j[f].is_boolean()) fail(f, "must be true or false, got " + j[f].dump());
+    return j[f].get<bool>();
+  }
+  std::string get_string(const char* f, const std::string& def) const {
+    if (!has(f)) return def;
+    if (!j[f].is_string()) fail(f, "must be a string, got " + j[f].dump());
+    return j[f].get<std::string>();
+  }
+};
+
+DType parse_torch_dtype(const Reader& r, const char* field, const std::string& s) {
+  if (s == "float32" || s == "float") return DType::F32;
+  if (s == "bfloat16") return DType::BF16;
+  if (s == "float16" || s == "half") return DType::F16;
+  r.fail(field, "unsupported dtype '" + s + "' (expected float32, bfloat16 or float16)");
+}
+
+RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& rs) {
+  RopeScaling out;
+  if (rs.is_null()) return out;
+  if (!rs.is_object()) r.fail(field, "must be null or an object");
+  std::string type;
+  if (rs.contains("rope_type") && rs["rope_type"].is_string()) type = rs["rope_type"];
+  else if (rs.contains("type") && rs["type"].is_string()) type = rs["type"];
+  if (type.empty() || type == "default") return out;
+  auto num = [&](const char* k, double def) {
+    if (!rs.contains(k) || rs[k].is_null()) return def;
+    if (!rs[k].is_number()) r.fail(std::string(field) + "." + k, "must be a number");
+    return rs[k].get<double>();
+  };
+  if (type == "linear") {
+    out.rope_type = "linear";
+    if (!rs.contains("factor")) r.fail(std::string(field) + ".factor", "missing (required for linear)");
+    out.factor = num("factor", 1.0);
+  } else if (type == "llama3") {
+    out.rope_type = "llama3";
+    for (const char* k : {"factor", "low_freq_factor", "high_freq_factor",
+                          "original_max_position_embeddings"})
+      if (!rs.contains(k)) r.fail(std::string(field) + "." + k, "missing (required for llama3)");
+    out.factor = num("factor", 1.0);
+    out.low_freq_factor = num("low_freq_factor", 1.0);
+    out.high_freq_factor = num("high_freq_factor", 4.0);
+    out.original_max_position_embeddings =
+        static_cast<int64_t>(num("original_max_position_embeddings", 8192));
+    if (out.high_freq_factor <= out.low_freq_factor)
+      r.fail(std::string(field) + ".high_freq_factor", "must exceed low_freq_factor");
+    if (out.original_max_position_embeddings <= 0)
+      r.fail(std::string(field) + ".original_max_position_embeddings", "must be positive");
+  } else {
+    r.fail(field, "unsupported rope type '" + type + "' (supported: linear, llama3)");
+  }
+  if (!(out.factor > 0)) r.fail(std::string(field) + ".factor", "must be positive");
+  return out;
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_dir(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("config " + path + ": cannot open (missing model directory or config.json?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_json_text(ss.str(), path);
+}
+
+ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& ex) {
+    throw std::runtime_error("config " + source + ": bad JSON: " + ex.what());
+  }
+  if (!j.is_object()) throw std::runtime_error("config " + source + ": not a JSON object");
+  Reader r{j, source};
+  ModelConfig c;
+
+  c.model_type = r.get_string("model_type", "");
+  if (r.has("architectures")) {
+    if (!j["architectures"].is_array() || j["architectures"].empty() ||
+        !j["architectures"][0].is_string())
+      r.fail("architectures", "must be a non-empty list of strings");
+    c.architecture = j["architectures"][0].get<std::string>();
+  } else if (c.model_type == "llama") {
+    c.architecture = "LlamaForCausalLM";
+  } else if (c.model_type == "qwen2") {
+    c.architecture = "Qwen2ForCausalLM";
+  } else {
+    r.fail("architectures", "missing (and model_type '" + c.model_type + "' is not llama/qwen2)");
+  }
+  const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
+  if (c.architecture != "LlamaForCausalLM" && !qwen2)
+    r.fail("architectures", "unsupported architecture '" + c.architecture +
+                                "' (supported: LlamaForCausalLM, Qwen2ForCausalLM)");
+  if (c.model_type.empty()) c.model_type = qwen2 ? "qwen2" : "llama";
+
+  c.hidden_size = r.get_positive("hidden_size", std::nullopt);
+  c.intermediate_size = r.get_positive("intermediate_size", std::nullopt);
+  c.num_hidden_layers = r.get_positive("num_hidden_layers", std::nullopt);
+  c.num_attention_heads = r.get_positive("num_attention_heads", std::nullopt);
+  c.num_key_value_heads = r.get_positive("num_key_value_heads", c.num_attention_heads);
+  c.vocab_size = r.get_positive("vocab_size", std::nullopt);
+  c.max_position_embeddings = r.get_positive("max_position_embeddings", 2048);
+  if (r.has("head_dim")) {
+    c.head_dim = r.get_positive("head_dim", std::nullopt);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      r.fail("num_attention_heads", "hidden_size " + std::to_string(c.hidden_size) +
+                                        " is not divisible by " +
+                                        std::to_string(c.num_attention_heads) + " heads");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) r.fail("head_dim", "must be even for rotary embeddings");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    r.fail("num_key_value_heads", std::to_string(c.num_key_value_heads) +
+                                      " does not divide num_attention_heads " +
+                                      std::to_string(c.num_attention_heads));
+  c.rms_norm_eps = r.get_double("rms_norm_eps", qwen2 ? 1e-6 : 1e-6);
+  if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
+
+  // transformers >= 5 may nest rope settings in "rope_parameters".
+  const json* rope_params = nullptr;
+  if (r.has("rope_parameters")) {
+    if (!j["rope_parameters"].is_object()) r.fail("rope_parameters", "must be an object");
+    rope_params = &j["rope_parameters"];
+  }
+  c.rope_theta = r.get_double("rope_theta", 10000.0);
+  if (rope_params && rope_params->contains("rope_theta")) {
+    if (!(*rope_params)["rope_theta"].is_number()) r.fail("rope_parameters.rope_theta", "must be a number");
+    c.rope_theta = (*rope_params)["rope_theta"].get<double>();
+  }
+  if (!(c.rope_theta > 0)) r.fail("rope_theta", "must be positive");
+  if (r.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(r, "rope_scaling", j["rope_scaling"]);
+  else if (rope_params) c.rope_scaling = parse_rope_scaling(r, "rope_parameters", *rope_params);
+
+  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
+  c.attention_bias = qwen2 ? true : r.get_bool("attention_bias", false);
+  c.mlp_bias = r.get_bool("mlp_bias", false);
+  if (c.mlp_bias) r.fail("mlp_bias", "true is not supported");
+  c.hidden_act = r.get_string("hidden_act", "silu");
+  if (c.hidden_act != "silu") r.fail("hidden_act", "unsupported activation '" + c.hidden_act + "' (supported: silu)");
+  if (qwen2 && r.get_bool("use_sliding_window", false))
+    r.fail("use_sliding_window", "sliding-window attention is not supported");
+
+  if (r.has("torch_dtype")) c.torch_dtype = parse_torch_dtype(r, "torch_dtype", r.get_string("torch_dtype", ""));
+  else if (r.has("dtype")) c.torch_dtype = parse_torch_dtype(r, "dtype", r.get_string("dtype", ""));
+
+  if (r.has("bos_token_id")) c.bos_token_id = r.get_int("bos_token_id", std::nullopt);
+  if (r.has("eos_token_id")) {
+    const json& e = j["eos_token_id"];
+    if (e.is_number_integer()) {
+      c.eos_token_ids.push_back(e.get<int64_t>());
+    } else if (e.is_array()) {
+      for (const json& v : e) {
+        if (!v.is_number_integer()) r.fail("eos_token_id", "list entries must be integers");
+        c.eos_token_ids.push_back(v.get<int64_t>());
+      }
+    } else {
+      r.fail("eos_token_id", "must be an integer or a list of integers");
+    }
+  }
+  return c;
+}
+
+}  // namespace pagoda

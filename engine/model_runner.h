@@ -1,0 +1,39 @@
+// ModelRunner: turns the scheduler's output into a ForwardBatch (vLLM's
+// GPUModelRunner._prepare_inputs / nano-vllm's ModelRunner.prepare_*) and runs
+// the ModelExecutor. For each scheduled sequence, its tokens
+// [num_computed_tokens, num_computed_tokens + num_new_tokens) are packed with
+// their positions and cache slots (block_table[p / block_size] * block_size +
+// p % block_size); context_lens = num_computed_tokens + num_new_tokens; a
+// logits row is requested only for sequences that sample this step (never
+// for a non-final prefill chunk).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/forward_batch.h"
+#include "engine/model/model_executor.h"
+#include "engine/sched/scheduler.h"
+
+namespace pagoda {
+
+class ModelRunner {
+ public:
+  explicit ModelRunner(ModelExecutor& executor) : executor_(executor) {}
+
+  // The batch for `out` (blocks must already be allocated by the scheduler).
+  // Throws std::logic_error when a block table is too short.
+  static ForwardBatch build_batch(const SchedulerOutput& out, int64_t block_size);
+
+  // Builds the batch and runs the model: logits becomes
+  // [out.num_samples(), vocab_size()] row-major F32, one row per sampling
+  // sequence in schedule order.
+  void execute(const SchedulerOutput& out, std::vector<float>& logits);
+
+  ModelExecutor& executor() { return executor_; }
+
+ private:
+  ModelExecutor& executor_;
+  ForwardBatch batch_;  // reused between steps
+};
+
+}  // namespace pagoda

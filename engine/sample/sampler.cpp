@@ -1,0 +1,110 @@
+#include "engine/sample/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+namespace pagoda {
+
+double Sampler::uniform(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::argmax(std::span<const float> logits) {
+  if (logits.empty()) throw std::invalid_argument("Sampler::argmax: empty logits");
+  size_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+void Sampler::apply_penalties(std::span<float> logits, const SampleInput& in) {
+  const SamplingParams& sp = *in.params;
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  auto valid = [&](int32_t id) { return id >= 0 && id < vocab; };
+  if (sp.repetition_penalty != 1.0f && sp.repetition_penalty > 0.0f) {
+    std::vector<bool> seen(logits.size(), false);
+    for (int32_t id : in.prompt_ids) if (valid(id)) seen[static_cast<size_t>(id)] = true;
+    for (int32_t id : in.output_ids) if (valid(id)) seen[static_cast<size_t>(id)] = true;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (!seen[i]) continue;
+      logits[i] = logits[i] > 0 ? logits[i] / sp.repetition_penalty : logits[i] * sp.repetition_penalty;
+    }
+  }
+  if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f) {
+    std::unordered_map<int32_t, int32_t> counts;
+    for (int32_t id : in.output_ids) if (valid(id)) counts[id]++;
+    for (auto [id, c] : counts)
+      logits[static_cast<size_t>(id)] -= sp.frequency_penalty * static_cast<float>(c) + sp.presence_penalty;
+  }
+  for (int32_t id : in.suppress_ids)
+    if (valid(id)) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+}
+
+int32_t Sampler::sample(std::span<float> logits, const SampleInput& in) {
+  if (logits.empty()) throw std::invalid_argument("Sampler::sample: empty logits");
+  if (!in.params) throw std::invalid_argument("Sampler::sample: no SamplingParams");
+  const SamplingParams& sp = *in.params;
+  apply_penalties(logits, in);
+  if (sp.greedy()) return argmax(logits);
+  if (!in.rng) throw std::invalid_argument("Sampler::sample: no rng for random sampling");
+
+  // Softmax of logits / temperature (in double for stable sums).
+  const size_t vocab = logits.size();
+  double max_l = -std::numeric_limits<double>::infinity();
+  for (float l : logits) max_l = std::max(max_l, static_cast<double>(l) / sp.temperature);
+  std::vector<double> prob(vocab);
+  double sum = 0.0;
+  for (size_t i = 0; i < vocab; ++i) {
+    prob[i] = std::exp(static_cast<double>(logits[i]) / sp.temperature - max_l);
+    sum += prob[i];
+  }
+  for (double& p : prob) p /= sum;
+
+  // Tokens sorted by probability, most likely first (ties: lower id first).
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)]; });
+  std::vector<bool> keep(vocab, true);
+  const double top = prob[static_cast<size_t>(order[0])];
+  if (sp.min_p > 0.0f)
+    for (size_t i = 0; i < vocab; ++i)
+      if (prob[i] < sp.min_p * top) keep[i] = false;
+  if (sp.top_k > 0 && static_cast<size_t>(sp.top_k) < vocab) {
+    const double kth = prob[static_cast<size_t>(order[static_cast<size_t>(sp.top_k) - 1])];
+    for (size_t i = 0; i < vocab; ++i)
+      if (prob[i] < kth) keep[i] = false;
+  }
+  if (sp.top_p < 1.0f) {
+    // Renormalise over what min_p/top_k kept, then keep the head whose mass
+    // before each token is still below top_p (the first token always stays).
+    double kept_sum = 0.0;
+    for (size_t i = 0; i < vocab; ++i) kept_sum += keep[i] ? prob[i] : 0.0;
+    double cum = 0.0;
+    for (int32_t id : order) {
+      size_t u = static_cast<size_t>(id);
+      if (!keep[u]) continue;
+      if (cum >= sp.top_p * kept_sum) keep[u] = false;
+      cum += prob[u];
+    }
+  }
+  double total = 0.0;
+  for (size_t i = 0; i < vocab; ++i) total += keep[i] ? prob[i] : 0.0;
+  const double r = uniform(*in.rng) * total;
+  double acc = 0.0;
+  int32_t last_kept = order[0];
+  for (size_t i = 0; i < vocab; ++i) {
+    if (!keep[i]) continue;
+    acc += prob[i];
+    last_kept = static_cast<int32_t>(i);
+    if (r < acc) return static_cast<int32_t>(i);
+  }
+  return last_kept;  // rounding at the very top of the CDF
+}
+
+}  // namespace pagoda

@@ -1,0 +1,75 @@
+// Sequence: one request's state inside the engine (vLLM's Request /
+// nano-vllm's Sequence): its tokens, how many of them are in the KV cache,
+// its block table, its sampling state, its detokenizer and output channel.
+// Owned by the Scheduler; touched only on the engine thread.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/kv/block_manager.h"
+#include "engine/output_channel.h"
+#include "engine/request.h"
+#include "engine/sample/sampling_params.h"
+#include "engine/tokenizer/detokenizer.h"
+
+namespace pagoda {
+
+enum class SequenceStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  Sequence(const GenerateRequest& req, int64_t max_tokens, uint64_t rng_seed, const Tokenizer& tok)
+      : request_id(req.request_id),
+        token_ids(req.prompt_token_ids),
+        num_prompt_tokens(static_cast<int64_t>(req.prompt_token_ids.size())),
+        sampling(req.sampling),
+        max_tokens(max_tokens),
+        output(req.output),
+        arrival_time(req.arrival_time),
+        rng(rng_seed),
+        detokenizer(tok, req.prompt_token_ids, req.sampling.skip_special_tokens) {}
+
+  std::string request_id;
+  // Prompt followed by the generated tokens.
+  std::vector<int32_t> token_ids;
+  int64_t num_prompt_tokens = 0;
+  SamplingParams sampling;
+  int64_t max_tokens = 0;  // resolved (never unset here)
+  std::shared_ptr<OutputChannel> output;
+  std::chrono::steady_clock::time_point arrival_time;
+  std::optional<double> first_token_s;  // seconds from arrival to first token
+
+  SequenceStatus status = SequenceStatus::kWaiting;
+  // Tokens whose K/V are in the cache. Prefill (chunked or not) and
+  // recompute after preemption advance it; num_tokens() - it is what the
+  // next step must feed (1 while decoding).
+  int64_t num_computed_tokens = 0;
+  BlockTable block_table;
+
+  std::mt19937_64 rng;      // per-sequence sampling RNG
+  Detokenizer detokenizer;
+  std::string output_text;  // detokenized output so far (after stop truncation)
+  size_t text_sent = 0;     // bytes of output_text already pushed as deltas
+  size_t tokens_sent = 0;   // output tokens already pushed as deltas
+
+  FinishReason finish_reason = FinishReason::kNone;
+  std::optional<std::string> stop_str;
+  std::optional<int32_t> stop_token_id;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const int32_t> prompt_ids() const {
+    return {token_ids.data(), static_cast<size_t>(num_prompt_tokens)};
+  }
+  std::span<const int32_t> output_ids() const {
+    return {token_ids.data() + num_prompt_tokens, static_cast<size_t>(num_output_tokens())};
+  }
+  bool finished() const { return status == SequenceStatus::kFinished; }
+};
+
+}  // namespace pagoda

@@ -1,0 +1,293 @@
+// Paged attention for decode (one query token per sequence) over the paged
+// KV cache [num_blocks, block_size, Hk, D] (vLLM, Kwon et al. 2023,
+// arXiv:2309.06180), split over the context length (Flash-Decoding, Dao et
+// al. 2023): each CTA takes one KV head, the GC query heads of its group that
+// read it (GQA: the K/V loads are shared), one sequence and one partition of
+// kPartition tokens. Pass 1 computes the partition's scores into shared
+// memory, then a per-head softmax, pass 2 accumulates p·V. With several
+// partitions each CTA writes its normalised output, max and sum, and a
+// combine kernel merges them: out = Σ l_i e^{m_i - M} o_i / Σ l_i e^{m_i - M}.
+// A thread group of TG lanes loads one token's D elements with 16-byte
+// vectors (coalesced); fp32 math.
+#include <stdexcept>
+#include <string>
+
+#include "gpu/cuda_check.h"
+#include "gpu/dtype_util.cuh"
+#include "gpu/kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kPartition = 512;
+constexpr int kWarps = 4;
+// Tokens in flight per thread group per pass: more for small GC (fewer
+// registers per token), fewer for GC = 8 to stay clear of spills.
+template <int GC>
+constexpr int unroll_for() { return GC <= 2 ? 8 : 4; }
+
+template <typename T, int D, int GC>
+__global__ void __launch_bounds__(kWarps * 32, 2)
+decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __restrict__ ws_max,
+                        float* __restrict__ ws_sum) {
+  constexpr int VEC = (16 / static_cast<int>(sizeof(T))) < D ? 16 / static_cast<int>(sizeof(T)) : D;
+  constexpr int TG = D / VEC;      // lanes per token
+  constexpr int TPW = 32 / TG;     // tokens per warp per step
+  constexpr int STEP = kWarps * TPW;
+  constexpr int kUnroll = unroll_for<GC>();
+  static_assert(TG >= 1 && TG <= 32 && (TG & (TG - 1)) == 0, "head_dim/VEC must be 1..32, pow2");
+
+  __shared__ float s_logits[GC][kPartition];
+  __shared__ float s_acc[GC][D];
+  __shared__ float s_max[GC], s_sum[GC];
+  __shared__ int s_blocks[kPartition + 1];  // this partition's block ids
+
+  const int G = a.num_heads / a.num_kv_heads;
+  const int nchunks = (G + GC - 1) / GC;
+  const int kvh = blockIdx.x / nchunks;
+  const int chunk = blockIdx.x % nchunks;
+  const int h0 = kvh * G + chunk * GC;
+  const int gc = min(GC, G - chunk * GC);
+  const int seq = blockIdx.y;
+  const int split = blockIdx.z;
+  const int nsplits = gridDim.z;
+  const int ctx = a.context_lens[seq];
+  const int start = split * kPartition;
+  if (start >= ctx && !(ctx == 0 && split == 0)) return;  // past this sequence's end
+  const int end = min(start + kPartition, ctx);
+  const int n = end - start;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int gi = lane / TG, li = lane % TG;
+  const int d0 = li * VEC;
+  const int64_t tok = a.query_start_loc[seq];
+  const int64_t qstride = static_cast<int64_t>(a.num_heads) * D;
+  const T* __restrict__ q = static_cast<const T*>(a.q) + tok * qstride;
+  const T* __restrict__ kc = static_cast<const T*>(a.k_cache);
+  const T* __restrict__ vc = static_cast<const T*>(a.v_cache);
+  const int32_t* __restrict__ bt = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
+  const int bs = a.block_size, Hk = a.num_kv_heads;
+
+  for (int e = tid; e < GC * D; e += blockDim.x) (&s_acc[0][0])[e] = 0.f;
+  // Stage the partition's block-table entries once, so each K/V load below
+  // depends on a shared-memory read instead of a global one.
+  const int blk0 = start / bs;
+  const int nblk = n > 0 ? (end - 1) / bs - blk0 + 1 : 0;
+  for (int i = tid; i < nblk; i += blockDim.x) s_blocks[i] = bt[blk0 + i];
+  __syncthreads();
+
+  // ---- pass 1: scores (log2 domain: q pre-scaled by scale * log2(e)) ----
+  {
+    float qr[GC][VEC];
+    const float qs = a.scale * 1.4426950408889634f;
+#pragma unroll
+    for (int g = 0; g < GC; ++g) {
+      if (g < gc) {
+        load_f32<T, VEC>(q + static_cast<int64_t>(h0 + g) * D + d0, qr[g]);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) qr[g][i] *= qs;
+      } else {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) qr[g][i] = 0.f;
+      }
+    }
+    for (int base = start + warp * TPW; base < end; base += STEP * kUnroll) {
+      float kr[kUnroll][VEC];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = base + u * STEP + gi;
+        if (t < end) {
+          const int64_t blk = s_blocks[t / bs - blk0];
+          load_f32<T, VEC>(kc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, kr[u]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) kr[u][i] = 0.f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = base + u * STEP + gi;
+#pragma unroll
+        for (int g = 0; g < GC; ++g) {
+          float s = 0.f;
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) s += qr[g][i] * kr[u][i];
+#pragma unroll
+          for (int o = TG / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+          if (li == 0 && t < end) s_logits[g][t - start] = s;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // ---- softmax over the partition, one warp per head ----
+  for (int g = warp; g < gc; g += kWarps) {
+    float m = -INFINITY;
+    for (int i = lane; i < n; i += 32) m = fmaxf(m, s_logits[g][i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float l = 0.f;
+    for (int i = lane; i < n; i += 32) {
+      const float p = exp2f(s_logits[g][i] - m);
+      s_logits[g][i] = p;
+      l += p;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    if (lane == 0) {
+      s_max[g] = m;
+      s_sum[g] = l;
+    }
+  }
+  __syncthreads();
+
+  // ---- pass 2: acc = Σ p · V ----
+  {
+    float acc[GC][VEC];
+#pragma unroll
+    for (int g = 0; g < GC; ++g)
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) acc[g][i] = 0.f;
+    for (int base = start + warp * TPW; base < end; base += STEP * kUnroll) {
+      float vr[kUnroll][VEC];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = base + u * STEP + gi;
+        if (t < end) {
+          const int64_t blk = s_blocks[t / bs - blk0];
+          load_f32<T, VEC>(vc + ((blk * bs + t % bs) * Hk + kvh) * D + d0, vr[u]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) vr[u][i] = 0.f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = base + u * STEP + gi;
+        if (t < end) {
+#pragma unroll
+          for (int g = 0; g < GC; ++g) {
+            const float p = s_logits[g][t - start];
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) acc[g][i] += p * vr[u][i];
+          }
+        }
+      }
+    }
+    // Reduce over the token groups of the warp, then over warps.
+#pragma unroll
+    for (int g = 0; g < GC; ++g)
+#pragma unroll
+      for (int i = 0; i < VEC; ++i)
+#pragma unroll
+        for (int o = TG; o < 32; o <<= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+    if (gi == 0) {
+#pragma unroll
+      for (int g = 0; g < GC; ++g)
+        if (g < gc)
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) atomicAdd(&s_acc[g][d0 + i], acc[g][i]);
+    }
+  }
+  __syncthreads();
+
+  for (int e = tid; e < gc * D; e += blockDim.x) {
+    const int g = e / D, d = e % D;
+    const float l = s_sum[g];
+    const float val = l > 0.f ? s_acc[g][d] / l : 0.f;
+    if (nsplits == 1) {
+      T* o = static_cast<T*>(a.out) + tok * qstride + static_cast<int64_t>(h0 + g) * D;
+      o[d] = from_f32<T>(val);
+    } else {
+      const int64_t row = (static_cast<int64_t>(seq) * a.num_heads + h0 + g) * nsplits + split;
+      ws_out[row * D + d] = val;
+      if (d == 0) {
+        ws_max[row] = s_max[g];
+        ws_sum[row] = l;
+      }
+    }
+  }
+}
+
+// One CTA of D threads per (query head, sequence): merges the partitions.
+template <typename T, int D>
+__global__ void decode_combine_kernel(AttentionArgs a, int nsplits, const float* __restrict__ ws_out,
+                                      const float* __restrict__ ws_max,
+                                      const float* __restrict__ ws_sum) {
+  const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
+  const int ctx = a.context_lens[seq];
+  const int ns = (ctx + kPartition - 1) / kPartition;
+  const int64_t row0 = (static_cast<int64_t>(seq) * a.num_heads + h) * nsplits;
+  float M = -INFINITY;
+  for (int i = 0; i < ns; ++i) M = fmaxf(M, ws_max[row0 + i]);
+  float num = 0.f, den = 0.f;
+  for (int i = 0; i < ns; ++i) {
+    const float w = ws_sum[row0 + i] * exp2f(ws_max[row0 + i] - M);
+    num += w * ws_out[(row0 + i) * D + d];
+    den += w;
+  }
+  const int64_t tok = a.query_start_loc[seq];
+  T* o = static_cast<T*>(a.out) + (tok * a.num_heads + h) * static_cast<int64_t>(D);
+  o[d] = from_f32<T>(den > 0.f ? num / den : 0.f);
+}
+
+int group_chunk(int G) { return G <= 1 ? 1 : G <= 2 ? 2 : G <= 4 ? 4 : 8; }
+
+template <typename T, int D>
+void launch_decode_d(const AttentionArgs& a, float* ws, cudaStream_t stream) {
+  const int G = a.num_heads / a.num_kv_heads;
+  const int GC = group_chunk(G);
+  const int nchunks = (G + GC - 1) / GC;
+  const int nsplits = std::max(1, (a.max_context_len + kPartition - 1) / kPartition);
+  const dim3 grid(a.num_kv_heads * nchunks, a.num_seqs, nsplits);
+  const size_t rows = static_cast<size_t>(a.num_seqs) * a.num_heads * nsplits;
+  float* ws_out = ws;
+  float* ws_max = ws + rows * D;
+  float* ws_sum = ws_max + rows;
+  switch (GC) {
+    case 1: decode_attention_kernel<T, D, 1><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+    case 2: decode_attention_kernel<T, D, 2><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+    case 4: decode_attention_kernel<T, D, 4><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+    default: decode_attention_kernel<T, D, 8><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+  }
+  PAGODA_CUDA_CHECK_LAUNCH("decode_attention_kernel");
+  if (nsplits > 1) {
+    decode_combine_kernel<T, D><<<dim3(a.num_heads, a.num_seqs), D, 0, stream>>>(a, nsplits, ws_out,
+                                                                                 ws_max, ws_sum);
+    PAGODA_CUDA_CHECK_LAUNCH("decode_combine_kernel");
+  }
+}
+
+}  // namespace
+
+bool attention_head_dim_supported(int d) {
+  return d == 8 || d == 16 || d == 32 || d == 64 || d == 128;
+}
+
+int decode_partition_size() { return kPartition; }
+
+size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len) {
+  const size_t nsplits = std::max(1, (max_context_len + kPartition - 1) / kPartition);
+  if (nsplits == 1) return 0;
+  const size_t rows = static_cast<size_t>(num_seqs) * num_heads * nsplits;
+  return rows * (static_cast<size_t>(head_dim) + 2);
+}
+
+void launch_decode_attention(DType dt, const AttentionArgs& a, float* workspace,
+                             cudaStream_t stream) {
+  if (a.num_seqs == 0) return;
+  PAGODA_DISPATCH_FLOAT(dt, "decode attention", {
+    switch (a.head_dim) {
+      case 8: launch_decode_d<scalar_t, 8>(a, workspace, stream); break;
+      case 16: launch_decode_d<scalar_t, 16>(a, workspace, stream); break;
+      case 32: launch_decode_d<scalar_t, 32>(a, workspace, stream); break;
+      case 64: launch_decode_d<scalar_t, 64>(a, workspace, stream); break;
+      case 128: launch_decode_d<scalar_t, 128>(a, workspace, stream); break;
+      default:
+        throw std::invalid_argument("attention: unsupported head_dim " + std::to_string(a.head_dim));
+    }
+  });
+}
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,240 @@
+// pagoda_gpu_bench: per-kernel timings of the CUDA backend against measured
+// ceilings (device-to-device copy bandwidth; bf16 GEMM rate on an
+// 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
+// hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
+//   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only kernels|model]
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/bench/bench_util.h"
+#include "gpu/bench/bench_model.h"
+#include "gpu/cuda_backend.h"
+#include "gpu/cuda_backend_impl.h"
+#include "gpu/device_info.h"
+#include "gpu/kernels.h"
+
+using namespace pagoda;
+using namespace pagoda::bench;
+
+namespace {
+
+struct Ceilings {
+  double copy_gbs = 0;      // GB/s, bytes read + written
+  double gemm_tflops = 0;   // bf16 dense
+};
+
+Ceilings measure_ceilings(cuda::CudaBackend& b, std::vector<Row>& rows) {
+  Ceilings c;
+  const int64_t n = int64_t(1) << 30;  // 1 GiB each way
+  Tensor src = b.alloc(DType::U8, {n}), dst = b.alloc(DType::U8, {n});
+  b.fill_zero(src);
+  double ms = time_ms(b.stream(), [&](int) {
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, n, cudaMemcpyDeviceToDevice, b.stream()));
+  });
+  c.copy_gbs = 2.0 * n / (ms * 1e-3) / 1e9;
+  rows.push_back({"ceiling: D2D copy 1 GiB", ms, fmt("%.0f GB/s", c.copy_gbs), "read+write bytes"});
+  b.free(src);
+  b.free(dst);
+
+  const int64_t m = 8192;
+  Tensor x = b.alloc(DType::BF16, {m, m}), w = b.alloc(DType::BF16, {m, m}), o = b.alloc(DType::BF16, {m, m});
+  b.fill_normal(x, 0, 1, 1);
+  b.fill_normal(w, 0, 1, 2);
+  ms = time_ms(b.stream(), [&](int) { b.linear(x, w, nullptr, o); }, 10, 3);
+  c.gemm_tflops = 2.0 * m * m * m / (ms * 1e-3) / 1e12;
+  rows.push_back({"ceiling: bf16 GEMM 8192^3 (cuBLASLt)", ms, fmt("%.0f TFLOP/s", c.gemm_tflops), "random data"});
+  b.free(x);
+  b.free(w);
+  b.free(o);
+  return c;
+}
+
+// Paged KV cache filled with random data, blocks assigned in shuffled order.
+struct AttnSetup {
+  LayerKVCache cache;
+  Tensor q, out;
+  ForwardBatch fb;
+};
+
+AttnSetup make_attn(cuda::CudaBackend& b, int B, int qlen, int ctx, int Hq, int Hk, int D, int bs) {
+  AttnSetup s;
+  const int nbps = (ctx + bs - 1) / bs;
+  const int nblocks = B * nbps;
+  std::vector<int32_t> pool(nblocks);
+  for (int i = 0; i < nblocks; ++i) pool[i] = i;
+  std::mt19937 rng(7);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  s.fb.max_blocks_per_seq = nbps;
+  s.fb.query_start_loc.push_back(0);
+  for (int i = 0; i < B; ++i) {
+    for (int j = 0; j < nbps; ++j) s.fb.block_tables.push_back(pool[i * nbps + j]);
+    for (int j = 0; j < qlen; ++j) {
+      const int pos = ctx - qlen + j;
+      s.fb.input_ids.push_back(0);
+      s.fb.positions.push_back(pos);
+      s.fb.slot_mapping.push_back(pool[i * nbps + pos / bs] * bs + pos % bs);
+    }
+    s.fb.context_lens.push_back(ctx);
+    s.fb.query_start_loc.push_back(s.fb.query_start_loc.back() + qlen);
+    s.fb.logits_indices.push_back(s.fb.query_start_loc.back() - 1);
+  }
+  s.cache.k = b.alloc(DType::BF16, {nblocks, bs, Hk, D});
+  s.cache.v = b.alloc(DType::BF16, {nblocks, bs, Hk, D});
+  b.fill_normal(s.cache.k, 0, 1, 3);
+  b.fill_normal(s.cache.v, 0, 1, 4);
+  const int64_t T = static_cast<int64_t>(B) * qlen;
+  s.q = b.alloc(DType::BF16, {T, static_cast<int64_t>(Hq) * D});
+  s.out = b.alloc(DType::BF16, {T, static_cast<int64_t>(Hq) * D});
+  b.fill_normal(s.q, 0, 1, 5);
+  return s;
+}
+
+void free_attn(cuda::CudaBackend& b, AttnSetup& s) {
+  for (Tensor* t : {&s.cache.k, &s.cache.v, &s.q, &s.out}) b.free(*t);
+}
+
+void bench_decode(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows, int B, int ctx,
+                  int Hq, int Hk) {
+  const int D = 128, bs = 16;
+  AttnSetup s = make_attn(b, B, 1, ctx, Hq, Hk, D, bs);
+  const DeviceBatch& db = b.upload_batch(s.fb);
+  const float scale = 1.f / std::sqrt(float(D));
+  const double ms = time_ms(b.stream(), [&](int) { b.attention(s.q, s.cache, db, Hq, Hk, D, scale, s.out); });
+  const double bytes = 2.0 * B * ctx * Hk * D * 2;  // K and V, bf16
+  const double gbs = bytes / (ms * 1e-3) / 1e9;
+  char name[128];
+  std::snprintf(name, sizeof(name), "decode attn %d seq x %d ctx, %d/%d heads D128 bf16", B, ctx, Hq, Hk);
+  rows.push_back({name, ms, fmt("%.0f GB/s", gbs), fmt("%.0f%% of copy BW", 100.0 * gbs / c.copy_gbs)});
+  free_attn(b, s);
+}
+
+void bench_prefill(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows, int B, int S,
+                   int Hq, int Hk) {
+  const int D = 128, bs = 16;
+  AttnSetup s = make_attn(b, B, S, S, Hq, Hk, D, bs);
+  const DeviceBatch& db = b.upload_batch(s.fb);
+  const float scale = 1.f / std::sqrt(float(D));
+  const double ms = time_ms(b.stream(), [&](int) { b.attention(s.q, s.cache, db, Hq, Hk, D, scale, s.out); }, 5, 1);
+  // Causal: QK^T and PV over S(S+1)/2 (query, key) pairs, 2 FLOP per MAC.
+  const double flops = 4.0 * B * Hq * D * (double(S) * (S + 1) / 2);
+  const double tf = flops / (ms * 1e-3) / 1e12;
+  char name[128];
+  std::snprintf(name, sizeof(name), "prefill attn %d x %d, %d/%d heads D128 bf16", B, S, Hq, Hk);
+  rows.push_back({name, ms, fmt("%.1f TFLOP/s", tf),
+                  fmt("%.1f%% of bf16 GEMM rate (tensor-core kernel)", 100.0 * tf / c.gemm_tflops)});
+  // The fp32 CUDA-core kernel on the same problem (the F32 / odd head_dim path).
+  cuda::AttentionArgs a;
+  a.q = s.q.data;
+  a.k_cache = s.cache.k.data;
+  a.v_cache = s.cache.v.data;
+  a.out = s.out.data;
+  a.query_start_loc = db.query_start_loc.ptr<int32_t>();
+  a.context_lens = db.context_lens.ptr<int32_t>();
+  a.block_tables = db.block_tables.ptr<int32_t>();
+  a.num_seqs = db.num_seqs;
+  a.num_tokens = db.num_tokens;
+  a.max_query_len = db.max_query_len;
+  a.max_context_len = db.max_context_len;
+  a.max_blocks_per_seq = db.max_blocks_per_seq;
+  a.num_heads = Hq;
+  a.num_kv_heads = Hk;
+  a.head_dim = D;
+  a.block_size = bs;
+  a.scale = scale;
+  const double ms2 = time_ms(b.stream(), [&](int) { cuda::launch_prefill_attention_simt(DType::BF16, a, b.stream()); }, 3, 1);
+  const double tf2 = flops / (ms2 * 1e-3) / 1e12;
+  rows.push_back({std::string(name) + " [CUDA-core kernel]", ms2, fmt("%.1f TFLOP/s", tf2),
+                  "fp32 FMA peak ~67 TFLOP/s (datasheet)"});
+  free_attn(b, s);
+}
+
+void bench_gemm(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows, const char* what,
+                int64_t M, int64_t N, int64_t K, bool gemv = true) {
+  b.gemm().set_use_gemv(gemv);
+  // Rotate over enough weight copies to exceed the 60 MB L2 several times.
+  const int64_t wbytes = N * K * 2;
+  const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t(512) << 20) / wbytes + 1));
+  std::vector<Tensor> ws;
+  for (int i = 0; i < copies; ++i) {
+    ws.push_back(b.alloc(DType::BF16, {N, K}));
+    b.fill_normal(ws.back(), 0, 0.02f, 10 + i);
+  }
+  Tensor x = b.alloc(DType::BF16, {M, K}), o = b.alloc(DType::BF16, {M, N});
+  b.fill_normal(x, 0, 1, 9);
+  const double ms = time_ms(b.stream(), [&](int i) { b.linear(x, ws[i % copies], nullptr, o); }, 30, 5);
+  const double bytes = double(wbytes) + 2.0 * M * K + 2.0 * M * N;
+  const double gbs = bytes / (ms * 1e-3) / 1e9;
+  const double tf = 2.0 * M * N * K / (ms * 1e-3) / 1e12;
+  char name[160];
+  std::snprintf(name, sizeof(name), "GEMM %s M=%lld N=%lld K=%lld bf16%s", what, (long long)M, (long long)N,
+                (long long)K, M <= 8 ? (gemv ? " [GEMV kernel]" : " [cuBLASLt]") : "");
+  if (M == 1)
+    rows.push_back({name, ms, fmt("%.0f GB/s", gbs), fmt("%.0f%% of copy BW", 100.0 * gbs / c.copy_gbs)});
+  else
+    rows.push_back({name, ms, fmt("%.0f TFLOP/s", tf), fmt("%.0f%% of GEMM ceiling", 100.0 * tf / c.gemm_tflops)});
+  for (auto& w : ws) b.free(w);
+  b.free(x);
+  b.free(o);
+  b.gemm().set_use_gemv(true);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path, model_dir, only;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--model-dir") && i + 1 < argc) model_dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--out FILE] [--model-dir DIR] [--only kernels|model]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (cuda::device_count() == 0) {
+    std::fprintf(stderr, "pagoda_gpu_bench: no CUDA device\n");
+    return 1;
+  }
+  try {
+    auto backend = make_cuda_backend(0, DType::BF16);
+    auto& b = dynamic_cast<cuda::CudaBackend&>(*backend);
+    std::vector<Row> rows;
+    std::printf("device: %s\n", cuda::device_description(0).c_str());
+    Ceilings c = measure_ceilings(b, rows);
+    if (only != "model") {
+      bench_decode(b, c, rows, 32, 2048, 32, 32);
+      bench_decode(b, c, rows, 1, 8192, 32, 32);
+      bench_decode(b, c, rows, 64, 4096, 32, 8);
+      bench_prefill(b, c, rows, 8, 2048, 32, 32);
+      bench_gemm(b, c, rows, "qkv", 1, 3 * 4096, 4096, false);
+      bench_gemm(b, c, rows, "o_proj", 1, 4096, 4096, false);
+      bench_gemm(b, c, rows, "down", 1, 4096, 11008, false);
+      for (int64_t M : {1, 256}) {
+        bench_gemm(b, c, rows, "qkv", M, 3 * 4096, 4096);
+        bench_gemm(b, c, rows, "o_proj", M, 4096, 4096);
+        bench_gemm(b, c, rows, "gate_up", M, 2 * 11008, 4096);
+        bench_gemm(b, c, rows, "down", M, 4096, 11008);
+        bench_gemm(b, c, rows, "lm_head", M, 32000, 4096);
+      }
+    }
+    if (!model_dir.empty() && only != "kernels") bench_model(model_dir, c.copy_gbs, rows);
+    std::printf("\n");
+    print_table(rows, stdout);
+    if (!out_path.empty()) {
+      FILE* f = std::fopen(out_path.c_str(), "w");
+      if (f) {
+        std::fprintf(f, "device: %s\n\n", cuda::device_description(0).c_str());
+        print_table(rows, f);
+        std::fclose(f);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pagoda_gpu_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

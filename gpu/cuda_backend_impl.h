@@ -1,0 +1,88 @@
+// CudaBackend: the Backend of gpu/cuda_backend.h (internal header, also used
+// by the GPU benchmarks to reach the stream). One device, one stream; all ops
+// are asynchronous on that stream.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+
+#include "engine/model/backend.h"
+#include "gpu/gemm.h"
+
+namespace pagoda::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device_index, DType act_dtype);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::CUDA; }
+  std::string name() const override { return name_; }
+  DType act_dtype() const override { return act_; }
+
+  Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+  void free(Tensor& t) override;
+  size_t free_memory_bytes() const override;
+  size_t total_memory_bytes() const override;
+  void copy_from_host(Tensor& dst, const void* src, DType src_dtype) override;
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void fill_zero(Tensor& t) override;
+  void synchronize() override;
+  const DeviceBatch& upload_batch(const ForwardBatch& batch) override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
+                    Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
+  void rope_and_cache(const Tensor& qkv, const RopeTable& rope, const DeviceBatch& batch,
+                      int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, Tensor& q_out,
+                      LayerKVCache& cache) override;
+  void attention(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                 int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                 Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
+  void fill_normal(Tensor& t, float mean, float std, uint64_t seed) override;
+
+  cudaStream_t stream() const { return stream_; }
+  LtGemm& gemm() { return *gemm_; }
+
+ private:
+  void* raw_alloc(size_t bytes, const char* what);
+  void raw_free(void* p);
+  // Grows a scratch buffer to at least `bytes` (waits for the stream first).
+  void ensure_scratch(void*& buf, size_t& cap, size_t bytes, const char* what);
+  void check_act(const Tensor& t, const char* op, const char* arg) const;
+
+  int device_ = 0;
+  DType act_;
+  std::string name_;
+  size_t total_mem_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<LtGemm> gemm_;
+  std::unordered_set<void*> live_;
+
+  void* staging_ = nullptr;  // dtype conversions on copy
+  size_t staging_cap_ = 0;
+  void* attn_ws_ = nullptr;  // Flash-Decoding partials
+  size_t attn_ws_cap_ = 0;
+
+  // upload_batch: pinned host staging and one device buffer, fixed segment
+  // offsets per capacity so the pointers stay put once capacities suffice.
+  int32_t* batch_host_ = nullptr;
+  int32_t* batch_dev_ = nullptr;
+  int64_t cap_tokens_ = 0, cap_seqs_ = 0, cap_table_ = 0, cap_logits_ = 0;
+  cudaEvent_t upload_done_ = nullptr;
+  DeviceBatch dbatch_;
+  int64_t batch_max_position_ = -1;  // host-side maxima for validation
+  int64_t batch_max_slot_ = -1;
+  int64_t batch_max_block_ = -1;
+};
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,221 @@
+// Row-wise and element-wise kernels: embedding lookup, RMSNorm (Zhang &
+// Sennrich 2019, arXiv:1910.07467) with optional fused residual add,
+// SwiGLU's silu(gate) * up (Shazeer 2020, arXiv:2002.05202), row gather,
+// bias add, dtype conversion and a seeded normal fill. fp32 math throughout.
+#include <stdexcept>
+#include <string>
+
+#include "gpu/cuda_check.h"
+#include "gpu/dtype_util.cuh"
+#include "gpu/kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kNormThreads = 256;
+
+__device__ __forceinline__ float block_sum(float v, float* smem) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  const int nwarps = blockDim.x / 32;
+  float t = lane < nwarps ? smem[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  return t;
+}
+
+template <typename T>
+__global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
+                                 T* __restrict__ out, int64_t H, int64_t V) {
+  const int64_t t = blockIdx.x;
+  const int64_t id = ids[t];
+  T* o = out + t * H;
+  if (id < 0 || id >= V) {
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) o[i] = from_f32<T>(0.f);
+    return;
+  }
+  const T* row = table + id * H;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) o[i] = row[i];
+}
+
+template <typename T, bool kAdd>
+__global__ void rms_norm_kernel(const T* x, T* residual, const T* __restrict__ w, float eps,
+                                T* out, int64_t H) {
+  __shared__ float smem[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * H;
+  T* rr = kAdd ? residual + row * H : nullptr;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    float v = to_f32(xr[i]);
+    if constexpr (kAdd) {
+      // HF adds in the activation dtype; the norm reads the rounded sum.
+      const T s = from_f32<T>(v + to_f32(rr[i]));
+      rr[i] = s;
+      v = to_f32(s);
+    }
+    ss += v * v;
+  }
+  const float total = block_sum(ss, smem);
+  const float inv = rsqrtf(total / static_cast<float>(H) + eps);
+  const T* src = kAdd ? rr : xr;
+  T* o = out + row * H;
+  // Each thread reads back only the elements it wrote or read itself, so
+  // out may alias x.
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    o[i] = from_f32<T>(to_f32(src[i]) * inv * to_f32(w[i]));
+}
+
+template <typename T>
+__global__ void silu_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t T_,
+                                int64_t I) {
+  const int64_t n = T_ * I;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = e / I, i = e % I;
+    const float g = to_f32(gu[t * 2 * I + i]);
+    const float u = to_f32(gu[t * 2 * I + I + i]);
+    out[e] = from_f32<T>(g / (1.f + __expf(-g)) * u);
+  }
+}
+
+__global__ void gather_rows_kernel(const char* __restrict__ x, const int32_t* __restrict__ idx,
+                                   char* __restrict__ out, int64_t row_bytes, int64_t T) {
+  const int64_t l = blockIdx.x;
+  const int64_t r = idx[l];
+  char* o = out + l * row_bytes;
+  const bool ok = r >= 0 && r < T;
+  const char* s = x + (ok ? r : 0) * row_bytes;
+  if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+    for (int64_t i = threadIdx.x; i < row_bytes / 16; i += blockDim.x)
+      reinterpret_cast<uint4*>(o)[i] = ok ? reinterpret_cast<const uint4*>(s)[i] : uint4{0, 0, 0, 0};
+  } else {
+    for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) o[i] = ok ? s[i] : 0;
+  }
+}
+
+template <typename TO, typename TB>
+__global__ void add_bias_kernel(TO* out, const TB* __restrict__ bias, int64_t T_, int64_t N) {
+  const int64_t n = T_ * N;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[e] = from_f32<TO>(to_f32(out[e]) + to_f32(bias[e % N]));
+}
+
+template <typename TI, typename TO>
+__global__ void convert_kernel(const TI* __restrict__ in, TO* __restrict__ out, int64_t n) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[e] = from_f32<TO>(to_f32(in[e]));
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+__global__ void fill_normal_kernel(T* out, int64_t n, float mean, float std, uint64_t seed) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t r = splitmix64(seed * 0x632be59bd9b4e019ull + static_cast<uint64_t>(e));
+    // Two 24-bit uniforms in (0, 1] and [0, 1): Box-Muller.
+    const float u1 = (static_cast<float>(r >> 40) + 1.f) * (1.f / 16777216.f);
+    const float u2 = static_cast<float>((r >> 8) & 0xffffffu) * (1.f / 16777216.f);
+    const float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    out[e] = from_f32<T>(mean + std * z);
+  }
+}
+
+unsigned grid_for(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
+}
+
+}  // namespace
+
+void launch_embedding(DType dt, const int32_t* ids, const void* table, void* out, int64_t T,
+                      int64_t H, int64_t V, cudaStream_t stream) {
+  if (T == 0) return;
+  PAGODA_DISPATCH_FLOAT(dt, "embedding", embedding_kernel<scalar_t><<<T, 256, 0, stream>>>(
+      ids, static_cast<const scalar_t*>(table), static_cast<scalar_t*>(out), H, V));
+  PAGODA_CUDA_CHECK_LAUNCH("embedding_kernel");
+}
+
+void launch_rms_norm(DType dt, const void* x, const void* w, float eps, void* out, int64_t T,
+                     int64_t H, cudaStream_t stream) {
+  if (T == 0) return;
+  PAGODA_DISPATCH_FLOAT(dt, "rms_norm",
+      rms_norm_kernel<scalar_t, false><<<T, kNormThreads, 0, stream>>>(
+          static_cast<const scalar_t*>(x), nullptr, static_cast<const scalar_t*>(w), eps,
+          static_cast<scalar_t*>(out), H));
+  PAGODA_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+void launch_add_rms_norm(DType dt, const void* x, void* residual, const void* w, float eps,
+                         void* out, int64_t T, int64_t H, cudaStream_t stream) {
+  if (T == 0) return;
+  PAGODA_DISPATCH_FLOAT(dt, "add_rms_norm",
+      rms_norm_kernel<scalar_t, true><<<T, kNormThreads, 0, stream>>>(
+          static_cast<const scalar_t*>(x), static_cast<scalar_t*>(residual),
+          static_cast<const scalar_t*>(w), eps, static_cast<scalar_t*>(out), H));
+  PAGODA_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
+}
+
+void launch_silu_mul(DType dt, const void* gate_up, void* out, int64_t T, int64_t I,
+                     cudaStream_t stream) {
+  if (T * I == 0) return;
+  PAGODA_DISPATCH_FLOAT(dt, "silu_mul",
+      silu_mul_kernel<scalar_t><<<grid_for(T * I, 256), 256, 0, stream>>>(
+          static_cast<const scalar_t*>(gate_up), static_cast<scalar_t*>(out), T, I));
+  PAGODA_CUDA_CHECK_LAUNCH("silu_mul_kernel");
+}
+
+void launch_gather_rows(const void* x, const int32_t* idx, void* out, int64_t L,
+                        int64_t row_bytes, int64_t T, cudaStream_t stream) {
+  if (L == 0) return;
+  gather_rows_kernel<<<L, 256, 0, stream>>>(static_cast<const char*>(x), idx,
+                                            static_cast<char*>(out), row_bytes, T);
+  PAGODA_CUDA_CHECK_LAUNCH("gather_rows_kernel");
+}
+
+void launch_add_bias(DType out_dt, DType bias_dt, void* out, const void* bias, int64_t T,
+                     int64_t N, cudaStream_t stream) {
+  if (T * N == 0) return;
+  PAGODA_DISPATCH_FLOAT(out_dt, "add_bias", {
+    using out_t = scalar_t;
+    PAGODA_DISPATCH_FLOAT(bias_dt, "add_bias",
+        add_bias_kernel<out_t, scalar_t><<<grid_for(T * N, 256), 256, 0, stream>>>(
+            static_cast<out_t*>(out), static_cast<const scalar_t*>(bias), T, N));
+  });
+  PAGODA_CUDA_CHECK_LAUNCH("add_bias_kernel");
+}
+
+void launch_convert(DType src_dt, DType dst_dt, const void* in, void* out, int64_t n,
+                    cudaStream_t stream) {
+  if (n == 0) return;
+  PAGODA_DISPATCH_FLOAT(src_dt, "convert", {
+    using in_t = scalar_t;
+    PAGODA_DISPATCH_FLOAT(dst_dt, "convert",
+        convert_kernel<in_t, scalar_t><<<grid_for(n, 256), 256, 0, stream>>>(
+            static_cast<const in_t*>(in), static_cast<scalar_t*>(out), n));
+  });
+  PAGODA_CUDA_CHECK_LAUNCH("convert_kernel");
+}
+
+void launch_fill_normal(DType dt, void* out, int64_t n, float mean, float std, uint64_t seed,
+                        cudaStream_t stream) {
+  if (n == 0) return;
+  PAGODA_DISPATCH_FLOAT(dt, "fill_normal",
+      fill_normal_kernel<scalar_t><<<grid_for(n, 256), 256, 0, stream>>>(
+          static_cast<scalar_t*>(out), n, mean, std, seed));
+  PAGODA_CUDA_CHECK_LAUNCH("fill_normal_kernel");
+}
+
+}  // namespace pagoda::cuda

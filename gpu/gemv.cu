@@ -1,0 +1,128 @@
+// Skinny GEMM for decode-sized batches (M <= 8 rows of x): out[m, n] =
+// Σ_k x[m, k] · w[n, k] (+ bias[n]), memory-bound on the weight stream.
+// One warp per output column n: each lane streams 16-byte chunks of w's row
+// (kUnroll chunks in flight, read-only non-allocating loads) and dots them
+// with the matching chunks of the M rows of x (L1/L2 resident); fp32
+// accumulation, warp-shuffle reduction. Used by Backend::linear for bf16/f16
+// when K % 8 == 0 and the pointers are 16-byte aligned; cuBLASLt otherwise.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "gpu/cuda_check.h"
+#include "gpu/dtype_util.cuh"
+#include "gpu/kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kWarpsPerCta = 8;
+constexpr int kUnroll = 4;
+
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ float dot8(uint4 a, uint4 b) {
+  const T* x = reinterpret_cast<const T*>(&a);
+  const T* y = reinterpret_cast<const T*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s += to_f32(x[i]) * to_f32(y[i]);
+  return s;
+}
+
+template <typename T, typename TO, int M>
+__global__ void __launch_bounds__(kWarpsPerCta * 32)
+gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+            TO* __restrict__ out, int N, int K) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n = blockIdx.x * kWarpsPerCta + warp;
+  if (n >= N) return;
+  const int nchunks = K / 8;
+  const T* wr = w + static_cast<int64_t>(n) * K;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+  for (int c0 = lane; c0 < nchunks; c0 += 32 * kUnroll) {
+    uint4 wv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + 32 * u;
+      wv[u] = c < nchunks ? ld_stream(wr + c * 8) : uint4{0, 0, 0, 0};
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + 32 * u;
+      if (c < nchunks) {
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          const uint4 xv = *reinterpret_cast<const uint4*>(x + static_cast<int64_t>(m) * K + c * 8);
+          acc[m] += dot8<T>(wv[u], xv);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
+  if (lane == 0) {
+    const float b = bias != nullptr ? to_f32(bias[n]) : 0.f;
+#pragma unroll
+    for (int m = 0; m < M; ++m) out[static_cast<int64_t>(m) * N + n] = from_f32<TO>(acc[m] + b);
+  }
+}
+
+template <typename T, typename TO>
+void launch_t(const void* x, const void* w, const void* bias, void* out, int M, int N, int K,
+              cudaStream_t stream) {
+  const dim3 grid((N + kWarpsPerCta - 1) / kWarpsPerCta), block(kWarpsPerCta * 32);
+  const T* xp = static_cast<const T*>(x);
+  const T* wp = static_cast<const T*>(w);
+  const T* bp = static_cast<const T*>(bias);
+  TO* op = static_cast<TO*>(out);
+  switch (M) {
+    case 1: gemv_kernel<T, TO, 1><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+    case 2: gemv_kernel<T, TO, 2><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+    case 3: gemv_kernel<T, TO, 3><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+    case 4: gemv_kernel<T, TO, 4><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+    case 5: gemv_kernel<T, TO, 5><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+    case 6: gemv_kernel<T, TO, 6><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+    case 7: gemv_kernel<T, TO, 7><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+    default: gemv_kernel<T, TO, 8><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+  }
+  PAGODA_CUDA_CHECK_LAUNCH("gemv_kernel");
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+int gemv_max_rows() { return 8; }
+
+bool launch_gemv(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
+                 void* out, int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  if (in_dt == DType::F32 || M < 1 || M > 8 || K % 8 != 0 || K == 0 || N > (int64_t(1) << 30) ||
+      !aligned16(x) || !aligned16(w))
+    return false;
+  if (out_dt != in_dt && out_dt != DType::F32) return false;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  if (in_dt == DType::BF16) {
+    if (out_dt == DType::F32) launch_t<__nv_bfloat16, float>(x, w, bias, out, m, n, k, stream);
+    else launch_t<__nv_bfloat16, __nv_bfloat16>(x, w, bias, out, m, n, k, stream);
+  } else {
+    if (out_dt == DType::F32) launch_t<__half, float>(x, w, bias, out, m, n, k, stream);
+    else launch_t<__half, __half>(x, w, bias, out, m, n, k, stream);
+  }
+  return true;
+}
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,105 @@
+// Launchers for the CUDA backend's kernels (internal to gpu/). Pointers are
+// device pointers; dtype says what T is for act-typed buffers (F32/F16/BF16).
+// Every launcher enqueues on `stream`, checks the launch and returns at once.
+// Shapes follow engine/model/backend.h; each .cu file cites its algorithm.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/core/tensor.h"
+
+namespace pagoda::cuda {
+
+// out[t, :] = table[ids[t], :]; ids outside [0, V) give a zero row.
+void launch_embedding(DType dt, const int32_t* ids, const void* table, void* out, int64_t T,
+                      int64_t H, int64_t V, cudaStream_t stream);
+
+// out = x / sqrt(mean(x^2) + eps) * w per row, fp32 math. x, out [T, H].
+void launch_rms_norm(DType dt, const void* x, const void* w, float eps, void* out, int64_t T,
+                     int64_t H, cudaStream_t stream);
+
+// residual += x (rounded to dt); out = rms_norm(residual). out may alias x.
+void launch_add_rms_norm(DType dt, const void* x, void* residual, const void* w, float eps,
+                         void* out, int64_t T, int64_t H, cudaStream_t stream);
+
+// out[t, i] = silu(gate_up[t, i]) * gate_up[t, I + i]. gate_up [T, 2I].
+void launch_silu_mul(DType dt, const void* gate_up, void* out, int64_t T, int64_t I,
+                     cudaStream_t stream);
+
+// out[l, :] = x[idx[l], :] for rows of row_bytes bytes; x has T rows
+// (indices outside [0, T) give a zero row).
+void launch_gather_rows(const void* x, const int32_t* idx, void* out, int64_t L,
+                        int64_t row_bytes, int64_t T, cudaStream_t stream);
+
+// out[t, n] += bias[n]; out [T, N] of out_dt, bias [N] of bias_dt.
+void launch_add_bias(DType out_dt, DType bias_dt, void* out, const void* bias, int64_t T,
+                     int64_t N, cudaStream_t stream);
+
+// out[i] = (dst_dt) in[i] for n elements; float dtypes among themselves.
+void launch_convert(DType src_dt, DType dst_dt, const void* in, void* out, int64_t n,
+                    cudaStream_t stream);
+
+// Fills n elements of dt with normal(mean, std) from a counter-based hash of
+// (seed, index) (Box-Muller over SplitMix64), deterministic for a given seed.
+void launch_fill_normal(DType dt, void* out, int64_t n, float mean, float std, uint64_t seed,
+                        cudaStream_t stream);
+
+// Rotate-half RoPE on q and k of qkv [T, (Hq+2Hk)*D] at positions, q to
+// q_out [T, Hq*D], k and v to the caches [num_blocks, block_size, Hk, D] at
+// slot_mapping (slots < 0 are skipped). cos_sin [max_pos, D] F32.
+void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int64_t max_pos,
+                           const int32_t* positions, const int32_t* slot_mapping, int64_t T,
+                           int Hq, int Hk, int D, void* q_out, void* k_cache, void* v_cache,
+                           cudaStream_t stream);
+
+// Skinny GEMM out[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N], same dtype as x)
+// for 1 <= M <= 8, bf16/f16 in, out in dtype or F32 (gemv.cu). Returns false
+// (nothing launched) when it does not apply: F32, M > 8, K % 8, alignment.
+bool launch_gemv(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
+                 void* out, int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+
+// Paged-attention problem shared by the decode and prefill kernels.
+struct AttentionArgs {
+  const void* q = nullptr;          // [T, Hq*D]
+  const void* k_cache = nullptr;    // [num_blocks, block_size, Hk, D]
+  const void* v_cache = nullptr;
+  void* out = nullptr;              // [T, Hq*D]
+  const int32_t* query_start_loc = nullptr;  // [B+1]
+  const int32_t* context_lens = nullptr;     // [B]
+  const int32_t* block_tables = nullptr;     // [B, max_blocks_per_seq]
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int max_query_len = 0;
+  int max_context_len = 0;
+  int max_blocks_per_seq = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 0;
+  float scale = 1.f;
+};
+
+// Head dims the attention kernels are instantiated for.
+bool attention_head_dim_supported(int head_dim);
+
+// Decode (one query token per sequence, token i = sequence i), split over
+// the context in partitions of decode_partition_size() tokens
+// (Flash-Decoding); workspace holds decode_workspace_floats(...) floats.
+int decode_partition_size();
+size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len);
+void launch_decode_attention(DType dt, const AttentionArgs& a, float* workspace,
+                             cudaStream_t stream);
+
+// Any batch (prefill, chunked prefill, decode, mixed): causal attention of
+// each sequence's queries (positions ctx-qlen .. ctx-1) over its cache.
+// Uses the tensor-core kernel (attention_prefill_mma.cu) when it applies,
+// else the fp32 CUDA-core kernel (all dtypes and head dims).
+void launch_prefill_attention(DType dt, const AttentionArgs& a, cudaStream_t stream);
+// Tensor-core path alone: bf16/f16 with head_dim 64 or 128; returns false
+// (and launches nothing) otherwise.
+bool launch_prefill_attention_mma(DType dt, const AttentionArgs& a, cudaStream_t stream);
+// The fp32 CUDA-core kernel alone (tests compare both paths).
+void launch_prefill_attention_simt(DType dt, const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace pagoda::cuda

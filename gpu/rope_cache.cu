@@ -1,0 +1,74 @@
+// Fused rotary embedding + paged KV-cache write (vLLM's rotary_embedding +
+// reshape_and_cache). RoPE: RoFormer (Su et al., arXiv:2104.09864) in the
+// rotate-half layout of HF transformers' apply_rotary_pos_emb:
+//   out[j]       = x[j] * cos[j] - x[j + D/2] * sin[j]
+//   out[j + D/2] = x[j + D/2] * cos[j] + x[j] * sin[j]      (j < D/2)
+// with cos_sin[p, j] = cos(p * inv_freq[j]), cos_sin[p, D/2 + j] = sin(...).
+// fp32 math, one rounding to the activation dtype.
+#include <stdexcept>
+#include <string>
+
+#include "gpu/cuda_check.h"
+#include "gpu/dtype_util.cuh"
+#include "gpu/kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+template <typename T>
+__global__ void rope_and_cache_kernel(const T* __restrict__ qkv, const float* __restrict__ cos_sin,
+                                      int64_t max_pos, const int32_t* __restrict__ positions,
+                                      const int32_t* __restrict__ slot_mapping, int Hq, int Hk,
+                                      int D, T* __restrict__ q_out, T* __restrict__ k_cache,
+                                      T* __restrict__ v_cache) {
+  const int64_t t = blockIdx.x;
+  const int half = D / 2;
+  const int64_t row_len = static_cast<int64_t>(Hq + 2 * Hk) * D;
+  const T* row = qkv + t * row_len;
+  int64_t pos = positions[t];
+  pos = pos < 0 ? 0 : (pos >= max_pos ? max_pos - 1 : pos);  // validated on the host
+  const float* cs = cos_sin + pos * D;
+  const int64_t slot = slot_mapping[t];
+
+  // q and k rotations: (Hq + Hk) * D/2 pairs.
+  const int npairs = (Hq + Hk) * half;
+  for (int e = threadIdx.x; e < npairs; e += blockDim.x) {
+    const int h = e / half, j = e % half;
+    const T* src = row + static_cast<int64_t>(h) * D;  // q heads then k heads, contiguous
+    const float x1 = to_f32(src[j]), x2 = to_f32(src[j + half]);
+    const float c = cs[j], s = cs[half + j];
+    const float o1 = x1 * c - x2 * s;
+    const float o2 = x2 * c + x1 * s;
+    if (h < Hq) {
+      T* dst = q_out + t * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
+      dst[j] = from_f32<T>(o1);
+      dst[j + half] = from_f32<T>(o2);
+    } else if (slot >= 0) {
+      T* dst = k_cache + (slot * Hk + (h - Hq)) * static_cast<int64_t>(D);
+      dst[j] = from_f32<T>(o1);
+      dst[j + half] = from_f32<T>(o2);
+    }
+  }
+  if (slot < 0) return;
+  // v: copied unchanged.
+  const T* vsrc = row + static_cast<int64_t>(Hq + Hk) * D;
+  T* vdst = v_cache + slot * Hk * static_cast<int64_t>(D);
+  for (int e = threadIdx.x; e < Hk * D; e += blockDim.x) vdst[e] = vsrc[e];
+}
+
+}  // namespace
+
+void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int64_t max_pos,
+                           const int32_t* positions, const int32_t* slot_mapping, int64_t T,
+                           int Hq, int Hk, int D, void* q_out, void* k_cache, void* v_cache,
+                           cudaStream_t stream) {
+  if (T == 0) return;
+  PAGODA_DISPATCH_FLOAT(dt, "rope_and_cache",
+      rope_and_cache_kernel<scalar_t><<<T, 128, 0, stream>>>(
+          static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk,
+          D, static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache),
+          static_cast<scalar_t*>(v_cache)));
+  PAGODA_CUDA_CHECK_LAUNCH("rope_and_cache_kernel");
+}
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,44 @@
+#include "engine/stats_logger.h"
+
+#include <gtest/gtest.h>
+
+namespace pagoda {
+namespace {
+
+TEST(StatsLogger, FormatsVllmsLine) {
+  EngineStats last, now;
+  last.prompt_tokens_total = 100;
+  last.generation_tokens_total = 50;
+  now.prompt_tokens_total = 600;       // +500 in 5 s
+  now.generation_tokens_total = 300;   // +250 in 5 s
+  now.num_running = 3;
+  now.num_waiting = 2;
+  now.kv_blocks_total = 200;
+  now.kv_blocks_used = 50;
+  EXPECT_EQ(StatsLogger::format(now, last, 5.0, "GPU"),
+            "Avg prompt throughput: 100.0 tokens/s, Avg generation throughput: 50.0 tokens/s, "
+            "Running: 3 reqs, Swapped: 0 reqs, Pending: 2 reqs, GPU KV cache usage: 25.0%");
+}
+
+TEST(StatsLogger, LogsOncePerIntervalAndOnlyWhileBusy) {
+  using namespace std::chrono;
+  auto t0 = StatsLogger::Clock::time_point{};
+  StatsLogger log(5.0, "CPU", t0);
+  EngineStats s;
+  s.kv_blocks_total = 10;
+  s.num_running = 1;
+  s.generation_tokens_total = 40;
+  EXPECT_EQ(log.maybe_log(s, t0 + seconds(2)), "");  // not due
+  std::string line = log.maybe_log(s, t0 + seconds(5));
+  EXPECT_NE(line.find("Avg generation throughput: 8.0 tokens/s"), std::string::npos) << line;
+  EXPECT_NE(line.find("CPU KV cache usage: 0.0%"), std::string::npos) << line;
+  EXPECT_EQ(log.maybe_log(s, t0 + seconds(7)), "");  // 2 s after the last line
+  EngineStats idle = s;
+  idle.num_running = 0;
+  EXPECT_EQ(log.maybe_log(idle, t0 + seconds(20)), "");  // idle: silent
+  StatsLogger off(0.0, "CPU", t0);
+  EXPECT_EQ(off.maybe_log(s, t0 + seconds(100)), "");
+}
+
+}  // namespace
+}  // namespace pagoda
