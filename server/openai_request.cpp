@@ -53,8 +53,9 @@ std::vector<int32_t> completion_prompt(const json& obj, const ServingModel& mode
   const json* p = get(obj, "prompt");
   if (!p) fail("'prompt' is required", "prompt");
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
-  if (p->is_string()) return model.tokenizer->encode(p->get<std::string>(), /*add_special_tokens=*/
-                                                     get_bool(obj, "add_special_tokens").value_or(true));
+  if (p->is_string())
+    return encode_prompt(*model.tokenizer, p->get_ref<const std::string&>(),
+                         get_bool(obj, "add_special_tokens").value_or(true), model.prompt_tokenizer);
   if (!p->is_array())
     fail(fmt::format("'prompt' must be a string or a list of token ids, got {}", type_name(*p)), "prompt");
   if (!p->empty() && ((*p)[0].is_string() || (*p)[0].is_array()))
@@ -142,6 +143,7 @@ void finish_common(const json& obj, ParsedRequest& req) {
     fail(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.",
                      *req.sampling.max_tokens, req.sampling.min_tokens),
          "min_tokens");
+  req.return_token_ids = get_bool(obj, "return_token_ids").value_or(false);
   req.created = unix_now();
 }
 
@@ -195,7 +197,7 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model)
     } catch (const ChatTemplateError& e) {
       fail(fmt::format("Chat template error: {}", e.what()), "messages");
     }
-    req.prompt_token_ids = model.tokenizer->encode(prompt, add_special_tokens);
+    req.prompt_token_ids = encode_prompt(*model.tokenizer, prompt, add_special_tokens, model.prompt_tokenizer);
     if (req.prompt_token_ids.empty()) fail("The rendered chat prompt is empty", "messages");
     req.sampling.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(req.prompt_token_ids.size()),
                                                  model.max_model_len, "messages", max_param);

@@ -35,6 +35,7 @@ struct ParsedRequest {
   SamplingParams sampling;              // max_tokens always set (resolved)
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
+  bool return_token_ids = false;        // vLLM extension: ids in the choices
 };
 
 using ParseResult = std::variant<ParsedRequest, OpenAIError>;
@@ -47,8 +48,10 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
 // POST /v1/chat/completions. messages: [{role, content}] with content a
 // string, null, or a list of {"type": "text", "text"} parts (joined with
 // "\n", as vLLM does); rendered with model.chat_renderer and tokenized
-// WITHOUT special tokens (the template writes BOS itself; transformers'
-// behaviour), unless the request sets add_special_tokens true.
+// WITHOUT adding special tokens (the template writes BOS itself;
+// transformers' behaviour), unless the request sets add_special_tokens
+// true. Special-token text in prompts ("<s>") becomes its id
+// (encode_prompt).
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model);
 
 // "<prefix><32 random hex digits>" (vLLM's random_uuid), thread-safe.

@@ -43,6 +43,10 @@ json completion_response(const ParsedRequest& req, const RequestOutput& merged) 
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_reason_json(merged);
   choice["stop_reason"] = stop_reason_json(merged);
+  if (req.return_token_ids) {
+    choice["prompt_token_ids"] = req.prompt_token_ids;
+    choice["token_ids"] = merged.token_ids;
+  }
   return {{"id", req.request_id},
           {"object", req.kind == ApiKind::kChat ? "chat.completion" : "text_completion"},
           {"created", req.created},
@@ -80,7 +84,7 @@ std::string StreamFormatter::format_one(const RequestOutput& d) {
     return sse_event(error_for_output(d).to_json()) + kSseDone;
   }
   std::string out;
-  if (!d.text.empty() || d.finished) {
+  if (!d.text.empty() || d.finished || (req_.return_token_ids && !d.token_ids.empty())) {
     json choice = {{"index", d.index}};
     if (req_.kind == ApiKind::kChat) {
       choice["delta"] = d.text.empty() ? json::object() : json{{"content", d.text}};
@@ -90,6 +94,7 @@ std::string StreamFormatter::format_one(const RequestOutput& d) {
     choice["logprobs"] = nullptr;
     choice["finish_reason"] = finish_reason_json(d);
     if (d.finished) choice["stop_reason"] = stop_reason_json(d);
+    if (req_.return_token_ids) choice["token_ids"] = d.token_ids;
     out += sse_event(chunk(std::move(choice)));
   }
   if (d.finished) {

@@ -12,6 +12,8 @@
 // finish_reason/stop_reason; with stream_options.include_usage every chunk
 // has "usage": null and a final chunk with "choices": [] carries the usage;
 // then `data: [DONE]\n\n`.
+// With vLLM's return_token_ids extension, choices also carry token_ids (and,
+// non-streamed, prompt_token_ids).
 #pragma once
 #include <string>
 #include <vector>
