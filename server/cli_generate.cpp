@@ -117,6 +117,8 @@ int run_generate(GenerateArgs a) {
     size_t finished = jobs.size() - pending;
     int64_t tokens = 0;
     progress(finished, jobs.size(), 0, 0);
+    size_t shown = finished;
+    double shown_at = 0;
     while (pending > 0) {
       bool worked = m.engine->step();
       for (Job& j : jobs) {
@@ -141,7 +143,11 @@ int run_generate(GenerateArgs a) {
         }
       }
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      progress(finished, jobs.size(), tokens, secs);
+      if (finished != shown || secs - shown_at >= 0.2) {  // redraw on progress, at most 5/s otherwise
+        progress(finished, jobs.size(), tokens, secs);
+        shown = finished;
+        shown_at = secs;
+      }
       if (!worked && pending > 0) {
         std::fputc('\n', stderr);
         spdlog::error("the engine went idle with {} request(s) unfinished", pending);
