@@ -1,0 +1,47 @@
+// The `pagoda` subcommands (server/main.cpp wires them into CLI11).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/engine_args.h"
+
+namespace CLI {
+class App;
+}
+
+namespace pagoda {
+
+struct ServeArgs {
+  EngineArgs engine;
+  std::string host = "0.0.0.0";
+  uint16_t port = 8000;  // 0: the OS picks a free port (printed)
+  int network_threads = 2;
+};
+void add_serve_command(CLI::App& app, ServeArgs& args);
+// `pagoda serve`: loads the model, starts the engine and the HTTP server,
+// prints `Pagoda listening on http://HOST:PORT` on stdout, runs until
+// SIGINT/SIGTERM, then stops the server and the engine. Returns the exit code.
+int run_serve(ServeArgs args);
+
+struct GenerateArgs {
+  EngineArgs engine;
+  std::vector<std::string> prompts;
+  std::string prompts_file;  // one prompt per line
+  // Sampling: absent flags fall back to generation_config.json / vLLM
+  // defaults exactly as the API does (the same protocol layer parses them).
+  std::optional<int64_t> max_tokens;
+  std::optional<double> temperature, top_p, min_p;
+  std::optional<int64_t> top_k, min_tokens, sampling_seed;
+  std::optional<double> presence_penalty, frequency_penalty, repetition_penalty;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+void add_generate_command(CLI::App& app, GenerateArgs& args);
+// `pagoda generate`: offline batch generation through the same Engine (no
+// server): a progress bar on stderr, one JSON line per prompt on stdout in
+// input order: {index, prompt, text, token_ids, finish_reason, stop_reason,
+// usage} or {index, prompt, error}. Returns the exit code.
+int run_generate(GenerateArgs args);
+
+}  // namespace pagoda

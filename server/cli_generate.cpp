@@ -1,0 +1,182 @@
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <variant>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "engine/output_channel.h"
+#include "server/cli.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+
+namespace pagoda {
+
+using nlohmann::json;
+
+void add_generate_command(CLI::App& app, GenerateArgs& a) {
+  app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory")->required();
+  app.add_option("--prompt", a.prompts, "A prompt (repeatable)");
+  app.add_option("--prompts-file", a.prompts_file, "A file with one prompt per line")->check(CLI::ExistingFile);
+  app.add_option("--max-tokens", a.max_tokens, "Most tokens per completion (default: up to max_model_len)");
+  app.add_option("--temperature", a.temperature, "Sampling temperature (0 = greedy)");
+  app.add_option("--top-p", a.top_p, "Nucleus sampling");
+  app.add_option("--top-k", a.top_k, "Top-k sampling (0/-1 = off)");
+  app.add_option("--min-p", a.min_p, "Min-p sampling");
+  app.add_option("--min-tokens", a.min_tokens, "Tokens before EOS/stop may end a completion");
+  app.add_option("--sampling-seed", a.sampling_seed, "Per-request seed (prompt i gets seed + i)");
+  app.add_option("--presence-penalty", a.presence_penalty);
+  app.add_option("--frequency-penalty", a.frequency_penalty);
+  app.add_option("--repetition-penalty", a.repetition_penalty);
+  app.add_option("--stop", a.stop, "Stop string (repeatable)");
+  app.add_flag("--ignore-eos", a.ignore_eos, "Keep generating past EOS");
+  add_engine_flags(app, a.engine);
+}
+
+namespace {
+
+// The request body the API would get for this prompt: generate goes through
+// the same protocol layer, so defaults and validation are identical.
+json request_body(const GenerateArgs& a, const std::string& prompt, size_t index) {
+  json b = {{"prompt", prompt}};
+  if (a.max_tokens) b["max_tokens"] = *a.max_tokens;
+  if (a.temperature) b["temperature"] = *a.temperature;
+  if (a.top_p) b["top_p"] = *a.top_p;
+  if (a.top_k) b["top_k"] = *a.top_k;
+  if (a.min_p) b["min_p"] = *a.min_p;
+  if (a.min_tokens) b["min_tokens"] = *a.min_tokens;
+  if (a.sampling_seed) b["seed"] = *a.sampling_seed + static_cast<int64_t>(index);
+  if (a.presence_penalty) b["presence_penalty"] = *a.presence_penalty;
+  if (a.frequency_penalty) b["frequency_penalty"] = *a.frequency_penalty;
+  if (a.repetition_penalty) b["repetition_penalty"] = *a.repetition_penalty;
+  if (!a.stop.empty()) b["stop"] = a.stop;
+  if (a.ignore_eos) b["ignore_eos"] = true;
+  return b;
+}
+
+void progress(size_t done, size_t total, int64_t tokens, double seconds) {
+  const int width = 30;
+  int filled = total ? static_cast<int>(width * done / total) : width;
+  std::fprintf(stderr, "\rProcessed prompts: %3zu/%zu [%s%s] %.1f tok/s", done, total,
+               std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+               seconds > 0 ? tokens / seconds : 0.0);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int run_generate(GenerateArgs a) {
+  try {
+    if (!a.prompts_file.empty()) {
+      std::ifstream in(a.prompts_file);
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty()) a.prompts.push_back(line);
+    }
+    if (a.prompts.empty()) {
+      spdlog::error("no prompts: give --prompt TEXT or --prompts-file FILE");
+      return 2;
+    }
+    a.engine.model_dir = resolve_model_dir(a.engine.model_dir);
+    a.engine.disable_log_stats = true;
+    LoadedModel m = load_model(a.engine);
+    spdlog::info("Model {} on {}; {} KV blocks of {} tokens", a.engine.model_dir, m.backend, m.engine->num_kv_blocks(),
+                 m.engine->block_size());
+    ServingModel serving = make_serving_model(m, a.engine.model_dir);
+
+    struct Job {
+      std::optional<ParsedRequest> req;
+      std::shared_ptr<OutputChannel> channel;
+      RequestOutput merged;
+      std::string error;
+      bool done = false;
+    };
+    std::vector<Job> jobs(a.prompts.size());
+    size_t pending = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      ParseResult r = parse_completion_request(request_body(a, a.prompts[i], i).dump(), serving);
+      if (auto* e = std::get_if<OpenAIError>(&r)) {
+        jobs[i].error = e->message;
+        jobs[i].done = true;
+        continue;
+      }
+      jobs[i].req = std::move(std::get<ParsedRequest>(r));
+      jobs[i].channel = std::make_shared<OutputChannel>();
+      auto g = std::make_unique<GenerateRequest>();
+      g->request_id = jobs[i].req->request_id;
+      g->prompt_token_ids = jobs[i].req->prompt_token_ids;
+      g->sampling = jobs[i].req->sampling;
+      g->output = jobs[i].channel;
+      m.engine->add_request(std::move(g));
+      ++pending;
+    }
+
+    auto t0 = std::chrono::steady_clock::now();
+    size_t finished = jobs.size() - pending;
+    int64_t tokens = 0;
+    progress(finished, jobs.size(), 0, 0);
+    size_t shown = finished;
+    double shown_at = 0;
+    while (pending > 0) {
+      bool worked = m.engine->step();
+      for (Job& j : jobs) {
+        if (j.done) continue;
+        for (RequestOutput& d : j.channel->drain()) {
+          j.merged.text += d.text;
+          j.merged.token_ids.insert(j.merged.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+          tokens += static_cast<int64_t>(d.token_ids.size());
+          j.merged.prompt_tokens = d.prompt_tokens;
+          j.merged.completion_tokens = d.completion_tokens;
+          if (d.finished) {
+            j.merged.finished = true;
+            j.merged.finish_reason = d.finish_reason;
+            j.merged.stop_str = d.stop_str;
+            j.merged.stop_token_id = d.stop_token_id;
+            j.error = d.error;
+            j.done = true;
+            --pending;
+            ++finished;
+            break;
+          }
+        }
+      }
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (finished != shown || secs - shown_at >= 0.2) {  // redraw on progress, at most 5/s otherwise
+        progress(finished, jobs.size(), tokens, secs);
+        shown = finished;
+        shown_at = secs;
+      }
+      if (!worked && pending > 0) {
+        std::fputc('\n', stderr);
+        spdlog::error("the engine went idle with {} request(s) unfinished", pending);
+        return 1;
+      }
+    }
+    std::fputc('\n', stderr);
+
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Job& j = jobs[i];
+      json line = {{"index", i}, {"prompt", a.prompts[i]}};
+      if (!j.error.empty()) {
+        line["error"] = j.error;
+      } else {
+        line["text"] = j.merged.text;
+        line["token_ids"] = j.merged.token_ids;
+        line["finish_reason"] = finish_reason_str(j.merged.finish_reason);
+        line["stop_reason"] = stop_reason_json(j.merged);
+        line["usage"] = {{"prompt_tokens", j.req->prompt_token_ids.size()},
+                         {"completion_tokens", j.merged.completion_tokens}};
+      }
+      std::printf("%s\n", line.dump().c_str());
+    }
+    std::fflush(stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+}  // namespace pagoda

@@ -1,0 +1,71 @@
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <optional>
+
+#include <boost/asio/signal_set.hpp>
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/cli.h"
+#include "server/http_server.h"
+#include "server/version.h"
+
+namespace pagoda {
+
+void add_serve_command(CLI::App& app, ServeArgs& a) {
+  app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: bundled stories260K)");
+  app.add_option("--host", a.host, "Address to listen on");
+  app.add_option("--port", a.port, "Port (0: pick a free one)");
+  app.add_option("--network-threads", a.network_threads, "Threads running the HTTP server")
+      ->check(CLI::Range(1, 256));
+  add_engine_flags(app, a.engine);
+}
+
+int run_serve(ServeArgs a) {
+  try {
+    a.engine.model_dir = resolve_model_dir(a.engine.model_dir);
+    spdlog::info("Pagoda {} serving {}", pagoda_version(), a.engine.model_dir);
+    LoadedModel m = load_model(a.engine);
+    spdlog::info("Model: {} ({}, {} layers, hidden {}), max_model_len {}, served as '{}'", a.engine.model_dir,
+                 m.config.architecture, m.config.num_hidden_layers, m.config.hidden_size, m.max_model_len,
+                 m.served_model_name);
+    spdlog::info("Backend: {}; KV cache: {} blocks of {} tokens ({} tokens)", m.backend, m.engine->num_kv_blocks(),
+                 m.engine->block_size(), m.engine->num_kv_blocks() * m.engine->block_size());
+    spdlog::info("Chat template: {}", m.chat_template ? (a.engine.chat_template.empty() ? "tokenizer_config.json"
+                                                                                       : a.engine.chat_template)
+                                                      : "none (/v1/chat/completions answers 400)");
+    EngineAdapter handle(*m.engine);
+    ServerContext ctx;
+    ctx.model = make_serving_model(m, a.engine.model_dir);
+    ctx.engine = &handle;
+
+    auto server = std::make_unique<HttpServer>(ctx, a.host, a.port, a.network_threads);
+    std::optional<boost::asio::signal_set> signals;
+    signals.emplace(server->io_context(), SIGINT, SIGTERM);
+    signals->async_wait([&server](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      spdlog::info("Signal {}: shutting down", sig);
+      server->stop();
+    });
+    m.engine->start();
+    handle.set_running(true);
+    server->start();
+    std::printf("Pagoda listening on http://%s:%u\n", a.host.c_str(), static_cast<unsigned>(server->port()));
+    std::fflush(stdout);
+
+    server->join();  // until a signal stops it
+    handle.set_running(false);
+    m.engine->stop();  // unfinished requests get their abort delta
+    m.engine.reset();
+    signals.reset();
+    server.reset();  // drops the remaining connections
+    spdlog::info("Shut down cleanly");
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+}  // namespace pagoda

@@ -1,0 +1,177 @@
+#include "server/engine_args.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/model/model_executor.h"
+
+namespace pagoda {
+
+namespace fs = std::filesystem;
+
+void add_engine_flags(CLI::App& app, EngineArgs& a) {
+  app.add_option("--served-model-name", a.served_model_name, "Model name in the API (default: MODEL_DIR)");
+  app.add_option("--max-model-len", a.max_model_len, "Context length (default: config max_position_embeddings)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-num-seqs", a.max_num_seqs, "Most sequences per step")->check(CLI::PositiveNumber);
+  app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--block-size", a.block_size, "Tokens per KV-cache block")->check(CLI::PositiveNumber);
+  app.add_option("--seed", a.seed, "Random seed");
+  app.add_option("--chat-template", a.chat_template, "Chat template: a Jinja file (or inline template)");
+  app.add_option("--device", a.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--dtype", a.dtype, "auto | bfloat16 | float16 | float32")
+      ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32"}));
+  app.add_option("--load-format", a.load_format, "auto | safetensors | dummy")
+      ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
+  app.add_option("--gpu-memory-utilization", a.gpu_memory_utilization, "Fraction of GPU memory to use")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--num-gpu-blocks-override", a.num_gpu_blocks_override, "Exactly this many KV blocks")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-cache-memory", a.kv_cache_memory, "CPU KV-cache budget in bytes (256MiB, 1GiB, ...)")
+      ->transform(CLI::AsSizeValue(true));
+  app.add_flag("--enforce-eager", a.enforce_eager, "No CUDA graphs");
+  app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
+}
+
+namespace {
+
+std::string canonical_dtype(const std::string& d) {
+  if (d == "half" || d == "fp16") return "float16";
+  if (d == "bf16") return "bfloat16";
+  if (d == "float" || d == "fp32") return "float32";
+  return d;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}", p.string()));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+std::string chat_template_source(const EngineArgs& a, const TokenizerConfig& tc) {
+  if (a.chat_template.empty()) return tc.chat_template;
+  std::error_code ec;
+  if (fs::is_regular_file(a.chat_template, ec)) return read_file(a.chat_template);
+  // vLLM accepts the template itself in place of a path.
+  if (a.chat_template.find("{{") != std::string::npos || a.chat_template.find("{%") != std::string::npos)
+    return a.chat_template;
+  throw std::runtime_error(fmt::format("--chat-template: cannot open file '{}'", a.chat_template));
+}
+
+}  // namespace
+
+std::string resolve_model_dir(const std::string& given) {
+  if (!given.empty()) {
+    if (!fs::is_directory(given)) throw std::runtime_error(fmt::format("model directory '{}' does not exist", given));
+    return given;
+  }
+  const fs::path rel = "models/stories260K";
+  std::vector<fs::path> candidates = {fs::current_path() / rel};
+  fs::path exe = executable_dir();
+  if (!exe.empty()) {
+    candidates.push_back(exe / rel);
+    candidates.push_back(exe.parent_path() / rel);
+  }
+  candidates.push_back(fs::path(PAGODA_SOURCE_DIR) / rel);
+  std::string tried;
+  for (const fs::path& c : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(c / "config.json", ec)) return c.lexically_normal().string();
+    tried += "\n  " + c.string();
+  }
+  throw std::runtime_error("no MODEL_DIR given and the bundled models/stories260K was not found; looked in:" + tried);
+}
+
+LoadedModel load_model(const EngineArgs& a) {
+  LoadedModel m;
+  m.config = ModelConfig::from_dir(a.model_dir);
+  m.generation_config = GenerationConfig::from_dir(a.model_dir);
+  m.tokenizer_config = TokenizerConfig::from_dir(a.model_dir);
+  m.tokenizer = load_tokenizer(a.model_dir);
+  m.served_model_name = a.served_model_name.empty() ? a.model_dir : a.served_model_name;
+
+  int64_t derived = m.config.max_position_embeddings;
+  m.max_model_len = a.max_model_len > 0 ? a.max_model_len : derived;
+  if (m.max_model_len > derived)
+    throw std::runtime_error(fmt::format(
+        "User-specified max_model_len ({}) is greater than the derived max_model_len "
+        "(max_position_embeddings={} in {}/config.json)",
+        m.max_model_len, derived, a.model_dir));
+
+  std::string tmpl = chat_template_source(a, m.tokenizer_config);
+  if (!tmpl.empty()) {
+    try {
+      m.chat_template = std::make_shared<ChatTemplate>(tmpl);
+    } catch (const ChatTemplateError& e) {
+      throw std::runtime_error(fmt::format("chat template does not parse: {}", e.what()));
+    }
+  }
+
+  ExecutorOptions eo;
+  eo.model_dir = a.model_dir;
+  eo.device = a.device;
+  eo.dtype = canonical_dtype(a.dtype);
+  eo.load_format = a.load_format;
+  eo.seed = a.seed;
+  eo.block_size = a.block_size;
+  eo.max_num_seqs = a.max_num_seqs;
+  eo.max_num_batched_tokens = a.max_num_batched_tokens;
+  eo.max_model_len = m.max_model_len;
+  eo.num_gpu_blocks_override = a.num_gpu_blocks_override;
+  eo.kv_cache_memory_bytes = a.kv_cache_memory;
+  eo.gpu_memory_utilization = a.gpu_memory_utilization;
+  eo.enforce_eager = a.enforce_eager;
+  std::unique_ptr<ModelExecutor> executor = make_model_executor(m.config, eo);
+  m.backend = executor->describe();
+
+  EngineConfig ec;
+  ec.max_num_seqs = a.max_num_seqs;
+  ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.max_model_len = m.max_model_len;
+  ec.log_stats = !a.disable_log_stats;
+  ec.eos_token_ids = m.generation_config.eos_token_ids;
+  if (ec.eos_token_ids.empty())
+    for (int64_t id : m.config.eos_token_ids) ec.eos_token_ids.push_back(static_cast<int32_t>(id));
+  if (ec.eos_token_ids.empty() && m.tokenizer->eos_token_id()) ec.eos_token_ids.push_back(*m.tokenizer->eos_token_id());
+  m.engine = std::make_unique<Engine>(ec, std::move(executor), m.tokenizer);
+  return m;
+}
+
+ServingModel make_serving_model(const LoadedModel& m, const std::string& model_dir) {
+  ServingModel s;
+  s.served_model_name = m.served_model_name;
+  s.model_dir = model_dir;
+  s.max_model_len = m.max_model_len;
+  s.tokenizer = m.tokenizer;
+  s.generation_config = m.generation_config;
+  s.prompt_tokenizer = prompt_tokenizer_options(model_dir, m.tokenizer_config, *m.tokenizer);
+  if (m.chat_template) {
+    auto tmpl = m.chat_template;
+    auto mu = std::make_shared<std::mutex>();
+    std::string bos = m.tokenizer_config.bos_token, eos = m.tokenizer_config.eos_token;
+    s.chat_renderer = [tmpl, mu, bos, eos](const nlohmann::json& messages, bool add_generation_prompt) {
+      std::lock_guard<std::mutex> lock(*mu);
+      return tmpl->render(messages, add_generation_prompt, bos, eos);
+    };
+  }
+  return s;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,72 @@
+// EngineArgs: the engine/model flags `pagoda serve` and `pagoda generate`
+// share, with vLLM's names and defaults (vllm/engine/arg_utils.py), and the
+// loading of everything they describe (config, tokenizer, chat template,
+// model executor, Engine).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "engine/chat/chat_template.h"
+#include "engine/engine.h"
+#include "engine/model/generation_config.h"
+#include "engine/model/model_config.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "server/serving_model.h"
+
+namespace CLI {
+class App;
+}
+
+namespace pagoda {
+
+struct EngineArgs {
+  std::string model_dir;                 // resolved by resolve_model_dir
+  std::string served_model_name;         // "" → model_dir as given
+  int64_t max_model_len = 0;             // 0 → config.max_position_embeddings
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 8192;
+  int64_t block_size = 16;
+  uint64_t seed = 0;
+  std::string chat_template;             // file path or inline Jinja ("" → tokenizer_config's)
+  std::string device = "auto";
+  std::string dtype = "auto";
+  std::string load_format = "auto";
+  double gpu_memory_utilization = 0.9;
+  int64_t num_gpu_blocks_override = 0;
+  uint64_t kv_cache_memory = 0;          // CPU KV budget, bytes (0 → backend default)
+  bool enforce_eager = false;
+  bool disable_log_stats = false;
+};
+
+// Registers the shared flags on a CLI11 (sub)command.
+void add_engine_flags(CLI::App& app, EngineArgs& args);
+
+// MODEL_DIR as given, or (empty) the bundled models/stories260K looked up
+// relative to the current directory, then the executable, then
+// PAGODA_SOURCE_DIR. Throws std::runtime_error listing where it looked.
+std::string resolve_model_dir(const std::string& given);
+
+// Everything loaded from EngineArgs. The Engine is created, not started.
+struct LoadedModel {
+  ModelConfig config;
+  GenerationConfig generation_config;
+  TokenizerConfig tokenizer_config;
+  std::shared_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<ChatTemplate> chat_template;  // null: no template
+  std::unique_ptr<Engine> engine;
+  std::string backend;                          // ModelExecutor::describe()
+  int64_t max_model_len = 0;
+  std::string served_model_name;
+};
+
+// Throws std::runtime_error with a clear message (missing files, bad
+// template, max_model_len beyond the model's, no GPU for --device cuda).
+LoadedModel load_model(const EngineArgs& args);
+
+// The ServingModel the protocol layer reads (chat rendering serialized by a
+// mutex: one template instance shared by all network threads).
+ServingModel make_serving_model(const LoadedModel& m, const std::string& model_dir);
+
+}  // namespace pagoda

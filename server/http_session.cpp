@@ -1,0 +1,263 @@
+#include "server/http_session.h"
+
+#include <utility>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace pagoda {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+HttpSession::HttpSession(net::ip::tcp::socket&& socket, const ServerContext& ctx)
+    : stream_(std::move(socket)), ctx_(ctx), router_(ctx) {}
+
+void HttpSession::start() {
+  beast::error_code ignored;
+  stream_.socket().set_option(net::ip::tcp::no_delay(true), ignored);
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+}
+
+void HttpSession::do_read() {
+  parser_.emplace();
+  parser_->body_limit(ctx_.limits.max_body_bytes);
+  stream_.expires_after(ctx_.limits.idle_timeout);
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+}
+
+void HttpSession::on_read(beast::error_code ec) {
+  if (!ec) return handle(parser_->release());
+  // Malformed HTTP or a size limit: answer, then close (the byte stream is
+  // out of sync). Anything else (EOF, reset, idle timeout): just close.
+  if (&ec.category() != &http::make_error_code(http::error::body_limit).category() ||
+      ec == http::error::end_of_stream || ec == http::error::partial_message) {
+    return close();
+  }
+  int status = ec == http::error::body_limit ? 413 : ec == http::error::header_limit ? 431 : 400;
+  std::string msg = status == 413
+                        ? fmt::format("Request body too large (limit {} bytes)", ctx_.limits.max_body_bytes)
+                        : fmt::format("Malformed HTTP request: {}", ec.message());
+  Response res{static_cast<http::status>(status), 11};
+  res.set(http::field::content_type, "application/json");
+  res.body() = make_error(status, msg).body();
+  res.keep_alive(false);
+  res.prepare_payload();
+  send(std::move(res), /*close=*/true);
+}
+
+void HttpSession::handle(Request&& req) {
+  http_version_ = req.version();
+  keep_alive_ = req.keep_alive();
+  RouteResult r = router_.route(req.method(), req.target(), req.body());
+  if (r.generate) return start_generation(std::move(*r.generate));
+  Response res{static_cast<http::status>(r.status), http_version_};
+  res.set(http::field::content_type, r.content_type);
+  for (auto& [k, v] : r.headers) res.set(k, v);
+  res.body() = std::move(r.body);
+  res.keep_alive(keep_alive_);
+  res.prepare_payload();
+  send(std::move(res), !keep_alive_);
+}
+
+void HttpSession::send(Response&& res, bool close_after) {
+  response_ = std::make_shared<Response>(std::move(res));
+  stream_.expires_never();
+  http::async_write(stream_, *response_,
+                    [self = shared_from_this(), close_after](beast::error_code ec, size_t) {
+                      self->response_.reset();
+                      if (ec || close_after) return self->close();
+                      self->do_read();
+                    });
+}
+
+void HttpSession::close() {
+  beast::error_code ignored;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
+}
+
+// ---- generation --------------------------------------------------------
+
+void HttpSession::start_generation(ParsedRequest&& parsed) {
+  gen_ = std::move(parsed);
+  channel_ = std::make_shared<OutputChannel>();
+  merged_ = RequestOutput{};
+  gen_active_ = true;
+  client_gone_ = false;
+  last_chunk_sent_ = false;
+  pending_out_.clear();
+  stream_.expires_never();
+
+  std::weak_ptr<HttpSession> weak = weak_from_this();
+  auto executor = stream_.get_executor();
+  channel_->set_notifier([weak, executor] {
+    net::post(executor, [weak] {
+      if (auto self = weak.lock()) self->on_output();
+    });
+  });
+  auto request = std::make_unique<GenerateRequest>();
+  request->request_id = gen_->request_id;
+  request->prompt_token_ids = gen_->prompt_token_ids;
+  request->sampling = gen_->sampling;
+  request->output = channel_;
+  ctx_.engine->add_request(std::move(request));
+  watch_client();
+
+  if (!gen_->stream) return;
+  formatter_ = std::make_unique<StreamFormatter>(*gen_);
+  chunked_ = http_version_ >= 11;
+  if (!chunked_) keep_alive_ = false;
+  stream_header_ = std::make_shared<http::response<http::empty_body>>(http::status::ok, http_version_);
+  stream_header_->set(http::field::content_type, "text/event-stream; charset=utf-8");
+  stream_header_->set(http::field::cache_control, "no-cache");
+  stream_header_->keep_alive(keep_alive_);
+  if (chunked_) stream_header_->chunked(true);
+  header_sr_ = std::make_shared<http::response_serializer<http::empty_body>>(*stream_header_);
+  writing_ = true;
+  http::async_write_header(stream_, *header_sr_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->header_sr_.reset();
+    self->writing_ = false;
+    if (ec) return self->client_gone("header write failed");
+    self->pending_out_.insert(0, self->formatter_->begin());
+    self->flush_stream();
+  });
+}
+
+void HttpSession::watch_client() {
+  if (watching_ || client_gone_) return;
+  watching_ = true;
+  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    self->on_watch(ec, n);
+  });
+}
+
+void HttpSession::on_watch(beast::error_code ec, size_t n) {
+  watching_ = false;
+  if (!ec) buffer_.commit(n);  // a pipelined next request: kept for do_read
+  if (read_after_watch_) {     // the generation ended and cancelled this read
+    read_after_watch_ = false;
+    if (ec && ec != net::error::operation_aborted) return close();
+    return do_read();
+  }
+  if (ec == net::error::operation_aborted && client_gone_) return;
+  if (ec) return client_gone("client closed the connection");
+  if (buffer_.size() > ctx_.limits.max_pipelined_bytes) return client_gone("client sent too much while waiting");
+  if (gen_active_ || writing_) watch_client();
+}
+
+void HttpSession::on_output() {
+  if (!channel_ || client_gone_) return;
+  std::vector<RequestOutput> deltas = channel_->drain();
+  if (deltas.empty()) return;
+  for (const RequestOutput& d : deltas)
+    if (d.finished) gen_active_ = false;
+
+  if (gen_->stream) {
+    pending_out_ += formatter_->format(deltas);
+    return flush_stream();
+  }
+  for (RequestOutput& d : deltas) {
+    merged_.index = d.index;
+    merged_.text += d.text;
+    merged_.token_ids.insert(merged_.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+    merged_.prompt_tokens = d.prompt_tokens;
+    merged_.completion_tokens = d.completion_tokens;
+    if (d.finished) {
+      merged_.finished = true;
+      merged_.finish_reason = d.finish_reason;
+      merged_.stop_str = d.stop_str;
+      merged_.stop_token_id = d.stop_token_id;
+      merged_.error = d.error;
+      break;
+    }
+  }
+  if (!merged_.finished) return;
+  Response res;
+  if (!merged_.error.empty()) {
+    OpenAIError e = error_for_output(merged_);
+    res = Response{static_cast<http::status>(e.status), http_version_};
+    res.body() = e.body();
+  } else {
+    res = Response{http::status::ok, http_version_};
+    res.body() = completion_response(*gen_, merged_).dump();
+  }
+  res.set(http::field::content_type, "application/json");
+  res.keep_alive(keep_alive_);
+  res.prepare_payload();
+  response_ = std::make_shared<Response>(std::move(res));
+  writing_ = true;
+  http::async_write(stream_, *response_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->writing_ = false;
+    self->response_.reset();
+    if (ec) return self->client_gone("response write failed");
+    self->end_generation();
+  });
+}
+
+void HttpSession::flush_stream() {
+  if (writing_ || client_gone_) return;
+  auto self = shared_from_this();
+  if (!pending_out_.empty()) {
+    write_buf_ = std::move(pending_out_);
+    pending_out_.clear();
+    writing_ = true;
+    auto done = [self](beast::error_code ec, size_t) { self->on_stream_write(ec); };
+    if (chunked_) {
+      net::async_write(stream_, http::make_chunk(net::buffer(write_buf_)), done);
+    } else {
+      net::async_write(stream_, net::buffer(write_buf_), done);
+    }
+    return;
+  }
+  if (formatter_->done() && !last_chunk_sent_) {
+    last_chunk_sent_ = true;
+    if (!chunked_) return end_generation();
+    writing_ = true;
+    net::async_write(stream_, http::make_chunk_last(), [self](beast::error_code ec, size_t) {
+      self->writing_ = false;
+      if (ec) return self->client_gone("stream write failed");
+      self->end_generation();
+    });
+  }
+}
+
+void HttpSession::on_stream_write(beast::error_code ec) {
+  writing_ = false;
+  if (ec) return client_gone("stream write failed");
+  flush_stream();
+}
+
+void HttpSession::client_gone(const char* why) {
+  if (client_gone_) return;
+  client_gone_ = true;
+  if (gen_active_ && gen_) {
+    spdlog::info("Aborted request {}: {}", gen_->request_id, why);
+    ctx_.engine->abort_request(gen_->request_id);
+    gen_active_ = false;
+  }
+  channel_.reset();
+  close();
+}
+
+void HttpSession::end_generation() {
+  channel_.reset();
+  formatter_.reset();
+  stream_header_.reset();
+  gen_.reset();
+  if (client_gone_) return;
+  if (!keep_alive_) return close();
+  if (watching_) {
+    read_after_watch_ = true;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+    return;
+  }
+  do_read();
+}
+
+}  // namespace pagoda

@@ -1,0 +1,83 @@
+// HttpSession: one client connection (HTTP/1.1, keep-alive), every handler
+// on the connection's strand. Reads a request (body limit → 413, malformed →
+// 400), routes it, and either writes the response or runs a generation:
+//   - submits the GenerateRequest through EngineHandle::add_request with an
+//     OutputChannel whose notifier only posts on_output() onto this strand
+//     (it holds a weak reference: the engine never keeps a session alive);
+//   - streamed: writes the SSE header, then, whenever a write finishes,
+//     everything the channel holds goes out as one chunk (coalescing: a slow
+//     reader gets bigger chunks, the engine never waits for it);
+//   - non-streamed: collects the deltas, writes one JSON response;
+//   - while the request runs, a read on the socket watches the client: a
+//     closed read side or a write error aborts the request
+//     (EngineHandle::abort_request) and closes the connection.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "engine/output_channel.h"
+#include "server/openai_response.h"
+#include "server/router.h"
+#include "server/server_context.h"
+
+namespace pagoda {
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  // socket's executor must be a strand (HttpServer accepts onto one).
+  HttpSession(boost::asio::ip::tcp::socket&& socket, const ServerContext& ctx);
+  void start();
+
+ private:
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+  using Response = boost::beast::http::response<boost::beast::http::string_body>;
+
+  void do_read();
+  void on_read(boost::beast::error_code ec);
+  void handle(Request&& req);
+  void send(Response&& res, bool close);
+  void close();
+
+  // Generation.
+  void start_generation(ParsedRequest&& parsed);
+  void watch_client();
+  void on_watch(boost::beast::error_code ec, size_t n);
+  void on_output();
+  void flush_stream();
+  void on_stream_write(boost::beast::error_code ec);
+  void client_gone(const char* why);
+  void end_generation();
+
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_;
+  const ServerContext& ctx_;
+  Router router_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  std::shared_ptr<Response> response_;  // the one in flight
+
+  // The running generation (valid while gen_active_ or its response is out).
+  std::optional<ParsedRequest> gen_;
+  std::shared_ptr<OutputChannel> channel_;
+  std::unique_ptr<StreamFormatter> formatter_;
+  RequestOutput merged_;             // non-streamed: deltas so far
+  unsigned http_version_ = 11;
+  bool keep_alive_ = true;
+  bool chunked_ = true;              // streamed body uses chunked encoding
+  bool gen_active_ = false;          // submitted, finished delta not yet seen
+  bool watching_ = false;            // the client-watch read is outstanding
+  bool read_after_watch_ = false;    // start the next request once the watch read ends
+  bool client_gone_ = false;
+  bool writing_ = false;
+  bool last_chunk_sent_ = false;
+  std::string pending_out_;          // formatted SSE text not yet written
+  std::string write_buf_;            // the SSE text being written
+  std::shared_ptr<boost::beast::http::response<boost::beast::http::empty_body>> stream_header_;
+  std::shared_ptr<boost::beast::http::response_serializer<boost::beast::http::empty_body>> header_sr_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,17 @@
+// GET /metrics: the engine's stats snapshot in the Prometheus text
+// exposition format (version 0.0.4), with vLLM's metric names under a
+// `pagoda:` prefix (vllm/v1/metrics/loggers.py): gauges num_requests_running,
+// num_requests_waiting, kv_cache_usage_perc (a fraction, 1 = 100%);
+// counters prompt_tokens_total, generation_tokens_total,
+// num_preemptions_total, request_success_total{finished_reason}.
+// Every sample is labelled model_name="<served name>".
+#pragma once
+#include <string>
+
+#include "engine/stats.h"
+
+namespace pagoda {
+
+std::string format_prometheus_metrics(const EngineStats& stats, const std::string& model_name);
+
+}  // namespace pagoda

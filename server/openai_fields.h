@@ -1,0 +1,57 @@
+// Typed access to an OpenAI request's JSON fields, and the parts the
+// completion and chat endpoints share (sampling fields, unsupported-field
+// checks, the context-length check). Failures throw RequestFieldError, which
+// the endpoint parsers turn into their OpenAIError result.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sample/sampling_params.h"
+#include "server/openai_error.h"
+#include "server/serving_model.h"
+
+namespace pagoda::openai_fields {
+
+struct RequestFieldError {
+  OpenAIError error;
+};
+[[noreturn]] void fail(std::string message, std::string param = "");
+
+// Each returns nullopt when the field is absent or null, and throws a 400
+// naming the field ("'temperature' must be a number, got string") when it
+// has the wrong JSON type. Integers accept integral numbers (1.0).
+std::optional<double> get_number(const nlohmann::json& obj, const char* name);
+std::optional<int64_t> get_int(const nlohmann::json& obj, const char* name);
+std::optional<bool> get_bool(const nlohmann::json& obj, const char* name);
+std::optional<std::string> get_string(const nlohmann::json& obj, const char* name);
+// Field present and not null.
+const nlohmann::json* get(const nlohmann::json& obj, const char* name);
+
+// Fields both endpoints share: temperature, top_p, top_k, min_p, seed, stop,
+// stop_token_ids, ignore_eos, min_tokens, n, presence/frequency/repetition
+// penalties, skip_special_tokens, spaces_between_special_tokens,
+// include_stop_str_in_output, best_of, logit_bias, response_format.
+// generation_config.json supplies temperature/top_p/top_k/
+// repetition_penalty when the request leaves them out. max_tokens is not
+// set here (see resolve_max_tokens).
+void parse_sampling(const nlohmann::json& obj, const ServingModel& model, SamplingParams& sp);
+
+// Checks the model name: absent → the served one; another → 404
+// "The model `x` does not exist.".
+std::string check_model(const nlohmann::json& obj, const ServingModel& model);
+
+// Validates requested max_tokens (≥ 1) against the context: with it unset,
+// max_model_len − prompt_len; prompt_len + max_tokens > max_model_len → 400
+// with vLLM's message stating both numbers. `what` is "messages" (chat) or
+// "prompt" (completions) for the message text.
+int64_t resolve_max_tokens(std::optional<int64_t> requested, int64_t prompt_len,
+                           int64_t max_model_len, const char* what, const char* param);
+
+// JSON type name for messages ("string", "array", ...).
+const char* type_name(const nlohmann::json& v);
+
+}  // namespace pagoda::openai_fields

@@ -1,0 +1,212 @@
+#include "server/openai_request.h"
+
+#include <chrono>
+#include <random>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/chat/chat_template.h"
+#include "server/openai_fields.h"
+
+namespace pagoda {
+
+using nlohmann::json;
+using namespace openai_fields;
+
+std::string make_request_id(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
+}
+
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+json parse_body(std::string_view body) {
+  json obj = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (obj.is_discarded()) fail("Request body is not valid JSON");
+  if (!obj.is_object()) fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
+  return obj;
+}
+
+std::vector<int32_t> token_ids_from_json(const json& arr, const ServingModel& model) {
+  std::vector<int32_t> ids;
+  int64_t vocab = model.tokenizer ? model.tokenizer->vocab_size() : 0;
+  for (const json& t : arr) {
+    if (!t.is_number_integer())
+      fail(fmt::format("'prompt' must be a string or a list of token ids; found a {} in the list", type_name(t)), "prompt");
+    int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= vocab)
+      fail(fmt::format("Token id {} is out of vocabulary (vocab size {})", id, vocab), "prompt");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+std::vector<int32_t> completion_prompt(const json& obj, const ServingModel& model) {
+  const json* p = get(obj, "prompt");
+  if (!p) fail("'prompt' is required", "prompt");
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p->is_string())
+    return encode_prompt(*model.tokenizer, p->get_ref<const std::string&>(),
+                         get_bool(obj, "add_special_tokens").value_or(true), model.prompt_tokenizer);
+  if (!p->is_array())
+    fail(fmt::format("'prompt' must be a string or a list of token ids, got {}", type_name(*p)), "prompt");
+  if (!p->empty() && ((*p)[0].is_string() || (*p)[0].is_array()))
+    fail(fmt::format("Batched prompts (a list of {} prompts) are not supported yet; send one prompt per request",
+                     p->size()),
+         "prompt");
+  std::vector<int32_t> ids = token_ids_from_json(*p, model);
+  if (ids.empty()) fail("'prompt' must not be empty", "prompt");
+  return ids;
+}
+
+void reject_completion_unsupported(const json& obj) {
+  if (get(obj, "logprobs")) {
+    auto lp = get_int(obj, "logprobs");
+    fail(fmt::format("logprobs is not supported yet (got {})", *lp), "logprobs");
+  }
+  if (get_bool(obj, "echo").value_or(false)) fail("echo is not supported yet", "echo");
+  if (auto suffix = get_string(obj, "suffix"); suffix && !suffix->empty())
+    fail("suffix is not supported yet", "suffix");
+}
+
+void reject_chat_unsupported(const json& obj) {
+  if (get_bool(obj, "logprobs").value_or(false)) fail("logprobs is not supported yet", "logprobs");
+  if (auto tl = get_int(obj, "top_logprobs"); tl && *tl > 0)
+    fail("top_logprobs is not supported yet", "top_logprobs");
+  if (const json* tools = get(obj, "tools")) {
+    if (!tools->is_array()) fail(fmt::format("'tools' must be a list, got {}", type_name(*tools)), "tools");
+    if (!tools->empty()) fail("tools (function calling) are not supported yet", "tools");
+  }
+}
+
+// Messages with content normalized to a string (or null), other keys kept.
+json chat_messages(const json& obj) {
+  const json* msgs = get(obj, "messages");
+  if (!msgs) fail("'messages' is required", "messages");
+  if (!msgs->is_array()) fail(fmt::format("'messages' must be a list, got {}", type_name(*msgs)), "messages");
+  if (msgs->empty()) fail("'messages' must not be empty", "messages");
+  json out = json::array();
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) fail(fmt::format("{} must be an object, got {}", where, type_name(m)), "messages");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string())
+      fail(fmt::format("{}.role is required and must be a string", where), "messages");
+    json msg = m;
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      msg["content"] = nullptr;
+    } else if (content->is_array()) {
+      std::string text;
+      for (size_t j = 0; j < content->size(); ++j) {
+        const json& part = (*content)[j];
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+          fail(fmt::format("{}.content[{}] must be an object with a string 'type'", where, j), "messages");
+        const std::string& type = part["type"].get_ref<const std::string&>();
+        if (type != "text")
+          fail(fmt::format("{}.content[{}] has type '{}': only 'text' parts are supported", where, j, type),
+               "messages");
+        auto t = part.find("text");
+        if (t == part.end() || !t->is_string())
+          fail(fmt::format("{}.content[{}].text is required and must be a string", where, j), "messages");
+        if (j) text += "\n";
+        text += t->get<std::string>();
+      }
+      msg["content"] = text;
+    } else if (!content->is_string()) {
+      fail(fmt::format("{}.content must be a string or a list of content parts, got {}", where,
+                       type_name(*content)),
+           "messages");
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+void finish_common(const json& obj, ParsedRequest& req) {
+  req.stream = get_bool(obj, "stream").value_or(false);
+  if (const json* so = get(obj, "stream_options")) {
+    if (!so->is_object()) fail(fmt::format("'stream_options' must be an object, got {}", type_name(*so)), "stream_options");
+    if (!req.stream) fail("Stream options can only be defined when `stream=True`.", "stream_options");
+    req.include_usage = get_bool(*so, "include_usage").value_or(false);
+  }
+  if (req.sampling.min_tokens > *req.sampling.max_tokens)
+    fail(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.",
+                     *req.sampling.max_tokens, req.sampling.min_tokens),
+         "min_tokens");
+  req.return_token_ids = get_bool(obj, "return_token_ids").value_or(false);
+  req.created = unix_now();
+}
+
+}  // namespace
+
+ParseResult parse_completion_request(std::string_view body, const ServingModel& model) {
+  try {
+    json obj = parse_body(body);
+    ParsedRequest req;
+    req.kind = ApiKind::kCompletion;
+    req.model = check_model(obj, model);
+    reject_completion_unsupported(obj);
+    parse_sampling(obj, model, req.sampling);
+    auto requested = get_int(obj, "max_tokens");
+    req.prompt_token_ids = completion_prompt(obj, model);
+    req.sampling.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(req.prompt_token_ids.size()),
+                                                 model.max_model_len, "prompt", "max_tokens");
+    finish_common(obj, req);
+    req.request_id = make_request_id("cmpl-");
+    return req;
+  } catch (const RequestFieldError& e) {
+    return e.error;
+  }
+}
+
+ParseResult parse_chat_request(std::string_view body, const ServingModel& model) {
+  try {
+    json obj = parse_body(body);
+    ParsedRequest req;
+    req.kind = ApiKind::kChat;
+    req.model = check_model(obj, model);
+    reject_chat_unsupported(obj);
+    parse_sampling(obj, model, req.sampling);
+    const char* max_param = "max_completion_tokens";
+    auto requested = get_int(obj, "max_completion_tokens");
+    if (!requested) {
+      requested = get_int(obj, "max_tokens");
+      max_param = "max_tokens";
+    }
+    json messages = chat_messages(obj);
+    bool add_generation_prompt = get_bool(obj, "add_generation_prompt").value_or(true);
+    bool add_special_tokens = get_bool(obj, "add_special_tokens").value_or(false);
+    if (!model.chat_renderer)
+      fail(fmt::format("The model `{}` has no chat template (tokenizer_config.json has no chat_template); "
+                       "start the server with --chat-template FILE to use /v1/chat/completions",
+                       model.served_model_name),
+           "messages");
+    std::string prompt;
+    try {
+      prompt = model.chat_renderer(messages, add_generation_prompt);
+    } catch (const ChatTemplateError& e) {
+      fail(fmt::format("Chat template error: {}", e.what()), "messages");
+    }
+    req.prompt_token_ids = encode_prompt(*model.tokenizer, prompt, add_special_tokens, model.prompt_tokenizer);
+    if (req.prompt_token_ids.empty()) fail("The rendered chat prompt is empty", "messages");
+    req.sampling.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(req.prompt_token_ids.size()),
+                                                 model.max_model_len, "messages", max_param);
+    finish_common(obj, req);
+    req.request_id = make_request_id("chatcmpl-");
+    return req;
+  } catch (const RequestFieldError& e) {
+    return e.error;
+  }
+}
+
+}  // namespace pagoda

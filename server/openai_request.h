@@ -1,0 +1,60 @@
+// The OpenAI request side of the protocol layer: JSON body → ParsedRequest
+// (prompt token ids + SamplingParams + response options) or an OpenAIError.
+// Pure functions of (body, ServingModel); no I/O, no engine state.
+//
+// Reference: the OpenAI API reference (Completions, Chat Completions) and
+// vLLM's CompletionRequest / ChatCompletionRequest
+// (vllm/entrypoints/openai/protocol.py): same field names and defaults, the
+// same validation messages where vLLM has one, unknown fields ignored.
+// Fields known but not supported yet (logprobs, top_logprobs, echo,
+// best_of > 1, logit_bias, tools, response_format json_object/json_schema,
+// suffix, n > 1) are rejected with a 400 naming them rather than ignored.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sample/sampling_params.h"
+#include "server/openai_error.h"
+#include "server/serving_model.h"
+
+namespace pagoda {
+
+enum class ApiKind { kCompletion, kChat };
+
+struct ParsedRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string request_id;               // "cmpl-<32 hex>" / "chatcmpl-<32 hex>"
+  int64_t created = 0;                  // Unix time, seconds
+  std::string model;                    // the served model name (echoed back)
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams sampling;              // max_tokens always set (resolved)
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage
+  bool return_token_ids = false;        // vLLM extension: ids in the choices
+};
+
+using ParseResult = std::variant<ParsedRequest, OpenAIError>;
+
+// POST /v1/completions. prompt: a string (tokenized with the tokenizer's
+// special tokens, i.e. BOS prepended when add_bos_token), a list of token
+// ids (used as given), or a list holding one string or one id list.
+ParseResult parse_completion_request(std::string_view body, const ServingModel& model);
+
+// POST /v1/chat/completions. messages: [{role, content}] with content a
+// string, null, or a list of {"type": "text", "text"} parts (joined with
+// "\n", as vLLM does); rendered with model.chat_renderer and tokenized
+// WITHOUT adding special tokens (the template writes BOS itself;
+// transformers' behaviour), unless the request sets add_special_tokens
+// true. Special-token text in prompts ("<s>") becomes its id
+// (encode_prompt).
+ParseResult parse_chat_request(std::string_view body, const ServingModel& model);
+
+// "<prefix><32 random hex digits>" (vLLM's random_uuid), thread-safe.
+std::string make_request_id(std::string_view prefix);
+
+}  // namespace pagoda

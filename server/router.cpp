@@ -1,0 +1,103 @@
+#include "server/router.h"
+
+#include <chrono>
+#include <exception>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/metrics.h"
+#include "server/version.h"
+
+namespace pagoda {
+
+namespace http = boost::beast::http;
+using nlohmann::json;
+
+RouteResult RouteResult::json(int status, std::string body) {
+  RouteResult r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+RouteResult RouteResult::error(const OpenAIError& e) { return json(e.status, e.body()); }
+
+namespace {
+
+RouteResult from_parse(ParseResult&& parsed) {
+  if (auto* err = std::get_if<OpenAIError>(&parsed)) return RouteResult::error(*err);
+  RouteResult r;
+  r.generate = std::move(std::get<ParsedRequest>(parsed));
+  return r;
+}
+
+}  // namespace
+
+RouteResult Router::route(http::verb method, std::string_view target, std::string_view body) const {
+  std::string_view path = target.substr(0, target.find('?'));
+  struct Route {
+    std::string_view path;
+    http::verb method;
+  };
+  static constexpr Route kRoutes[] = {
+      {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
+      {"/v1/models", http::verb::get},       {"/health", http::verb::get},
+      {"/version", http::verb::get},         {"/metrics", http::verb::get},
+  };
+  const Route* found = nullptr;
+  for (const Route& r : kRoutes)
+    if (r.path == path) found = &r;
+  if (!found) return RouteResult::error(not_found(fmt::format("Not Found: {}", path)));
+  if (method != found->method) {
+    RouteResult r = RouteResult::error(make_error(
+        405, fmt::format("Method Not Allowed: {} {} (use {})", std::string(http::to_string(method)), path,
+                         std::string(http::to_string(found->method)))));
+    r.headers.emplace_back("Allow", std::string(http::to_string(found->method)));
+    return r;
+  }
+  try {
+    if (path == "/v1/completions") return from_parse(parse_completion_request(body, ctx_.model));
+    if (path == "/v1/chat/completions") return from_parse(parse_chat_request(body, ctx_.model));
+    if (path == "/v1/models") return models();
+    if (path == "/health") return health();
+    if (path == "/version") return RouteResult::json(200, json{{"version", pagoda_version()}}.dump());
+    return metrics();
+  } catch (const std::exception& e) {
+    // A bug or resource failure (tokenizer, template internals): the
+    // request fails alone; the server goes on.
+    spdlog::error("{} {}: {}", std::string(http::to_string(method)), path, e.what());
+    return RouteResult::error(make_error(500, fmt::format("Internal server error: {}", e.what())));
+  }
+}
+
+RouteResult Router::models() const {
+  static const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+  const ServingModel& m = ctx_.model;
+  json card = {{"id", m.served_model_name}, {"object", "model"},    {"created", created},
+               {"owned_by", "pagoda"},      {"root", m.model_dir},  {"parent", nullptr},
+               {"max_model_len", m.max_model_len}};
+  return RouteResult::json(200, json{{"object", "list"}, {"data", json::array({card})}}.dump());
+}
+
+RouteResult Router::health() const {
+  if (ctx_.engine && ctx_.engine->running()) {
+    RouteResult r = RouteResult::json(200, "");
+    r.content_type = "text/plain";
+    return r;
+  }
+  return RouteResult::error(make_error(503, "The engine is not running"));
+}
+
+RouteResult Router::metrics() const {
+  RouteResult r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = format_prometheus_metrics(ctx_.engine ? ctx_.engine->stats() : EngineStats{},
+                                     ctx_.model.served_model_name);
+  return r;
+}
+
+}  // namespace pagoda

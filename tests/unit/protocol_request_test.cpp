@@ -1,0 +1,267 @@
+// Protocol layer, request side: JSON body → ParsedRequest or OpenAI error.
+#include <gtest/gtest.h>
+
+#include "engine/chat/chat_template.h"
+#include "server/openai_request.h"
+#include "tests/unit/protocol_test_model.h"
+
+namespace pagoda {
+namespace {
+
+using nlohmann::json;
+using testing_protocol::make_test_model;
+
+ParsedRequest ok_completion(const std::string& body, const ServingModel& m = make_test_model()) {
+  ParseResult r = parse_completion_request(body, m);
+  if (auto* e = std::get_if<OpenAIError>(&r)) ADD_FAILURE() << "unexpected error: " << e->body();
+  return std::get<ParsedRequest>(r);
+}
+
+OpenAIError err_completion(const std::string& body, const ServingModel& m = make_test_model()) {
+  ParseResult r = parse_completion_request(body, m);
+  EXPECT_TRUE(std::holds_alternative<OpenAIError>(r)) << "expected an error for " << body;
+  if (!std::holds_alternative<OpenAIError>(r)) return {};
+  return std::get<OpenAIError>(r);
+}
+
+OpenAIError err_chat(const std::string& body, const ServingModel& m = make_test_model()) {
+  ParseResult r = parse_chat_request(body, m);
+  EXPECT_TRUE(std::holds_alternative<OpenAIError>(r)) << "expected an error for " << body;
+  if (!std::holds_alternative<OpenAIError>(r)) return {};
+  return std::get<OpenAIError>(r);
+}
+
+TEST(ProtocolCompletion, StringPromptGetsBosAndDefaults) {
+  ParsedRequest r = ok_completion(R"({"model": "tiny", "prompt": "Hi"})");
+  EXPECT_EQ(r.kind, ApiKind::kCompletion);
+  EXPECT_EQ(r.prompt_token_ids, (std::vector<int32_t>{1, 'H' + 3, 'i' + 3}));
+  EXPECT_EQ(r.model, "tiny");
+  EXPECT_EQ(r.request_id.rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(r.request_id.size(), 5u + 32u);
+  EXPECT_GT(r.created, 1600000000);
+  EXPECT_FALSE(r.stream);
+  // max_tokens unset → max_model_len − prompt_len.
+  EXPECT_EQ(r.sampling.max_tokens.value(), 64 - 3);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_TRUE(r.sampling.skip_special_tokens);
+  EXPECT_NE(ok_completion(R"({"prompt": "Hi"})").request_id, r.request_id);
+}
+
+TEST(ProtocolCompletion, TokenIdPromptsAreUsedAsGiven) {
+  EXPECT_EQ(ok_completion(R"({"prompt": [5, 6, 7], "max_tokens": 4})").prompt_token_ids,
+            (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(ok_completion(R"({"prompt": [[5, 6]]})").prompt_token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(ok_completion(R"({"prompt": ["A"]})").prompt_token_ids, (std::vector<int32_t>{1, 'A' + 3}));
+  EXPECT_EQ(ok_completion(R"({"prompt": "A", "add_special_tokens": false})").prompt_token_ids,
+            (std::vector<int32_t>{'A' + 3}));
+}
+
+TEST(ProtocolCompletion, SamplingFieldsAreCopied) {
+  ParsedRequest r = ok_completion(R"({"prompt": "x", "max_tokens": 7, "temperature": 0, "top_p": 0.5,
+      "top_k": 20, "min_p": 0.1, "seed": 42, "stop": ["a", "bc"], "stop_token_ids": [9],
+      "ignore_eos": true, "min_tokens": 3, "n": 1, "stream": true, "stream_options": {"include_usage": true},
+      "user": "u1", "skip_special_tokens": false, "include_stop_str_in_output": true,
+      "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.2,
+      "some_unknown_field": {"ignored": true}})");
+  const SamplingParams& sp = r.sampling;
+  EXPECT_EQ(sp.max_tokens.value(), 7);
+  EXPECT_TRUE(sp.greedy());
+  EXPECT_FLOAT_EQ(sp.top_p, 0.5f);
+  EXPECT_EQ(sp.top_k, 20);
+  EXPECT_FLOAT_EQ(sp.min_p, 0.1f);
+  EXPECT_EQ(sp.seed.value(), 42u);
+  EXPECT_EQ(sp.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(sp.stop_token_ids, (std::vector<int32_t>{9}));
+  EXPECT_TRUE(sp.ignore_eos);
+  EXPECT_EQ(sp.min_tokens, 3);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_FALSE(sp.skip_special_tokens);
+  EXPECT_TRUE(sp.include_stop_str_in_output);
+  EXPECT_FLOAT_EQ(sp.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(sp.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(sp.repetition_penalty, 1.2f);
+  EXPECT_EQ(ok_completion(R"({"prompt": "x", "stop": "END"})").sampling.stop, (std::vector<std::string>{"END"}));
+}
+
+TEST(ProtocolCompletion, GenerationConfigSuppliesDefaultsTheRequestOmits) {
+  ServingModel m = make_test_model();
+  m.generation_config.temperature = 0.6f;
+  m.generation_config.top_p = 0.9f;
+  m.generation_config.top_k = 50;
+  m.generation_config.repetition_penalty = 1.1f;
+  ParsedRequest r = ok_completion(R"({"prompt": "x"})", m);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 50);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
+  ParsedRequest r2 = ok_completion(R"({"prompt": "x", "temperature": 0, "top_k": -1})", m);
+  EXPECT_FLOAT_EQ(r2.sampling.temperature, 0.0f);
+  EXPECT_EQ(r2.sampling.top_k, -1);
+}
+
+struct ErrorCase {
+  const char* body;
+  int status;
+  const char* type;
+  const char* param;  // "" = null
+  const char* message_part;
+};
+
+TEST(ProtocolCompletion, EachBadInputGetsItsStatusTypeAndParam) {
+  const ErrorCase cases[] = {
+      {R"({"prompt": "x",)", 400, "BadRequestError", "", "not valid JSON"},
+      {R"([1, 2])", 400, "BadRequestError", "", "must be a JSON object"},
+      {R"({"max_tokens": 3})", 400, "BadRequestError", "prompt", "'prompt' is required"},
+      {R"({"prompt": 5})", 400, "BadRequestError", "prompt", "must be a string or a list of token ids"},
+      {R"({"prompt": []})", 400, "BadRequestError", "prompt", "must not be empty"},
+      {R"({"prompt": [1, "a"]})", 400, "BadRequestError", "prompt", "list of token ids"},
+      {R"({"prompt": [1, 259]})", 400, "BadRequestError", "prompt", "Token id 259 is out of vocabulary"},
+      {R"({"prompt": [-1]})", 400, "BadRequestError", "prompt", "Token id -1"},
+      {R"({"prompt": ["a", "b"]})", 400, "BadRequestError", "prompt", "Batched prompts"},
+      {R"({"prompt": "x", "model": "gpt-4"})", 404, "NotFoundError", "model", "The model `gpt-4` does not exist."},
+      {R"({"prompt": "x", "model": 3})", 400, "BadRequestError", "model", "'model' must be a string"},
+      {R"({"prompt": "x", "max_tokens": 0})", 400, "BadRequestError", "max_tokens", "at least 1, got 0"},
+      {R"({"prompt": "x", "max_tokens": -5})", 400, "BadRequestError", "max_tokens", "at least 1, got -5"},
+      {R"({"prompt": "x", "max_tokens": "5"})", 400, "BadRequestError", "max_tokens", "must be an integer"},
+      {R"({"prompt": "x", "max_tokens": 2.5})", 400, "BadRequestError", "max_tokens", "must be an integer"},
+      {R"({"prompt": "x", "max_tokens": 63})", 400, "BadRequestError", "max_tokens",
+       "maximum context length is 64 tokens. However, you requested 65 tokens (2 in the prompt, 63 in the completion)"},
+      {R"({"prompt": "x", "max_tokens": 9223372036854775807})", 400, "BadRequestError", "max_tokens",
+       "maximum context length is 64 tokens"},
+      {R"({"prompt": [5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
+                      5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5]})",
+       400, "BadRequestError", "prompt", "your request has 64 input tokens"},
+      {R"({"prompt": "x", "temperature": -0.1})", 400, "BadRequestError", "temperature", "non-negative"},
+      {R"({"prompt": "x", "temperature": "hot"})", 400, "BadRequestError", "temperature", "must be a number, got string"},
+      {R"({"prompt": "x", "top_p": 0})", 400, "BadRequestError", "top_p", "(0, 1]"},
+      {R"({"prompt": "x", "top_p": 1.5})", 400, "BadRequestError", "top_p", "(0, 1]"},
+      {R"({"prompt": "x", "top_k": -2})", 400, "BadRequestError", "top_k", "top_k"},
+      {R"({"prompt": "x", "min_p": 2})", 400, "BadRequestError", "min_p", "[0, 1]"},
+      {R"({"prompt": "x", "n": 2})", 400, "BadRequestError", "n", "n > 1 is not supported yet"},
+      {R"({"prompt": "x", "n": 0})", 400, "BadRequestError", "n", "at least 1"},
+      {R"({"prompt": "x", "stop": 3})", 400, "BadRequestError", "stop", "string or a list of strings"},
+      {R"({"prompt": "x", "stop": ["a", 1]})", 400, "BadRequestError", "stop", "list of strings"},
+      {R"({"prompt": "x", "stop_token_ids": [1000]})", 400, "BadRequestError", "stop_token_ids", "outside the vocabulary"},
+      {R"({"prompt": "x", "stop_token_ids": "a"})", 400, "BadRequestError", "stop_token_ids", "list of integers"},
+      {R"({"prompt": "x", "stream": "yes"})", 400, "BadRequestError", "stream", "must be a boolean"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400, "BadRequestError", "stream_options",
+       "only be defined when `stream=True`"},
+      {R"({"prompt": "x", "min_tokens": -1})", 400, "BadRequestError", "min_tokens", "non-negative"},
+      {R"({"prompt": "x", "max_tokens": 3, "min_tokens": 4})", 400, "BadRequestError", "min_tokens",
+       "less than or equal to max_tokens"},
+      {R"({"prompt": "x", "presence_penalty": 3})", 400, "BadRequestError", "presence_penalty", "[-2, 2]"},
+      {R"({"prompt": "x", "frequency_penalty": -3})", 400, "BadRequestError", "frequency_penalty", "[-2, 2]"},
+      {R"({"prompt": "x", "repetition_penalty": 0})", 400, "BadRequestError", "repetition_penalty", "greater than zero"},
+      {R"({"prompt": "x", "logprobs": 2})", 400, "BadRequestError", "logprobs", "logprobs is not supported yet"},
+      {R"({"prompt": "x", "echo": true})", 400, "BadRequestError", "echo", "echo is not supported yet"},
+      {R"({"prompt": "x", "best_of": 2})", 400, "BadRequestError", "best_of", "best_of > 1 is not supported yet"},
+      {R"({"prompt": "x", "logit_bias": {"5": 10}})", 400, "BadRequestError", "logit_bias", "not supported yet"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", 400, "BadRequestError", "response_format",
+       "json_object' is not supported yet"},
+      {R"({"prompt": "x", "user": 5})", 400, "BadRequestError", "user", "must be a string"},
+  };
+  for (const ErrorCase& c : cases) {
+    SCOPED_TRACE(c.body);
+    OpenAIError e = err_completion(c.body);
+    EXPECT_EQ(e.status, c.status);
+    EXPECT_EQ(e.type, c.type);
+    EXPECT_EQ(e.param, c.param);
+    EXPECT_NE(e.message.find(c.message_part), std::string::npos) << e.message;
+    json j = e.to_json();
+    EXPECT_EQ(j["error"]["code"], c.status);
+    EXPECT_EQ(j["error"]["type"], c.type);
+    EXPECT_EQ(j["error"]["message"], e.message);
+    if (*c.param) EXPECT_EQ(j["error"]["param"], c.param); else EXPECT_TRUE(j["error"]["param"].is_null());
+  }
+}
+
+TEST(ProtocolCompletion, AcceptedEdgeValues) {
+  // Exactly filling the context, null fields, best_of 1, empty logit_bias,
+  // response_format text, logprobs null, integral floats.
+  EXPECT_EQ(ok_completion(R"({"prompt": "x", "max_tokens": 62})").sampling.max_tokens.value(), 62);
+  ok_completion(R"({"prompt": "x", "max_tokens": null, "temperature": null, "stop": null, "best_of": 1,
+                    "logit_bias": {}, "response_format": {"type": "text"}, "logprobs": null, "echo": false})");
+  EXPECT_EQ(ok_completion(R"({"prompt": "x", "max_tokens": 4.0})").sampling.max_tokens.value(), 4);
+}
+
+TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
+  ParseResult pr = parse_chat_request(
+      R"({"model": "tiny", "messages": [{"role": "system", "content": "S"},
+          {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+          "max_completion_tokens": 5, "max_tokens": 9, "stream": true})",
+      make_test_model());
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(pr)) << std::get<OpenAIError>(pr).body();
+  const ParsedRequest& r = std::get<ParsedRequest>(pr);
+  EXPECT_EQ(r.kind, ApiKind::kChat);
+  EXPECT_EQ(r.request_id.rfind("chatcmpl-", 0), 0u);
+  // The template writes "<s>" as text; tokenized without special tokens, so
+  // no BOS id is prepended (the byte tokenizer spells "<s>" as bytes).
+  std::string expected_text = "<s>[system]S[user]a\nb[assistant]";
+  std::vector<int32_t> expected;
+  for (unsigned char c : expected_text) expected.push_back(c + 3);
+  EXPECT_EQ(r.prompt_token_ids, expected);
+  EXPECT_EQ(r.sampling.max_tokens.value(), 5);  // max_completion_tokens wins
+  EXPECT_TRUE(r.stream);
+
+  ParseResult no_gen = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": false})", make_test_model());
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(no_gen));
+  EXPECT_EQ(std::get<ParsedRequest>(no_gen).prompt_token_ids.size(), std::string("<s>[user]q").size());
+}
+
+TEST(ProtocolChat, ErrorCases) {
+  const ErrorCase cases[] = {
+      {R"({"model": "tiny"})", 400, "BadRequestError", "messages", "'messages' is required"},
+      {R"({"messages": "hi"})", 400, "BadRequestError", "messages", "must be a list"},
+      {R"({"messages": []})", 400, "BadRequestError", "messages", "must not be empty"},
+      {R"({"messages": [{"content": "hi"}]})", 400, "BadRequestError", "messages", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", 400, "BadRequestError", "messages", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})", 400,
+       "BadRequestError", "messages", "only 'text' parts"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "model": "other"})", 404, "NotFoundError", "model",
+       "The model `other` does not exist."},
+      {R"({"messages": [{"role": "user", "content": "q"}], "max_completion_tokens": 0})", 400, "BadRequestError",
+       "max_completion_tokens", "at least 1"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "max_tokens": 60})", 400, "BadRequestError", "max_tokens",
+       "(21 in the messages, 60 in the completion)"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true})", 400, "BadRequestError", "logprobs",
+       "not supported yet"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "top_logprobs": 3})", 400, "BadRequestError",
+       "top_logprobs", "not supported yet"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function"}]})", 400,
+       "BadRequestError", "tools", "not supported yet"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "n": 3})", 400, "BadRequestError", "n",
+       "not supported yet"},
+  };
+  for (const ErrorCase& c : cases) {
+    SCOPED_TRACE(c.body);
+    OpenAIError e = err_chat(c.body);
+    EXPECT_EQ(e.status, c.status);
+    EXPECT_EQ(e.type, c.type);
+    EXPECT_EQ(e.param, c.param);
+    EXPECT_NE(e.message.find(c.message_part), std::string::npos) << e.message;
+  }
+}
+
+TEST(ProtocolChat, NoTemplateIsA400NamingTheProblem) {
+  OpenAIError e = err_chat(R"({"messages": [{"role": "user", "content": "q"}]})", make_test_model(false));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.message.find("no chat template"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("--chat-template"), std::string::npos) << e.message;
+}
+
+TEST(ProtocolChat, TemplateExceptionIsA400WithItsMessage) {
+  ServingModel m = make_test_model();
+  m.chat_renderer = [](const json&, bool) -> std::string {
+    throw ChatTemplateError("Conversation roles must alternate user/assistant/user/assistant/...");
+  };
+  OpenAIError e = err_chat(R"({"messages": [{"role": "assistant", "content": "q"}]})", m);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.message.find("Conversation roles must alternate"), std::string::npos) << e.message;
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,61 @@
+// Test double for the protocol tests: a byte-level tokenizer (id = byte + 3;
+// 0 <unk>, 1 <s>, 2 </s>; vocab 259) whose encodings are obvious by hand,
+// and a ServingModel around it. The real SentencePiece tokenizer is covered
+// by the tokenizer tests and the integration tests.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "server/serving_model.h"
+
+namespace pagoda::testing_protocol {
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override {
+    std::vector<int32_t> ids;
+    if (add_special_tokens) ids.push_back(1);
+    for (unsigned char c : text) ids.push_back(static_cast<int32_t>(c) + 3);
+    return ids;
+  }
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override {
+    std::string s;
+    for (int32_t id : ids) {
+      if (id < 3) {
+        if (!skip_special_tokens) s += id == 1 ? "<s>" : id == 2 ? "</s>" : "<unk>";
+        continue;
+      }
+      s += static_cast<char>(id - 3);
+    }
+    return s;
+  }
+  std::string id_to_piece(int32_t id) const override { return decode(std::span(&id, 1), false); }
+  bool is_special(int32_t id) const override { return id < 3; }
+  int64_t vocab_size() const override { return 259; }
+  std::optional<int32_t> bos_token_id() const override { return 1; }
+  std::optional<int32_t> eos_token_id() const override { return 2; }
+};
+
+// max_model_len 64, served as "tiny"; chat renders "<s>[role]content..."
+// (BOS written by the "template", as real templates do).
+inline ServingModel make_test_model(bool with_chat = true) {
+  ServingModel m;
+  m.served_model_name = "tiny";
+  m.model_dir = "/models/tiny";
+  m.max_model_len = 64;
+  m.tokenizer = std::make_shared<ByteTokenizer>();
+  if (with_chat) {
+    m.chat_renderer = [](const nlohmann::json& messages, bool add_generation_prompt) {
+      std::string out = "<s>";
+      for (const auto& msg : messages) {
+        out += "[" + msg["role"].get<std::string>() + "]";
+        if (msg["content"].is_string()) out += msg["content"].get<std::string>();
+      }
+      if (add_generation_prompt) out += "[assistant]";
+      return out;
+    };
+  }
+  return m;
+}
+
+}  // namespace pagoda::testing_protocol

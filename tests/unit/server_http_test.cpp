@@ -1,0 +1,269 @@
+// The HTTP layer (HttpServer, HttpSession, Router) over real loopback
+// sockets, against a scripted fake engine: keep-alive, streaming framing and
+// coalescing, client disconnect → abort, size limits, 404/405. The real
+// engine path is covered by tests/integration.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "engine/output_channel.h"
+#include "server/http_server.h"
+#include "tests/integration/http_client.h"
+#include "tests/unit/protocol_test_model.h"
+
+namespace pagoda {
+namespace {
+
+using nlohmann::json;
+using testing_http::HttpClient;
+using testing_http::sse_payloads;
+
+// Echoes the prompt back: one delta per prompt byte (byte tokenizer ids − 3),
+// then a finished delta ("length"). max_tokens 50 means "hold": one delta,
+// then wait for abort_request. max_tokens 40: push 5000 one-byte deltas at
+// once (a burst faster than any reader).
+class FakeEngine final : public EngineHandle {
+ public:
+  ~FakeEngine() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void add_request(std::unique_ptr<GenerateRequest> r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    threads_.emplace_back([this, req = std::shared_ptr<GenerateRequest>(std::move(r))] { run(*req); });
+  }
+  void abort_request(const std::string& id) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      aborted_.insert(id);
+    }
+    cv_.notify_all();
+    abort_seen_.set_value_once(id);
+  }
+  EngineStats stats() const override {
+    EngineStats s;
+    s.num_running = running_.load();
+    s.kv_blocks_total = 10;
+    return s;
+  }
+  bool running() const override { return true; }
+
+  struct OnceString {
+    std::promise<std::string> p;
+    std::once_flag once;
+    void set_value_once(const std::string& v) {
+      std::call_once(once, [&] { p.set_value(v); });
+    }
+  } abort_seen_;
+  std::future<std::string> abort_future() { return abort_seen_.p.get_future(); }
+  OnceString held_;  // set when a "hold" request has sent its first delta
+  std::future<std::string> held_future() { return held_.p.get_future(); }
+
+ private:
+  void run(GenerateRequest& req) {
+    running_++;
+    RequestOutput d;
+    d.request_id = req.request_id;
+    d.prompt_tokens = static_cast<int64_t>(req.prompt_token_ids.size());
+    int64_t n = 0;
+    auto push_text = [&](std::string t) {
+      RequestOutput x = d;
+      x.text = std::move(t);
+      x.completion_tokens = ++n;
+      req.output->push(std::move(x));
+    };
+    if (req.sampling.max_tokens == 50) {
+      push_text("first");
+      held_.set_value_once(req.request_id);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || aborted_.count(req.request_id); });
+      running_--;
+      RequestOutput end = d;
+      end.finished = true;
+      end.finish_reason = FinishReason::kAbort;
+      req.output->push(std::move(end));
+      return;
+    }
+    if (req.sampling.max_tokens == 40) {
+      for (int i = 0; i < 5000; ++i) push_text(std::string(1, static_cast<char>('a' + i % 26)));
+    } else {
+      for (int32_t id : req.prompt_token_ids)
+        if (id >= 3) push_text(std::string(1, static_cast<char>(id - 3)));
+    }
+    RequestOutput end = d;
+    end.finished = true;
+    end.finish_reason = FinishReason::kLength;
+    end.completion_tokens = n;
+    running_--;
+    req.output->push(std::move(end));
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::set<std::string> aborted_;
+  std::vector<std::thread> threads_;
+  std::atomic<int> running_{0};
+};
+
+class ServerHttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ctx_.model = testing_protocol::make_test_model();
+    ctx_.model.max_model_len = 100000;
+    ctx_.engine = &engine_;
+    ctx_.limits.max_body_bytes = 4096;
+    server_ = std::make_unique<HttpServer>(ctx_, "127.0.0.1", 0, 2);
+    server_->start();
+  }
+  void TearDown() override {
+    server_->stop();
+    server_->join();
+    server_.reset();
+  }
+  uint16_t port() const { return server_->port(); }
+
+  FakeEngine engine_;
+  ServerContext ctx_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(ServerHttpTest, NonStreamedCompletionsKeepAlive) {
+  HttpClient c(port());
+  for (const char* prompt : {"hello", "second request, same connection"}) {
+    auto r = c.post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 60}}.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.content_type, "application/json");
+    EXPECT_TRUE(r.keep_alive);
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["object"], "text_completion");
+    EXPECT_EQ(j["choices"][0]["text"], prompt);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["usage"]["completion_tokens"], std::string(prompt).size());
+    EXPECT_EQ(j["usage"]["prompt_tokens"], std::string(prompt).size() + 1);
+  }
+  auto models = c.get("/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(json::parse(models.body)["data"][0]["id"], "tiny");
+}
+
+TEST_F(ServerHttpTest, StreamedChatIsChunkedSse) {
+  HttpClient c(port());
+  auto r = c.post("/v1/chat/completions",
+                  json{{"messages", {{{"role", "user"}, {"content", "hey"}}}},
+                       {"max_tokens", 60},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}}
+                      .dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "text/event-stream; charset=utf-8");
+  EXPECT_EQ(r.transfer_encoding, "chunked");
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json first = json::parse(events[0]);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  std::string finish;
+  for (size_t i = 1; i + 2 < events.size(); ++i) {
+    json e = json::parse(events[i]);
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    if (e["choices"][0]["delta"].contains("content")) text += e["choices"][0]["delta"]["content"].get<std::string>();
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, "<s>[user]hey[assistant]");
+  EXPECT_EQ(finish, "length");
+  json usage = json::parse(events[events.size() - 2]);
+  EXPECT_EQ(usage["usage"]["completion_tokens"], text.size());
+  // The connection is still usable.
+  EXPECT_EQ(c.get("/health").status, 200);
+}
+
+TEST_F(ServerHttpTest, BurstOfDeltasCoalescesAndArrivesWhole) {
+  HttpClient c(port());
+  auto r = c.post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 40}, {"stream", true}}.dump());
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_payloads(r.body);
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  ASSERT_EQ(text.size(), 5000u);
+  for (size_t i = 0; i < text.size(); ++i) ASSERT_EQ(text[i], 'a' + i % 26) << i;
+  // 5000 deltas pushed far faster than one write completes: they go out in
+  // far fewer chunks.
+  EXPECT_LT(events.size(), 5000u);
+}
+
+TEST_F(ServerHttpTest, ClientDisconnectMidStreamAbortsTheRequest) {
+  auto aborted = engine_.abort_future();
+  std::string request_id;
+  {
+    HttpClient c(port());
+    c.send(boost::beast::http::verb::post, "/v1/completions",
+           json{{"prompt", "x"}, {"max_tokens", 50}, {"stream", true}}.dump());
+    std::string got = c.read_until("first");
+    size_t at = got.find("\"id\":\"");
+    ASSERT_NE(at, std::string::npos);
+    request_id = got.substr(at + 6, 5 + 32);
+    c.close();
+  }
+  ASSERT_EQ(aborted.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(aborted.get(), request_id);
+  HttpClient c2(port());
+  EXPECT_EQ(c2.post("/v1/completions", R"({"prompt": "ok", "max_tokens": 5})").status, 200);
+}
+
+TEST_F(ServerHttpTest, ClientDisconnectWhileWaitingForNonStreamedAborts) {
+  auto aborted = engine_.abort_future();
+  auto held = engine_.held_future();
+  {
+    HttpClient c(port());
+    c.send(boost::beast::http::verb::post, "/v1/completions", R"({"prompt": "x", "max_tokens": 50})");
+    ASSERT_EQ(held.wait_for(std::chrono::seconds(30)), std::future_status::ready);  // it runs
+    c.close();
+  }
+  ASSERT_EQ(aborted.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(aborted.get().rfind("cmpl-", 0), 0u);
+}
+
+TEST_F(ServerHttpTest, RoutingErrorsAreOpenAIErrors) {
+  HttpClient c(port());
+  auto nf = c.get("/v1/nothing");
+  EXPECT_EQ(nf.status, 404);
+  EXPECT_EQ(json::parse(nf.body)["error"]["type"], "NotFoundError");
+  auto na = c.get("/v1/completions");
+  EXPECT_EQ(na.status, 405);
+  EXPECT_EQ(na.allow, "POST");
+  EXPECT_EQ(json::parse(na.body)["error"]["code"], 405);
+  auto bad = c.post("/v1/completions", "{not json");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"]["type"], "BadRequestError");
+  auto unknown = c.post("/v1/completions", R"({"prompt": "x", "model": "nope"})");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(json::parse(unknown.body)["error"]["message"], "The model `nope` does not exist.");
+  auto metrics = c.get("/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("pagoda:num_requests_running{model_name=\"tiny\"} 0\n"), std::string::npos)
+      << metrics.body;
+  auto version = c.get("/version");
+  EXPECT_EQ(json::parse(version.body)["version"], PAGODA_VERSION);
+}
+
+TEST_F(ServerHttpTest, OversizedBodyIs413AndServerGoesOn) {
+  HttpClient c(port());
+  auto r = c.post("/v1/completions", json{{"prompt", std::string(10000, 'a')}}.dump());
+  EXPECT_EQ(r.status, 413);
+  EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("too large"), std::string::npos);
+  HttpClient c2(port());
+  EXPECT_EQ(c2.get("/health").status, 200);
+}
+
+}  // namespace
+}  // namespace pagoda
