@@ -79,6 +79,10 @@ int run_generate(GenerateArgs a) {
       spdlog::error("no prompts: give --prompt TEXT or --prompts-file FILE");
       return 2;
     }
+    // vLLM serves a model under the name it was given; the bundled default
+    // model (no MODEL_DIR) is served as "stories260K".
+    if (a.engine.model_dir.empty() && a.engine.served_model_name.empty())
+      a.engine.served_model_name = "stories260K";
     a.engine.model_dir = resolve_model_dir(a.engine.model_dir);
     a.engine.disable_log_stats = true;
     LoadedModel m = load_model(a.engine);

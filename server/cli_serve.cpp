@@ -24,6 +24,10 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
 
 int run_serve(ServeArgs a) {
   try {
+    // vLLM serves a model under the name it was given; the bundled default
+    // model (no MODEL_DIR) is served as "stories260K".
+    if (a.engine.model_dir.empty() && a.engine.served_model_name.empty())
+      a.engine.served_model_name = "stories260K";
     a.engine.model_dir = resolve_model_dir(a.engine.model_dir);
     spdlog::info("Pagoda {} serving {}", pagoda_version(), a.engine.model_dir);
     LoadedModel m = load_model(a.engine);
