@@ -3,6 +3,8 @@
 # the GPU tests, run the benchmarks, print a short table last. Logs go to
 # $OUT (the device tool's output folder) or /tmp/pagoda_gpu_out.
 #   scripts/gpu_run.sh [--no-bench] [--model-dir DIR]
+# then scripts/gpu_e2e.sh (set E2E=0 to skip): the pagoda binary serving and
+# generating on CUDA.
 set -u -o pipefail
 OUT=${OUT:-/tmp/pagoda_gpu_out}
 mkdir -p "$OUT"
@@ -45,4 +47,12 @@ if [ "$BENCH" = 1 ]; then
   echo "== tests: rc=$TEST_RC; $(grep -cE '^\[       OK \]' "$OUT/tests.log") ok, $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.log") failed lines"
   cat "$OUT/bench.md" 2>/dev/null
 fi
-exit $TEST_RC
+
+E2E_RC=0
+if [ "${E2E:-1}" = 1 ]; then
+  echo
+  echo "== end to end (pagoda binary on CUDA)"
+  BUILD_DIR="$BUILD" PAGODA_SHARED_DIR="$SHARED" OUT="$OUT" bash scripts/gpu_e2e.sh
+  E2E_RC=$?
+fi
+[ "$TEST_RC" = 0 ] && [ "$E2E_RC" = 0 ]
