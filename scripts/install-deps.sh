@@ -10,6 +10,8 @@ PKGS=(
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   libcli11-dev
+  libpcre2-dev              # byte-level BPE pre-tokenizer regex (optional)
+  libutf8proc-dev           # NFC normalizer of BPE tokenizers (optional)
   python3
 )
 missing=()

@@ -1,4 +1,4 @@
-// Tokenizer: one interface over SentencePiece (tokenizer.model) and, later,
+// Tokenizer: one interface over SentencePiece (tokenizer.model) and
 // byte-level BPE (tokenizer.json / vocab.json + merges.txt). The kind comes
 // from the files present, not the model's name.
 #pragma once
@@ -57,9 +57,12 @@ struct TokenizerConfig {
   static TokenizerConfig from_dir(const std::string& model_dir);
 };
 
-// Loads the tokenizer of a HF model directory: tokenizer.model
-// (SentencePiece) for now. Throws std::runtime_error naming the directory
-// when no supported tokenizer file is present or it fails to load.
+// Loads the tokenizer of a HF model directory, the kind from the files:
+// tokenizer.json of model type "BPE" with a ByteLevel decoder or
+// pre-tokenizer -> byte-level BPE (BpeTokenizer); else tokenizer.model ->
+// SentencePiece; else vocab.json + merges.txt -> byte-level BPE. Throws
+// std::runtime_error naming the directory when no supported tokenizer file is
+// present, it fails to load, or it is BPE and Pagoda was built without PCRE2.
 std::shared_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
 
 }  // namespace pagoda
