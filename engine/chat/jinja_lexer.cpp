@@ -1,5 +1,6 @@
 // Jinja2 lexer (see jinja_lexer.h). Mirrors jinja2/lexer.py's rules for
 // trim_blocks / lstrip_blocks and the `-` / `+` tag modifiers.
+#include "engine/core/utf8.h"
 #include "engine/chat/jinja_lexer.h"
 
 #include <cctype>
@@ -17,24 +18,6 @@ namespace {
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -76,7 +59,7 @@ std::string unescape(const std::string& s) {
           cp = cp * 16 + static_cast<uint32_t>(h);
         }
         i += n;
-        append_utf8(out, cp);
+        pagoda::append_utf8(out, cp);
         break;
       }
       default:
@@ -84,7 +67,7 @@ std::string unescape(const std::string& s) {
           uint32_t cp = static_cast<uint32_t>(c - '0');
           for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k)
             cp = cp * 8 + static_cast<uint32_t>(s[++i] - '0');
-          append_utf8(out, cp);
+          pagoda::append_utf8(out, cp);
         } else {
           out += '\\';
           out += c;

@@ -1,4 +1,5 @@
 // Unicode case mapping (see jinja_unicode.h). Ranges from UnicodeData.txt.
+#include "engine/core/utf8.h"
 #include "engine/chat/jinja_unicode.h"
 
 #include <vector>
@@ -28,24 +29,6 @@ uint32_t decode(const std::string& s, size_t& i, bool& valid) {
   }
   i += static_cast<size_t>(n) + 1;
   return cp;
-}
-
-void encode(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 // Latin Extended-A alternates upper (even) / lower (odd) except in
@@ -148,9 +131,9 @@ std::string map_case(const std::string& s, Mode mode) {
         uint32_t next = decode(s, j, v);
         next_cased = v && is_cased(next);
       }
-      encode(out, prev_cased && !next_cased ? 0x03C2 : 0x03C3);
+      pagoda::append_utf8(out, prev_cased && !next_cased ? 0x03C2 : 0x03C3);
     } else {
-      encode(out, upper ? to_upper(c) : to_lower(c));
+      pagoda::append_utf8(out, upper ? to_upper(c) : to_lower(c));
     }
     prev_cased = is_cased(c);
     first = false;

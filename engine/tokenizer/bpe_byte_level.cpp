@@ -1,27 +1,10 @@
+#include "engine/core/utf8.h"
 #include "engine/tokenizer/bpe_byte_level.h"
 
 #include <vector>
 
 namespace pagoda::bpe {
 namespace {
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Code point of each byte (bytes_to_unicode in GPT-2's encoder.py).
 const std::array<uint32_t, 256>& byte_code_points() {
@@ -74,7 +57,7 @@ size_t valid_sequence(std::string_view s, size_t i, size_t& sub) {
 const std::array<std::string, 256>& byte_to_unicode() {
   static const std::array<std::string, 256> table = [] {
     std::array<std::string, 256> t;
-    for (size_t b = 0; b < 256; ++b) append_utf8(t[b], byte_code_points()[b]);
+    for (size_t b = 0; b < 256; ++b) pagoda::append_utf8(t[b], byte_code_points()[b]);
     return t;
   }();
   return table;
