@@ -18,7 +18,7 @@ namespace pagoda {
 using nlohmann::json;
 
 void add_generate_command(CLI::App& app, GenerateArgs& a) {
-  app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory")->required();
+  app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: the bundled stories260K)");
   app.add_option("--prompt", a.prompts, "A prompt (repeatable)");
   app.add_option("--prompts-file", a.prompts_file, "A file with one prompt per line")->check(CLI::ExistingFile);
   app.add_option("--max-tokens", a.max_tokens, "Most tokens per completion (default: up to max_model_len)");
@@ -100,7 +100,7 @@ int run_generate(GenerateArgs a) {
     std::vector<Job> jobs(a.prompts.size());
     size_t pending = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
-      ParseResult r = parse_completion_request(request_body(a, a.prompts[i], i).dump(), serving);
+      ParseResult r = parse_completion_request(request_body(a, a.prompts[i], i).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), serving);
       if (auto* e = std::get_if<OpenAIError>(&r)) {
         jobs[i].error = e->message;
         jobs[i].done = true;
@@ -173,7 +173,7 @@ int run_generate(GenerateArgs a) {
         line["usage"] = {{"prompt_tokens", j.req->prompt_token_ids.size()},
                          {"completion_tokens", j.merged.completion_tokens}};
       }
-      std::printf("%s\n", line.dump().c_str());
+      std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     }
     std::fflush(stdout);
     return 0;

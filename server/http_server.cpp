@@ -38,7 +38,19 @@ HttpServer::~HttpServer() {
 
 void HttpServer::start() {
   net::post(acceptor_.get_executor(), [this] { do_accept(); });
-  for (int i = 0; i < num_threads_; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  for (int i = 0; i < num_threads_; ++i)
+    threads_.emplace_back([this] {
+      // An exception escaping a handler fails that connection alone; the
+      // network thread goes back to serving (Asio's recommended pattern).
+      for (;;) {
+        try {
+          ioc_.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("network thread: unhandled exception in a connection handler: {}", e.what());
+        }
+      }
+    });
 }
 
 void HttpServer::stop() {

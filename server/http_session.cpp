@@ -184,7 +184,7 @@ void HttpSession::on_output() {
     res.body() = e.body();
   } else {
     res = Response{http::status::ok, http_version_};
-    res.body() = completion_response(*gen_, merged_).dump();
+    res.body() = completion_response(*gen_, merged_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   res.set(http::field::content_type, "application/json");
   res.keep_alive(keep_alive_);

@@ -17,7 +17,7 @@ struct OpenAIError {
   std::string param;     // the offending request field ("" → null)
 
   nlohmann::json to_json() const;
-  std::string body() const { return to_json().dump(); }
+  std::string body() const { return to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 };
 
 // The OpenAI client's error class name for an HTTP status.

@@ -28,8 +28,25 @@ int64_t unix_now() {
       .count();
 }
 
+// Deepest JSON nesting a request may have: real requests need a handful of
+// levels; the limit keeps later recursive walks (copies, chat templates) off
+// the end of a network thread's stack.
+constexpr int kMaxJsonDepth = 64;
+struct TooDeep {};
+
 json parse_body(std::string_view body) {
-  json obj = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json obj;
+  try {
+    obj = json::parse(
+        body,
+        [](int depth, json::parse_event_t, json&) {
+          if (depth > kMaxJsonDepth) throw TooDeep{};
+          return true;
+        },
+        /*allow_exceptions=*/false);
+  } catch (const TooDeep&) {
+    fail(fmt::format("Request body nests JSON deeper than {} levels", kMaxJsonDepth));
+  }
   if (obj.is_discarded()) fail("Request body is not valid JSON");
   if (!obj.is_object()) fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
   return obj;
@@ -159,6 +176,8 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
     parse_sampling(obj, model, req.sampling);
     auto requested = get_int(obj, "max_tokens");
     req.prompt_token_ids = completion_prompt(obj, model);
+    // The engine would refuse it too, but only after a stream's 200 header.
+    if (req.prompt_token_ids.empty()) fail("The prompt is empty (no tokens)", "prompt");
     req.sampling.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(req.prompt_token_ids.size()),
                                                  model.max_model_len, "prompt", "max_tokens");
     finish_common(obj, req);

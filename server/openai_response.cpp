@@ -6,7 +6,7 @@ namespace pagoda {
 
 using nlohmann::json;
 
-std::string sse_event(const json& payload) { return "data: " + payload.dump() + "\n\n"; }
+std::string sse_event(const json& payload) { return "data: " + payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n"; }
 
 json stop_reason_json(const RequestOutput& out) {
   if (out.stop_str) return *out.stop_str;

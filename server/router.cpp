@@ -62,7 +62,7 @@ RouteResult Router::route(http::verb method, std::string_view target, std::strin
     if (path == "/v1/chat/completions") return from_parse(parse_chat_request(body, ctx_.model));
     if (path == "/v1/models") return models();
     if (path == "/health") return health();
-    if (path == "/version") return RouteResult::json(200, json{{"version", pagoda_version()}}.dump());
+    if (path == "/version") return RouteResult::json(200, json{{"version", pagoda_version()}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return metrics();
   } catch (const std::exception& e) {
     // A bug or resource failure (tokenizer, template internals): the
@@ -80,7 +80,7 @@ RouteResult Router::models() const {
   json card = {{"id", m.served_model_name}, {"object", "model"},    {"created", created},
                {"owned_by", "pagoda"},      {"root", m.model_dir},  {"parent", nullptr},
                {"max_model_len", m.max_model_len}};
-  return RouteResult::json(200, json{{"object", "list"}, {"data", json::array({card})}}.dump());
+  return RouteResult::json(200, json{{"object", "list"}, {"data", json::array({card})}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 RouteResult Router::health() const {

@@ -117,6 +117,7 @@ TEST(ProtocolCompletion, EachBadInputGetsItsStatusTypeAndParam) {
       {R"({"max_tokens": 3})", 400, "BadRequestError", "prompt", "'prompt' is required"},
       {R"({"prompt": 5})", 400, "BadRequestError", "prompt", "must be a string or a list of token ids"},
       {R"({"prompt": []})", 400, "BadRequestError", "prompt", "must not be empty"},
+      {R"({"prompt": "", "add_special_tokens": false})", 400, "BadRequestError", "prompt", "The prompt is empty"},
       {R"({"prompt": [1, "a"]})", 400, "BadRequestError", "prompt", "list of token ids"},
       {R"({"prompt": [1, 259]})", 400, "BadRequestError", "prompt", "Token id 259 is out of vocabulary"},
       {R"({"prompt": [-1]})", 400, "BadRequestError", "prompt", "Token id -1"},
@@ -210,6 +211,22 @@ TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
       R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": false})", make_test_model());
   ASSERT_TRUE(std::holds_alternative<ParsedRequest>(no_gen));
   EXPECT_EQ(std::get<ParsedRequest>(no_gen).prompt_token_ids.size(), std::string("<s>[user]q").size());
+}
+
+// Deeply nested JSON (a 60 KB body once overflowed a network thread's stack
+// while the chat messages were copied) is refused at parse time.
+TEST(ProtocolRequest, DeeplyNestedBodiesAreRefused) {
+  const int depth = 30000;
+  const std::string deep = std::string(depth, '[') + std::string(depth, ']');
+  OpenAIError e = err_chat(R"({"messages": [{"role": "user", "content": "hi", "x": )" + deep +
+                           R"(}], "max_tokens": 2})");
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.message.find("deeper than 64 levels"), std::string::npos) << e.message;
+  OpenAIError c = err_completion(R"({"prompt": "x", "extra": )" + deep + "}");
+  EXPECT_EQ(c.status, 400);
+  EXPECT_NE(c.message.find("deeper than 64 levels"), std::string::npos) << c.message;
+  // Ordinary nesting still parses.
+  EXPECT_EQ(ok_completion(R"({"prompt": "x", "extra": [[[{"a": [1]}]]]})").prompt_token_ids.size(), 2u);
 }
 
 TEST(ProtocolChat, ErrorCases) {

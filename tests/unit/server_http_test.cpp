@@ -238,6 +238,14 @@ TEST_F(ServerHttpTest, RoutingErrorsAreOpenAIErrors) {
   auto nf = c.get("/v1/nothing");
   EXPECT_EQ(nf.status, 404);
   EXPECT_EQ(json::parse(nf.body)["error"]["type"], "NotFoundError");
+  // A raw non-UTF-8 byte in the path (curl would percent-encode it) once
+  // crashed the server while the 404 echoed it; now it becomes U+FFFD and
+  // the same connection goes on serving.
+  auto raw = c.get("/v1/\xff");
+  EXPECT_EQ(raw.status, 404);
+  EXPECT_NE(json::parse(raw.body)["error"]["message"].get<std::string>().find("\xEF\xBF\xBD"),
+            std::string::npos)
+      << raw.body;
   auto na = c.get("/v1/completions");
   EXPECT_EQ(na.status, 405);
   EXPECT_EQ(na.allow, "POST");
