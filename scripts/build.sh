@@ -8,4 +8,5 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"; shift || true
 "$root/scripts/install-deps.sh"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
-cmake --build "$build" -j "$(nproc)"
+# PAGODA_BUILD_TARGET=pagoda builds the binary alone (what serve.sh needs).
+cmake --build "$build" -j "$(nproc)" ${PAGODA_BUILD_TARGET:+--target "$PAGODA_BUILD_TARGET"}

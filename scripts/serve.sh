@@ -4,5 +4,5 @@
 #   scripts/serve.sh [MODEL_DIR] [pagoda serve flags...]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-"$root/scripts/build.sh" "$root/build" >&2
+PAGODA_BUILD_TARGET=pagoda "$root/scripts/build.sh" "$root/build" >&2
 exec "$root/build/pagoda" serve "$@"
