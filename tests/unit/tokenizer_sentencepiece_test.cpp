@@ -2,7 +2,7 @@
 // (testvectors/tokenizer_encodings.json) and llama.cpp's llama-spm vectors.
 #include <gtest/gtest.h>
 
-#include <regex>
+#include <cctype>
 
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 #include "tests/unit/tokenizer_test_util.h"
@@ -17,12 +17,16 @@ using test::shared_path;
 // byte pieces concatenated as bytes, the first piece's leading "▁" dropped.
 // Inputs here are valid UTF-8 so no invalid byte handling is needed.
 std::string text_of_pieces(const std::vector<std::string>& pieces) {
-  static const std::regex byte_re("<0x([0-9A-F]{2})>");
+  // A byte piece is exactly "<0xNN>" with two upper-case hex digits.
+  auto is_byte_piece = [](const std::string& p) {
+    return p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>' &&
+           std::isxdigit(static_cast<unsigned char>(p[3])) &&
+           std::isxdigit(static_cast<unsigned char>(p[4]));
+  };
   std::string out;
   for (size_t i = 0; i < pieces.size(); ++i) {
-    std::smatch m;
-    if (std::regex_match(pieces[i], m, byte_re)) {
-      out += static_cast<char>(std::stoi(m[1].str(), nullptr, 16));
+    if (is_byte_piece(pieces[i])) {
+      out += static_cast<char>(std::stoi(pieces[i].substr(3, 2), nullptr, 16));
       continue;
     }
     const std::string& p = pieces[i];
