@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/sample/sampling_params.h"
@@ -27,14 +28,28 @@ struct GenerateRequest {
   std::chrono::steady_clock::time_point arrival_time = std::chrono::steady_clock::now();
 };
 
+// Log-probability of one generated token and, when asked, the top-k
+// alternatives at that position (natural log, raw model distribution).
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first; size k
+};
+
 // One delta of one request's output. Deltas concatenate: the joined
 // token_ids/text of all deltas are the completion. The last delta has
 // finished == true (and may carry no new tokens).
 struct RequestOutput {
   std::string request_id;
-  int index = 0;                  // choice index (n > 1)
+  // Choice index in [0, n). With n > 1 each choice's deltas arrive
+  // interleaved, each choice ends with its own finished delta, and the
+  // channel is finished once all n choices are.
+  int index = 0;
   std::vector<int32_t> token_ids; // new token ids
   std::string text;               // new text: whole UTF-8 characters only
+  // Parallel to token_ids when SamplingParams::logprobs is set, else empty.
+  std::vector<TokenLogprob> logprobs;
+  double cumulative_logprob = 0.0; // sum of the sampled tokens' logprobs so far
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   // Which stop string or stop token id ended it (vLLM's stop_reason), if any.

@@ -6,12 +6,17 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pagoda {
 
 struct SamplingParams {
-  int n = 1;                    // samples per prompt (issue 5; 1 for now)
+  int n = 1;                    // choices returned per prompt (>= 1)
+  // Candidates generated per prompt (>= n); the n with the highest cumulative
+  // logprob are returned (vLLM/OpenAI best_of). Unset = n. All candidates
+  // share the prompt's KV blocks (reference counts, copy-on-write).
+  std::optional<int> best_of;
   float temperature = 1.0f;     // 0 = greedy
   float top_p = 1.0f;           // (0, 1]; 1 = off
   int top_k = 0;                // 0 or -1 = off
@@ -28,7 +33,14 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;
-  std::optional<int> logprobs;  // number of top logprobs per token (issue 5)
+  // Logprobs per generated token: unset = none; k >= 0 = the sampled token's
+  // logprob plus the k most likely tokens' (OpenAI completions `logprobs`,
+  // chat `top_logprobs`). Raw model log-softmax, before temperature,
+  // penalties, bias and top-k/p (vLLM's default "raw_logprobs").
+  std::optional<int> logprobs;
+  // OpenAI logit_bias: (token id, bias in [-100, 100]) added to the logits
+  // before sampling.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature < 1e-5f; }
 };
