@@ -161,7 +161,6 @@ ServingModel make_serving_model(const LoadedModel& m, const std::string& model_d
   s.max_model_len = m.max_model_len;
   s.tokenizer = m.tokenizer;
   s.generation_config = m.generation_config;
-  s.prompt_tokenizer = prompt_tokenizer_options(model_dir, m.tokenizer_config, *m.tokenizer);
   if (m.chat_template) {
     auto tmpl = m.chat_template;
     auto mu = std::make_shared<std::mutex>();

@@ -72,7 +72,7 @@ std::vector<int32_t> completion_prompt(const json& obj, const ServingModel& mode
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
   if (p->is_string())
     return encode_prompt(*model.tokenizer, p->get_ref<const std::string&>(),
-                         get_bool(obj, "add_special_tokens").value_or(true), model.prompt_tokenizer);
+                         get_bool(obj, "add_special_tokens").value_or(true));
   if (!p->is_array())
     fail(fmt::format("'prompt' must be a string or a list of token ids, got {}", type_name(*p)), "prompt");
   if (!p->empty() && ((*p)[0].is_string() || (*p)[0].is_array()))
@@ -216,7 +216,7 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model)
     } catch (const ChatTemplateError& e) {
       fail(fmt::format("Chat template error: {}", e.what()), "messages");
     }
-    req.prompt_token_ids = encode_prompt(*model.tokenizer, prompt, add_special_tokens, model.prompt_tokenizer);
+    req.prompt_token_ids = encode_prompt(*model.tokenizer, prompt, add_special_tokens);
     if (req.prompt_token_ids.empty()) fail("The rendered chat prompt is empty", "messages");
     req.sampling.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(req.prompt_token_ids.size()),
                                                  model.max_model_len, "messages", max_param);

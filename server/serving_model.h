@@ -28,7 +28,6 @@ struct ServingModel {
   std::string model_dir;          // shown as /v1/models' root
   int64_t max_model_len = 0;      // prompt + completion tokens, at most
   std::shared_ptr<const Tokenizer> tokenizer;
-  PromptTokenizerOptions prompt_tokenizer;  // special-token text in prompts
   GenerationConfig generation_config;  // defaults for fields a request omits
   ChatRenderer chat_renderer;     // empty: no chat template (chat → 400)
 };

@@ -126,18 +126,15 @@ std::vector<int32_t> BpeTokenizer::encode_with_special_text(std::string_view tex
   return encode(text, /*add_special_tokens=*/false);
 }
 
-void BpeTokenizer::check_id(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= kind_.size() ||
-      kind_[static_cast<size_t>(id)] == kUnused) {
-    throw std::out_of_range("token id " + std::to_string(id) + " is not in the vocabulary (size " +
-                            std::to_string(kind_.size()) + ")");
-  }
+bool BpeTokenizer::has_token(int32_t id) const {
+  if (id < 0) throw std::out_of_range("token id " + std::to_string(id) + " is negative");
+  return static_cast<size_t>(id) < kind_.size() && kind_[static_cast<size_t>(id)] != kUnused;
 }
 
 std::string BpeTokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
   std::string bytes;
   for (int32_t id : ids) {
-    check_id(id);
+    if (!has_token(id)) continue;  // HF tokenizers' decode skips ids it has no token for
     const auto i = static_cast<size_t>(id);
     if (skip_special_tokens && kind_[i] == kSpecial) continue;
     bytes += bytes_[i];
@@ -146,8 +143,7 @@ std::string BpeTokenizer::decode(std::span<const int32_t> ids, bool skip_special
 }
 
 std::string BpeTokenizer::id_to_piece(int32_t id) const {
-  check_id(id);
-  return pieces_[static_cast<size_t>(id)];
+  return has_token(id) ? pieces_[static_cast<size_t>(id)] : std::string();
 }
 
 bool BpeTokenizer::is_special(int32_t id) const {

@@ -70,10 +70,13 @@ class BpeTokenizer final : public Tokenizer {
   // back to bytes when every character is in the byte map, else its own
   // bytes), then the bytes as UTF-8 with U+FFFD per invalid subpart (HF's
   // from_utf8_lossy, Python's errors="replace"). skip_special_tokens drops
-  // added tokens marked special. Throws std::out_of_range for an id that is
-  // neither in the vocab nor an added token.
+  // added tokens marked special. An id >= 0 that is neither in the vocab nor
+  // an added token decodes to "" (HF tokenizers' decode skips ids it has no
+  // token for; Qwen2's logits have 151,936 rows, its tokenizer 151,665
+  // tokens, and a model can sample the rest). A negative id: std::out_of_range.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;
-  // Byte-level token string ("ĠHello"), or an added token's content.
+  // Byte-level token string ("ĠHello"), or an added token's content; "" for
+  // an id without a token (as decode). Negative id: std::out_of_range.
   std::string id_to_piece(int32_t id) const override;
   // Added token marked special (<|endoftext|>, <|im_start|>, ...).
   bool is_special(int32_t id) const override;
@@ -83,7 +86,9 @@ class BpeTokenizer final : public Tokenizer {
   std::optional<int32_t> eos_token_id() const override { return eos_; }
 
  private:
-  void check_id(int32_t id) const;
+  // Whether id has a token (vocab or added); throws std::out_of_range when
+  // id < 0.
+  bool has_token(int32_t id) const;
   void encode_segment(std::string_view segment, std::vector<int32_t>& out) const;
   // Leftmost-longest added token at or after pos: (start, end, index), with
   // lstrip/rstrip whitespace included in [start, end); start == npos if none.

@@ -77,7 +77,7 @@ std::vector<int32_t> SentencePieceTokenizer::encode_with_special_text(std::strin
   auto add_segment = [&](size_t end) {
     if (end == pos) return;
     const std::string_view seg = text.substr(pos, end - pos);
-    const std::vector<int> ids = pos == 0 ? sp_encode(seg) : encode_no_prefix(seg);
+    const std::vector<int> ids = pos == 0 || config_.legacy ? sp_encode(seg) : encode_no_prefix(seg);
     out.insert(out.end(), ids.begin(), ids.end());
   };
   while (pos < text.size()) {
@@ -110,11 +110,9 @@ std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text,
   return out;
 }
 
-void SentencePieceTokenizer::check_id(int32_t id) const {
-  if (id < 0 || id >= sp_->GetPieceSize()) {
-    throw std::out_of_range("token id " + std::to_string(id) + " outside the vocabulary [0, " +
-                            std::to_string(sp_->GetPieceSize()) + ")");
-  }
+bool SentencePieceTokenizer::has_piece(int32_t id) const {
+  if (id < 0) throw std::out_of_range("token id " + std::to_string(id) + " is negative");
+  return id < sp_->GetPieceSize();
 }
 
 std::string SentencePieceTokenizer::decode_run(const std::vector<int>& run) const {
@@ -126,12 +124,11 @@ std::string SentencePieceTokenizer::decode_run(const std::vector<int>& run) cons
 
 std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids,
                                            bool skip_special_tokens) const {
-  for (int32_t id : ids) check_id(id);
   if (skip_special_tokens) {
     std::vector<int> kept;
     kept.reserve(ids.size());
     for (int32_t id : ids) {
-      if (!is_special(id)) kept.push_back(id);
+      if (has_piece(id) && !is_special(id)) kept.push_back(id);
     }
     return decode_run(kept);
   }
@@ -147,6 +144,7 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids,
     run.clear();
   };
   for (int32_t id : ids) {
+    if (!has_piece(id)) continue;  // as HF tokenizers: an id without a piece gives no text
     if (is_special(id)) {
       flush_run();
       out += sp_->IdToPiece(id);
@@ -159,13 +157,11 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids,
 }
 
 std::string SentencePieceTokenizer::id_to_piece(int32_t id) const {
-  check_id(id);
-  return sp_->IdToPiece(id);
+  return has_piece(id) ? sp_->IdToPiece(id) : std::string();
 }
 
 bool SentencePieceTokenizer::is_special(int32_t id) const {
-  check_id(id);
-  return sp_->IsControl(id) || sp_->IsUnknown(id);
+  return has_piece(id) && (sp_->IsControl(id) || sp_->IsUnknown(id));
 }
 
 int64_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }

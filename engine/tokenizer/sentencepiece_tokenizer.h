@@ -29,9 +29,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   // config.add_bos_token and EOS last when config.add_eos_token (HF
   // LlamaTokenizer.build_inputs_with_special_tokens).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
-  // Special pieces' text (longest match first) becomes their ids; segments
-  // not at the start are encoded without the dummy prefix after HF's
-  // LlamaTokenizer (legacy=false): encode(sentinel + segment) and drop the
+  // Special pieces' text (longest match first) becomes their ids; with
+  // config.legacy every segment is sp Encode'd (dummy prefix and all), else
+  // segments not at the start are encoded without the dummy prefix after
+  // HF's LlamaTokenizer (legacy=false): encode(sentinel + segment) and drop the
   // sentinel's own tokens (sentinel U+E000, which no piece contains; checked,
   // else std::runtime_error).
   std::vector<int32_t> encode_with_special_text(std::string_view text) const override;
@@ -42,17 +43,22 @@ class SentencePieceTokenizer final : public Tokenizer {
   // skip_special_tokens=false: special pieces appear as their text ("<s>"),
   // normal runs as above, but a run that does not start the output keeps its
   // leading space (HF LlamaTokenizerFast: "<s> Hello").
-  // Throws std::out_of_range for an id outside [0, vocab_size).
+  // An id >= vocab_size decodes to "" (HF tokenizers skip ids without a
+  // token; a model's logits may have more rows than the vocabulary). A
+  // negative id: std::out_of_range.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;
+  // The piece; "" for an id >= vocab_size. Negative: std::out_of_range.
   std::string id_to_piece(int32_t id) const override;
-  // Control (<s>, </s>) or unknown (<unk>) piece.
+  // Control (<s>, </s>) or unknown (<unk>) piece (false for an id >=
+  // vocab_size). Negative: std::out_of_range.
   bool is_special(int32_t id) const override;
   int64_t vocab_size() const override;
   std::optional<int32_t> bos_token_id() const override { return bos_; }
   std::optional<int32_t> eos_token_id() const override { return eos_; }
 
  private:
-  void check_id(int32_t id) const;
+  // id < vocab_size; throws std::out_of_range when id < 0.
+  bool has_piece(int32_t id) const;
   std::string decode_run(const std::vector<int>& run) const;
   std::vector<int> sp_encode(std::string_view text) const;
   std::vector<int> encode_no_prefix(std::string_view text) const;

@@ -27,10 +27,15 @@ class Tokenizer {
   // tokens out of the text (vLLM tokenizes rendered chat prompts so, with
   // add_special_tokens=false; nothing else is added). Text between special
   // tokens gets the "▁" dummy prefix only where it starts `text` (HF
-  // LlamaTokenizerFast: Metaspace prepend_scheme "first"). The base version
-  // throws std::logic_error (a tokenizer that does not support it).
+  // LlamaTokenizerFast: Metaspace prepend_scheme "first"), or every segment
+  // when TokenizerConfig::legacy. The base version throws std::logic_error
+  // (a tokenizer that does not support it).
   virtual std::vector<int32_t> encode_with_special_text(std::string_view text) const;
   // Text of ids. skip_special_tokens drops control tokens (BOS/EOS/UNK...).
+  // An id >= 0 the tokenizer has no token for (>= vocab_size(): a model's
+  // logits may have more rows, Qwen2 151,936 to its tokenizer's 151,665)
+  // gives no text, as HF tokenizers' decode skips it; a negative id throws
+  // std::out_of_range. id_to_piece gives "" and is_special false for it.
   // May end in an incomplete UTF-8 sequence's replacement (U+FFFD); the
   // Detokenizer deals with that when streaming.
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const = 0;
@@ -47,6 +52,10 @@ class Tokenizer {
 struct TokenizerConfig {
   bool add_bos_token = true;
   bool add_eos_token = false;
+  // "legacy" (HF LlamaTokenizer; absent = false, as transformers 5): true
+  // gives every text segment between special tokens SentencePiece's "▁"
+  // dummy prefix in encode_with_special_text, false only the first.
+  bool legacy = false;
   std::string bos_token;     // text, e.g. "<s>" ("" if none)
   std::string eos_token;     // text, e.g. "</s>"
   std::string chat_template; // Jinja source ("" if none)

@@ -77,6 +77,7 @@ TokenizerConfig TokenizerConfig::from_dir(const std::string& model_dir) {
   if (auto j = read_json(cfg_file)) {
     cfg.add_bos_token = bool_field(*j, "add_bos_token", true, cfg_file);
     cfg.add_eos_token = bool_field(*j, "add_eos_token", false, cfg_file);
+    cfg.legacy = bool_field(*j, "legacy", false, cfg_file);
     bos = token_text(*j, "bos_token", cfg_file);
     eos = token_text(*j, "eos_token", cfg_file);
     cfg.chat_template = chat_template_field(*j, cfg_file);
