@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "engine/chat/chat_template.h"
+#include "engine/tokenizer/sentencepiece_tokenizer.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
 
@@ -18,20 +19,20 @@ namespace {
 using nlohmann::json;
 
 const std::string kDir = std::string(PAGODA_SHARED_DIR) + "/models/tiny-random-chinese-llama";
+const std::string kQwenDir = std::string(PAGODA_SHARED_DIR) + "/models/tiny-random-qwen2-chat";
 
-json reference() {
-  std::ifstream in(kDir + "/reference.json");
+json reference(const std::string& dir = kDir) {
+  std::ifstream in(dir + "/reference.json");
   return json::parse(in);
 }
 
-ServingModel chinese_llama() {
+ServingModel serving_model(const std::string& dir) {
   ServingModel m;
-  m.served_model_name = "cl";
+  m.served_model_name = "m";
   m.max_model_len = 4096;
-  auto tok = load_tokenizer(kDir);
-  TokenizerConfig tc = TokenizerConfig::from_dir(kDir);
+  auto tok = load_tokenizer(dir);
+  TokenizerConfig tc = TokenizerConfig::from_dir(dir);
   m.tokenizer = tok;
-  m.prompt_tokenizer = prompt_tokenizer_options(kDir, tc, *tok);
   auto tmpl = std::make_shared<ChatTemplate>(tc.chat_template);
   m.chat_renderer = [tmpl, tc](const json& messages, bool add_generation_prompt) {
     return tmpl->render(messages, add_generation_prompt, tc.bos_token, tc.eos_token);
@@ -39,9 +40,11 @@ ServingModel chinese_llama() {
   return m;
 }
 
+ServingModel chinese_llama() { return serving_model(kDir); }
+
 TEST(ProtocolChatReference, PromptIdsMatchTransformers) {
   ServingModel m = chinese_llama();
-  EXPECT_FALSE(m.prompt_tokenizer.legacy);
+  EXPECT_FALSE(TokenizerConfig::from_dir(kDir).legacy);
   json ref = reference();
   ASSERT_EQ(ref["chat"].size(), 3u);
   for (const json& c : ref["chat"]) {
@@ -63,27 +66,68 @@ TEST(ProtocolChatReference, CompletionPromptsMatchTransformers) {
   }
 }
 
+#ifdef PAGODA_HAVE_BPE
+// Qwen2.5's template writes <|im_start|>/<|im_end|> text; the byte-level BPE
+// tokenizer's own added-token matching splits it out (a marker-based split
+// in the server let the Qwen2 regex merge the marker with the text after
+// "<|im_end|>").
+TEST(ProtocolChatReference, QwenPromptIdsMatchTransformers) {
+  ServingModel m = serving_model(kQwenDir);
+  const json ref = reference(kQwenDir);
+  ASSERT_EQ(ref["chat"].size(), 3u);
+  for (const json& c : ref["chat"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    ParseResult r = parse_chat_request(json{{"messages", c["messages"]}, {"max_tokens", 8}}.dump(), m);
+    ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+    EXPECT_EQ(std::get<ParsedRequest>(r).prompt_token_ids, c["prompt_ids"].get<std::vector<int32_t>>());
+    // The rendered text as a completion prompt: the same ids (Qwen2 adds no
+    // BOS with add_special_tokens).
+    r = parse_completion_request(json{{"prompt", c["rendered"]}, {"max_tokens", 8}}.dump(), m);
+    ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+    EXPECT_EQ(std::get<ParsedRequest>(r).prompt_token_ids, c["prompt_ids"].get<std::vector<int32_t>>());
+  }
+  for (const json& c : ref["completion"]) {
+    SCOPED_TRACE(c["prompt"].get<std::string>());
+    ParseResult r = parse_completion_request(json{{"prompt", c["prompt"]}, {"max_tokens", 8}}.dump(), m);
+    ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+    EXPECT_EQ(std::get<ParsedRequest>(r).prompt_token_ids, c["prompt_ids"].get<std::vector<int32_t>>());
+  }
+  // "<|im_end|>" then text: the text's ids are those of the text alone.
+  EXPECT_EQ(encode_prompt(*m.tokenizer, "<|im_end|>\nHello", false),
+            (std::vector<int32_t>{151645, 198, 9707}));
+  EXPECT_EQ(encode_prompt(*m.tokenizer, "<|im_end|>Hello", true), (std::vector<int32_t>{151645, 9707}));
+}
+#endif  // PAGODA_HAVE_BPE
+
 TEST(ProtocolChatReference, SpecialTextSplitsOutAndLegacyPrefixesEachSegment) {
-  auto tok = load_tokenizer(kDir);
-  PromptTokenizerOptions opts;
-  opts.specials = {{"<s>", 1}, {"</s>", 2}};
+  TokenizerConfig tc = TokenizerConfig::from_dir(kDir);
+  SentencePieceTokenizer tok(kDir + "/tokenizer.model", tc);
   // Non-legacy: the segment after "<s>" has no dummy prefix; a plain
   // encode would give "▁Hi".
-  std::vector<int32_t> hi_plain = tok->encode("Hi", false);
-  std::vector<int32_t> got = encode_prompt(*tok, "<s>Hi</s>", false, opts);
+  std::vector<int32_t> hi_plain = tok.encode("Hi", false);
+  std::vector<int32_t> got = encode_prompt(tok, "<s>Hi</s>", false);
   ASSERT_GE(got.size(), 3u);
   EXPECT_EQ(got.front(), 1);
   EXPECT_EQ(got.back(), 2);
   EXPECT_NE(std::vector<int32_t>(got.begin() + 1, got.end() - 1), hi_plain);
-  opts.legacy = true;
-  std::vector<int32_t> legacy = encode_prompt(*tok, "<s>Hi</s>", false, opts);
+  tc.legacy = true;
+  SentencePieceTokenizer legacy_tok(kDir + "/tokenizer.model", tc);
+  std::vector<int32_t> legacy = encode_prompt(legacy_tok, "<s>Hi</s>", false);
+  ASSERT_GE(legacy.size(), 3u);
+  EXPECT_EQ(legacy.front(), 1);
+  EXPECT_EQ(legacy.back(), 2);
   EXPECT_EQ(std::vector<int32_t>(legacy.begin() + 1, legacy.end() - 1), hi_plain);
   // No special text: exactly the tokenizer's encode, BOS included.
-  EXPECT_EQ(encode_prompt(*tok, "Hi", true, opts), tok->encode("Hi", true));
-  // add_special_tokens with special text: one BOS in front, then the split.
-  std::vector<int32_t> with_bos = encode_prompt(*tok, "<s>Hi", true, opts);
+  EXPECT_EQ(encode_prompt(tok, "Hi", true), tok.encode("Hi", true));
+  EXPECT_EQ(encode_prompt(tok, "Hi", false), tok.encode("Hi", false));
+  // add_special_tokens with special text: one BOS in front, then the split
+  // (HF: "<s>" in the text is BOS too, so two).
+  std::vector<int32_t> with_bos = encode_prompt(tok, "<s>Hi", true);
+  ASSERT_GE(with_bos.size(), 3u);
   EXPECT_EQ(with_bos[0], 1);
   EXPECT_EQ(with_bos[1], 1);
+  EXPECT_EQ(std::vector<int32_t>(with_bos.begin() + 2, with_bos.end()),
+            std::vector<int32_t>(got.begin() + 1, got.end() - 1));
 }
 
 }  // namespace

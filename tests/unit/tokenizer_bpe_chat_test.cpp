@@ -110,6 +110,33 @@ TEST(BpeChat, StreamingSplitCharactersComeWhole) {
   EXPECT_EQ(stream(tok, {151644, 77091, 198}, ids), text);
 }
 
+// The model has 151,936 logits rows (config.json vocab_size), the tokenizer
+// 151,665 tokens: a random model can sample an id in between. It decodes to
+// nothing (HF tokenizers skip ids without a token) and streams as nothing.
+TEST(BpeChat, IdsPastTheTokenizerButInTheModelDecodeToNothing) {
+  const Tokenizer& tok = chat_tokenizer();
+  const auto config = test::read_json(shared_path(kModelDir + "/config.json"));
+  const int32_t model_vocab = config.at("vocab_size");
+  ASSERT_EQ(model_vocab, 151936);
+  ASSERT_EQ(tok.vocab_size(), 151665);
+  const std::vector<int32_t> hello = tok.encode("你好, world", false);
+  std::vector<int32_t> mixed;
+  for (int32_t id : hello) {
+    mixed.push_back(static_cast<int32_t>(tok.vocab_size()));
+    mixed.push_back(id);
+    mixed.push_back(model_vocab - 1);
+  }
+  EXPECT_EQ(tok.decode(mixed, true), "你好, world");
+  EXPECT_EQ(tok.decode(mixed, false), "你好, world");
+  for (int32_t id = static_cast<int32_t>(tok.vocab_size()); id < model_vocab; ++id) {
+    EXPECT_EQ(tok.decode(std::vector<int32_t>{id}, false), "") << id;
+    EXPECT_FALSE(tok.is_special(id)) << id;
+  }
+  EXPECT_EQ(stream(tok, {151644, 77091, 198}, mixed), "你好, world");
+  // Only past-the-end ids: no text at all, no error.
+  EXPECT_EQ(stream(tok, {151644}, {151665, 151700, 151935}), "");
+}
+
 #endif  // PAGODA_HAVE_BPE
 
 }  // namespace
