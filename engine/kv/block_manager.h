@@ -8,6 +8,9 @@
 // samples / beams forking off one prompt): fork() shares a table, and
 // append_slot() copies on write when the last block is shared. Nothing else
 // allocates blocks. Not thread-safe: the engine thread owns it.
+// The Scheduler forks only full prompt blocks (n > 1 / best_of, scheduler.h)
+// and so never needs append_slot's copy: no ModelExecutor op performs a
+// BlockCopy yet (SchedulerOutput::block_copies stays empty).
 #pragma once
 #include <cstdint>
 #include <deque>
