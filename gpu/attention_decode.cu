@@ -50,6 +50,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   const int start = split * kPartition;
   if (start >= ctx && !(ctx == 0 && split == 0)) return;  // past this sequence's end
   const int end = min(start + kPartition, ctx);
+  const int own_splits = max(1, (ctx + kPartition - 1) / kPartition);
   const int n = end - start;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -187,7 +188,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += s_acc[w][g][d];
     const float val = l > 0.f ? sum / l : 0.f;
-    if (nsplits == 1) {
+    if (own_splits == 1) {  // per sequence, so the result never depends on nsplits
       T* o = static_cast<T*>(a.out) + tok * qstride + static_cast<int64_t>(h0 + g) * D;
       o[d] = from_f32<T>(val);
     } else {
@@ -209,6 +210,7 @@ __global__ void decode_combine_kernel(AttentionArgs a, int nsplits, const float*
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
   const int ctx = a.context_lens[seq];
   const int ns = (ctx + kPartition - 1) / kPartition;
+  if (ns <= 1) return;  // the attention kernel wrote this sequence's output directly
   const int64_t row0 = (static_cast<int64_t>(seq) * a.num_heads + h) * nsplits;
   float M = -INFINITY;
   for (int i = 0; i < ns; ++i) M = fmaxf(M, ws_max[row0 + i]);
