@@ -84,9 +84,13 @@ struct AttentionArgs {
 bool attention_head_dim_supported(int head_dim);
 
 // Decode (one query token per sequence, token i = sequence i), split over
-// the context in partitions of decode_partition_size() tokens
-// (Flash-Decoding); workspace holds decode_workspace_floats(...) floats.
-int decode_partition_size();
+// the context in partitions of decode_partition_for(num_seqs, num_heads)
+// tokens (Flash-Decoding); workspace holds decode_workspace_floats(...)
+// floats. The partition is 512 tokens when num_seqs x num_heads >= 256,
+// else 256, 128 or 64 so that small batches still spread over the SMs; it
+// depends on the shapes only, never on context lengths, so a captured CUDA
+// graph and an eager step of the same batch size compute alike.
+int decode_partition_for(int num_seqs, int num_heads);
 size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len);
 void launch_decode_attention(DType dt, const AttentionArgs& a, float* workspace,
                              cudaStream_t stream);

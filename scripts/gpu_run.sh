@@ -94,4 +94,6 @@ if [ "$BENCH" = 1 ]; then
   cat "$OUT/engine.md"
   grep -E "^\| generate" "$OUT/e2e.md" 2>/dev/null
 fi
+# Everything under one archive too (the device tool returns a few files only).
+[ -n "${ARCHIVE:-}" ] && tar czf "$ARCHIVE" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
 [ "$TEST_RC" = 0 ] && [ "$E2E_RC" = 0 ]
