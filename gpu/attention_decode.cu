@@ -261,7 +261,11 @@ bool attention_head_dim_supported(int d) {
 }
 
 int decode_partition_for(int num_seqs, int num_heads) {
-  const int64_t rows = static_cast<int64_t>(num_seqs) * num_heads;
+  // num_seqs rounded up to the CUDA-graph capture sizes (1, 2, 4, then
+  // multiples of 8): a batch replayed from a graph padded to that size and
+  // the same batch run eagerly split alike, so they agree bit for bit.
+  const int64_t bucket = num_seqs <= 1 ? 1 : num_seqs <= 2 ? 2 : num_seqs <= 4 ? 4 : (num_seqs + 7) / 8 * 8;
+  const int64_t rows = bucket * num_heads;
   const int part = rows >= 256 ? 512 : rows >= 128 ? 256 : rows >= 64 ? 128 : 64;
   static_assert(kPartition == 512, "the largest partition must fit s_logits");
   return part;

@@ -14,6 +14,7 @@
 //    token), valid when nothing was preempted.
 #include "gpu/bench/bench_engine.h"
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -61,19 +62,28 @@ class TimingExecutor final : public ModelExecutor {
   void execute(const ForwardBatch& b, std::vector<float>& logits) override {
     const auto t = Clock::now();
     inner_->execute(b, logits);
-    *seconds_ += since(t);
+    add(b, since(t));
   }
   void execute_and_sample(const ForwardBatch& b, const std::vector<DeviceSampleParams>& p,
                           std::vector<int32_t>& ids) override {
     const auto t = Clock::now();
     inner_->execute_and_sample(b, p, ids);
-    *seconds_ += since(t);
+    add(b, since(t));
   }
-  std::shared_ptr<double> seconds() const { return seconds_; }
+  // [0] all steps, [1] decode-only steps, [2] their count, [3] their tokens.
+  std::shared_ptr<std::array<double, 4>> seconds() const { return acc_; }
 
  private:
+  void add(const ForwardBatch& b, double s) {
+    (*acc_)[0] += s;
+    if (b.is_decode_only()) {
+      (*acc_)[1] += s;
+      (*acc_)[2] += 1;
+      (*acc_)[3] += b.num_tokens();
+    }
+  }
   std::unique_ptr<ModelExecutor> inner_;
-  std::shared_ptr<double> seconds_ = std::make_shared<double>(0.0);
+  std::shared_ptr<std::array<double, 4>> acc_ = std::make_shared<std::array<double, 4>>();
 };
 
 struct Submitted {
@@ -124,7 +134,7 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
   eo.max_num_batched_tokens = o.prefill ? 16384 : 8192;
   eo.enforce_eager = o.enforce_eager;
   auto ex = std::make_unique<TimingExecutor>(make_model_executor(c, eo));
-  const std::shared_ptr<double> exec_s = ex->seconds();
+  const std::shared_ptr<std::array<double, 4>> exec_s = ex->seconds();
   const int64_t graphs = ex->num_cuda_graphs();
   const int64_t blocks = ex->num_kv_blocks(), bs = ex->block_size();
   EngineConfig ec;
@@ -176,7 +186,7 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
   // Offline throughput.
   if (o.offline_requests > 0) {
     const int n = o.offline_requests;
-    const double exec0 = *exec_s;
+    const std::array<double, 4> exec0 = *exec_s;
     const auto t = Clock::now();
     Submitted s = submit(e, rng, n, 128, 128, c.vocab_size, "o-");
     int64_t peak_blocks = 0, peak_tokens = 0, steps = 0;
@@ -202,13 +212,21 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
       }
     }
     const double dt = since(t);
-    const double in_exec = *exec_s - exec0;
+    const double in_exec = (*exec_s)[0] - exec0[0];
+    const double dec_s = (*exec_s)[1] - exec0[1], dec_n = (*exec_s)[2] - exec0[2], dec_t = (*exec_s)[3] - exec0[3];
     const int64_t out = count_output(s);
     const EngineStats st = e.stats();
     rows.push_back({L + ": offline, time per step", dt * 1e3 / static_cast<double>(steps),
                     fmt("%.2f ms in the executor (GPU step + copies)", in_exec * 1e3 / static_cast<double>(steps)),
                     fmt("%.2f ms on the host besides (schedule, batch, postprocess, detokenize)",
                         (dt - in_exec) * 1e3 / static_cast<double>(steps))});
+    if (dec_n > 0) {
+      char fig[200];
+      std::snprintf(fig, sizeof(fig), "%.0f decode-only steps (mean batch %.0f): %.2f ms each in the executor",
+                    dec_n, dec_t / dec_n, dec_s * 1e3 / dec_n);
+      rows.push_back({L + ": offline, decode-only steps", dec_s * 1e3, fig,
+                      fmt("the other steps (with prefill) took %.0f ms in all", (in_exec - dec_s) * 1e3)});
+    }
     rows.push_back({L + ": offline " + std::to_string(n) + " x 128/128 ignore_eos (" + std::to_string(steps) + " steps)",
                     dt * 1e3, fmt("%.0f output tok/s", static_cast<double>(out) / dt),
                     fmt("%.0f output tok/s incl. startup", static_cast<double>(out) / (dt + startup_s))});
