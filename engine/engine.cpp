@@ -157,8 +157,10 @@ class EngineImpl {
       local.requests_finished_total["length"] += out.num_finished_by_capacity;
     did = did || out.num_finished_by_capacity > 0;
     if (!out.empty()) {
-      runner.execute(out, logits);
-      sample(out);
+      if (!runner.execute_and_sample(out, scheduler.config().eos_token_ids, sampled)) {
+        runner.execute(out, logits);
+        sample(out);
+      }
       PostprocessResult res = scheduler.postprocess(out, sampled);
       local.prompt_tokens_total += out.num_prefill_tokens;
       local.generation_tokens_total += res.num_generated;

@@ -42,4 +42,42 @@ void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits
                              " logits, expected " + std::to_string(want));
 }
 
+bool ModelRunner::device_samplable(const Sequence& seq, const std::vector<int32_t>& eos_token_ids) {
+  const SamplingParams& sp = seq.sampling;
+  if (sp.presence_penalty != 0.f || sp.frequency_penalty != 0.f || sp.repetition_penalty != 1.f) return false;
+  if (!sp.logit_bias.empty() || sp.logprobs.has_value()) return false;
+  // Out-of-range values keep the CPU Sampler's handling.
+  if (!(sp.temperature >= 0.f) || !(sp.top_p > 0.f && sp.top_p <= 1.f) || !(sp.min_p >= 0.f && sp.min_p <= 1.f))
+    return false;
+  if (seq.num_output_tokens() < sp.min_tokens &&
+      (!sp.stop_token_ids.empty() || (!sp.ignore_eos && !eos_token_ids.empty())))
+    return false;
+  return true;
+}
+
+bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
+                                     std::vector<int32_t>& token_ids) {
+  if (!executor_.can_sample_on_device()) return false;
+  for (const ScheduledSeq& s : out.seqs)
+    if (s.samples && !device_samplable(*s.seq, eos_token_ids)) return false;
+  params_.clear();
+  for (const ScheduledSeq& s : out.seqs) {
+    if (!s.samples) continue;
+    const SamplingParams& sp = s.seq->sampling;
+    DeviceSampleParams p;
+    p.temperature = sp.greedy() ? 0.f : sp.temperature;
+    p.top_k = sp.top_k;
+    p.top_p = sp.top_p;
+    p.min_p = sp.min_p;
+    p.seed = sp.greedy() ? 0 : (*s.seq).rng();
+    params_.push_back(p);
+  }
+  batch_ = build_batch(out, executor_.block_size());
+  executor_.execute_and_sample(batch_, params_, token_ids);
+  if (token_ids.size() != params_.size())
+    throw std::runtime_error("ModelRunner: executor returned " + std::to_string(token_ids.size()) +
+                             " ids, expected " + std::to_string(params_.size()));
+  return true;
+}
+
 }  // namespace pagoda

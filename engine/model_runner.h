@@ -29,11 +29,25 @@ class ModelRunner {
   // sequence in schedule order.
   void execute(const SchedulerOutput& out, std::vector<float>& logits);
 
+  // Device sampling (vLLM samples on the GPU): when the executor can sample
+  // on its device and every sampling sequence needs nothing the device
+  // sampler lacks (no penalties, logit_bias, logprobs, and no ids to
+  // suppress for min_tokens given eos_token_ids), runs the step, fills
+  // token_ids with one id per sampling sequence in schedule order and
+  // returns true; a non-greedy sequence draws its row's 64-bit seed from its
+  // own rng, so a seeded request reproduces. Otherwise runs nothing and
+  // returns false (the caller runs execute() and the CPU Sampler).
+  bool execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
+                          std::vector<int32_t>& token_ids);
+  // Whether the device sampler can serve this sequence's next token.
+  static bool device_samplable(const Sequence& seq, const std::vector<int32_t>& eos_token_ids);
+
   ModelExecutor& executor() { return executor_; }
 
  private:
   ModelExecutor& executor_;
   ForwardBatch batch_;  // reused between steps
+  std::vector<DeviceSampleParams> params_;
 };
 
 }  // namespace pagoda

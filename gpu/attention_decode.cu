@@ -3,7 +3,8 @@
 // arXiv:2309.06180), split over the context length (Flash-Decoding, Dao et
 // al. 2023): each CTA takes one KV head, the GC query heads of its group that
 // read it (GQA: the K/V loads are shared), one sequence and one partition of
-// kPartition tokens. Pass 1 computes the partition's scores into shared
+// `part` tokens (decode_partition_for: 512, or down to 64 when the batch is
+// too small to fill the GPU otherwise). Pass 1 computes the partition's scores into shared
 // memory, then a per-head softmax, pass 2 accumulates p·V. With several
 // partitions each CTA writes its normalised output, max and sum, and a
 // combine kernel merges them: out = Σ l_i e^{m_i - M} o_i / Σ l_i e^{m_i - M}.
@@ -25,7 +26,7 @@ constexpr int kUnroll = 4;
 
 template <typename T, int D, int GC>
 __global__ void __launch_bounds__(kWarps * 32)
-decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __restrict__ ws_max,
+decode_attention_kernel(AttentionArgs a, int part, float* __restrict__ ws_out, float* __restrict__ ws_max,
                         float* __restrict__ ws_sum) {
   constexpr int VEC = (16 / static_cast<int>(sizeof(T))) < D ? 16 / static_cast<int>(sizeof(T)) : D;
   constexpr int TG = D / VEC;      // lanes per token
@@ -47,9 +48,10 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
   const int split = blockIdx.z;
   const int nsplits = gridDim.z;
   const int ctx = a.context_lens[seq];
-  const int start = split * kPartition;
+  const int start = split * part;
   if (start >= ctx && !(ctx == 0 && split == 0)) return;  // past this sequence's end
-  const int end = min(start + kPartition, ctx);
+  const int end = min(start + part, ctx);
+  const int own_splits = max(1, (ctx + part - 1) / part);
   const int n = end - start;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -187,7 +189,7 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += s_acc[w][g][d];
     const float val = l > 0.f ? sum / l : 0.f;
-    if (nsplits == 1) {
+    if (own_splits == 1) {  // per sequence, so the result never depends on nsplits
       T* o = static_cast<T*>(a.out) + tok * qstride + static_cast<int64_t>(h0 + g) * D;
       o[d] = from_f32<T>(val);
     } else {
@@ -203,12 +205,13 @@ decode_attention_kernel(AttentionArgs a, float* __restrict__ ws_out, float* __re
 
 // One CTA of D threads per (query head, sequence): merges the partitions.
 template <typename T, int D>
-__global__ void decode_combine_kernel(AttentionArgs a, int nsplits, const float* __restrict__ ws_out,
+__global__ void decode_combine_kernel(AttentionArgs a, int part, int nsplits, const float* __restrict__ ws_out,
                                       const float* __restrict__ ws_max,
                                       const float* __restrict__ ws_sum) {
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
   const int ctx = a.context_lens[seq];
-  const int ns = (ctx + kPartition - 1) / kPartition;
+  const int ns = (ctx + part - 1) / part;
+  if (ns <= 1) return;  // the attention kernel wrote this sequence's output directly
   const int64_t row0 = (static_cast<int64_t>(seq) * a.num_heads + h) * nsplits;
   float M = -INFINITY;
   for (int i = 0; i < ns; ++i) M = fmaxf(M, ws_max[row0 + i]);
@@ -230,21 +233,22 @@ void launch_decode_d(const AttentionArgs& a, float* ws, cudaStream_t stream) {
   const int G = a.num_heads / a.num_kv_heads;
   const int GC = group_chunk(G);
   const int nchunks = (G + GC - 1) / GC;
-  const int nsplits = std::max(1, (a.max_context_len + kPartition - 1) / kPartition);
+  const int part = decode_partition_for(a.num_seqs, a.num_heads);
+  const int nsplits = std::max(1, (a.max_context_len + part - 1) / part);
   const dim3 grid(a.num_kv_heads * nchunks, a.num_seqs, nsplits);
   const size_t rows = static_cast<size_t>(a.num_seqs) * a.num_heads * nsplits;
   float* ws_out = ws;
   float* ws_max = ws + rows * D;
   float* ws_sum = ws_max + rows;
   switch (GC) {
-    case 1: decode_attention_kernel<T, D, 1><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
-    case 2: decode_attention_kernel<T, D, 2><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
-    case 4: decode_attention_kernel<T, D, 4><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
-    default: decode_attention_kernel<T, D, 8><<<grid, kWarps * 32, 0, stream>>>(a, ws_out, ws_max, ws_sum); break;
+    case 1: decode_attention_kernel<T, D, 1><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
+    case 2: decode_attention_kernel<T, D, 2><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
+    case 4: decode_attention_kernel<T, D, 4><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
+    default: decode_attention_kernel<T, D, 8><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
   }
   PAGODA_CUDA_CHECK_LAUNCH("decode_attention_kernel");
   if (nsplits > 1) {
-    decode_combine_kernel<T, D><<<dim3(a.num_heads, a.num_seqs), D, 0, stream>>>(a, nsplits, ws_out,
+    decode_combine_kernel<T, D><<<dim3(a.num_heads, a.num_seqs), D, 0, stream>>>(a, part, nsplits, ws_out,
                                                                                  ws_max, ws_sum);
     PAGODA_CUDA_CHECK_LAUNCH("decode_combine_kernel");
   }
@@ -256,10 +260,20 @@ bool attention_head_dim_supported(int d) {
   return d == 8 || d == 16 || d == 32 || d == 64 || d == 128;
 }
 
-int decode_partition_size() { return kPartition; }
+int decode_partition_for(int num_seqs, int num_heads) {
+  // num_seqs rounded up to the CUDA-graph capture sizes (1, 2, 4, then
+  // multiples of 8): a batch replayed from a graph padded to that size and
+  // the same batch run eagerly split alike, so they agree bit for bit.
+  const int64_t bucket = num_seqs <= 1 ? 1 : num_seqs <= 2 ? 2 : num_seqs <= 4 ? 4 : (num_seqs + 7) / 8 * 8;
+  const int64_t rows = bucket * num_heads;
+  const int part = rows >= 256 ? 512 : rows >= 128 ? 256 : rows >= 64 ? 128 : 64;
+  static_assert(kPartition == 512, "the largest partition must fit s_logits");
+  return part;
+}
 
 size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len) {
-  const size_t nsplits = std::max(1, (max_context_len + kPartition - 1) / kPartition);
+  const int part = decode_partition_for(num_seqs, num_heads);
+  const size_t nsplits = std::max(1, (max_context_len + part - 1) / part);
   if (nsplits == 1) return 0;
   const size_t rows = static_cast<size_t>(num_seqs) * num_heads * nsplits;
   return rows * (static_cast<size_t>(head_dim) + 2);

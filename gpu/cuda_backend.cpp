@@ -85,6 +85,7 @@ void CudaBackend::raw_free(void* p) {
 
 void CudaBackend::ensure_scratch(void*& buf, size_t& cap, size_t bytes, const char* what) {
   if (bytes <= cap) return;
+  ++buffer_generation_;
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
   raw_free(buf);
   buf = nullptr;
@@ -204,6 +205,7 @@ const DeviceBatch& CudaBackend::upload_batch(const ForwardBatch& b) {
   // Capacities: grow to the need (x2 headroom); segments at fixed offsets.
   const bool grow = T > cap_tokens_ || B > cap_seqs_ || B * MB > cap_table_ || L > cap_logits_;
   if (grow) {
+    ++buffer_generation_;
     cap_tokens_ = std::max(cap_tokens_, round_up(std::max<int64_t>(T, 1) * 2, 64));
     cap_seqs_ = std::max(cap_seqs_, round_up(std::max<int64_t>(B, 1) * 2, 64));
     cap_table_ = std::max(cap_table_, round_up(std::max<int64_t>(B * MB, 1) * 2, 64));
@@ -265,6 +267,51 @@ const DeviceBatch& CudaBackend::upload_batch(const ForwardBatch& b) {
   d.decode_only = b.is_decode_only();
   return d;
 }
+
+void CudaBackend::reserve(int64_t max_tokens, int64_t max_seqs, int64_t max_blocks_per_seq,
+                          int64_t max_logits, int num_heads, int head_dim, int64_t max_context_len) {
+  if (max_tokens < 1 || max_seqs < 1 || max_blocks_per_seq < 1 || max_logits < 0)
+    bad("reserve", "sizes must be positive");
+  // An upload of exactly this shape grows the capacities to (at least) it.
+  if (max_tokens > cap_tokens_ || max_seqs > cap_seqs_ || max_seqs * max_blocks_per_seq > cap_table_ ||
+      max_logits > cap_logits_) {
+    ++buffer_generation_;
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    cap_tokens_ = std::max(cap_tokens_, round_up(max_tokens, 64));
+    cap_seqs_ = std::max(cap_seqs_, round_up(max_seqs, 64));
+    cap_table_ = std::max(cap_table_, round_up(max_seqs * max_blocks_per_seq, 64));
+    cap_logits_ = std::max(cap_logits_, round_up(std::max<int64_t>(max_logits, 1), 64));
+    if (batch_host_) PAGODA_CUDA_CHECK(cudaFreeHost(batch_host_));
+    batch_host_ = nullptr;
+    raw_free(batch_dev_);
+    batch_dev_ = nullptr;
+    const int64_t total = 3 * cap_tokens_ + 2 * cap_seqs_ + 64 + cap_logits_ + cap_table_;
+    PAGODA_CUDA_CHECK(cudaMallocHost(&batch_host_, static_cast<size_t>(total) * 4));
+    batch_dev_ = static_cast<int32_t*>(raw_alloc(static_cast<size_t>(total) * 4, "batch metadata"));
+  }
+  size_t floats = 0;  // the partition (hence the workspace) depends on the batch size
+  for (int64_t b = 1; b <= max_seqs; ++b)
+    floats = std::max(floats, decode_workspace_floats(static_cast<int>(b), num_heads, head_dim,
+                                                      static_cast<int>(max_context_len)));
+  ensure_scratch(attn_ws_, attn_ws_cap_, floats * 4, "attention workspace");
+}
+
+void CudaBackend::begin_capture() {
+  PAGODA_CUDA_CHECK(cudaSetDevice(device_));
+  PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+cudaGraphExec_t CudaBackend::end_capture() {
+  cudaGraph_t graph = nullptr;
+  PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  PAGODA_CUDA_CHECK(e);
+  return exec;
+}
+
+void CudaBackend::launch_graph(cudaGraphExec_t exec) { PAGODA_CUDA_CHECK(cudaGraphLaunch(exec, stream_)); }
 
 void CudaBackend::check_act(const Tensor& t, const char* op, const char* arg) const {
   require_cuda(t, op, arg);

@@ -7,8 +7,9 @@
 //    gather_rows: fp32 math, act dtype I/O (elementwise.cu);
 //  * rope_and_cache: rotate-half RoPE of q and k from RopeTable::cos_sin
 //    plus the k/v write at slot_mapping (slots < 0 skipped; rope_cache.cu);
-//  * attention: pure-decode batches use Flash-Decoding over 512-token
-//    partitions with GQA groups sharing K/V loads (attention_decode.cu);
+//  * attention: pure-decode batches use Flash-Decoding over 64..512-token
+//    partitions (chosen from the batch size, see decode_partition_for) with
+//    GQA groups sharing K/V loads (attention_decode.cu);
 //    any other batch (prefill, chunked prefill, mixed) uses the
 //    FlashAttention-2-style kernel: tensor cores (mma.sync) for bf16/f16 with
 //    head_dim 64/128 (attention_prefill_mma.cu), fp32 CUDA cores otherwise
@@ -26,6 +27,9 @@
 // (grown ×2 past the largest batch seen), so the DeviceBatch pointers stay
 // put between steps and a captured CUDA graph can be replayed over them.
 // fill_normal draws on the device (counter-based SplitMix64 + Box-Muller).
+// Beside the backend: CUDA graphs of decode steps (gpu/cuda_graphs.h, used by
+// the executor unless --enforce-eager) and sampling on the device
+// (gpu/gpu_sampler.h).
 #pragma once
 #include <memory>
 

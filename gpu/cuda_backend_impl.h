@@ -51,6 +51,22 @@ class CudaBackend final : public Backend {
   void fill_normal(Tensor& t, float mean, float std, uint64_t seed) override;
 
   cudaStream_t stream() const { return stream_; }
+
+  // Grows the batch-metadata buffers once to hold any step of up to
+  // max_tokens tokens, max_seqs sequences, max_blocks_per_seq block-table
+  // columns and max_logits logits rows, and the Flash-Decoding workspace for
+  // max_seqs decode rows of num_heads x head_dim over max_context_len, so
+  // that no later step moves a pointer a captured CUDA graph holds.
+  void reserve(int64_t max_tokens, int64_t max_seqs, int64_t max_blocks_per_seq, int64_t max_logits,
+               int num_heads, int head_dim, int64_t max_context_len);
+  // Counts reallocations of the buffers above (a captured graph is valid
+  // only while this stays what it was at capture).
+  uint64_t buffer_generation() const { return buffer_generation_; }
+  // Stream capture of the ops issued between the two calls into a graph
+  // (cudaStreamCaptureModeThreadLocal); end_capture instantiates it.
+  void begin_capture();
+  cudaGraphExec_t end_capture();
+  void launch_graph(cudaGraphExec_t exec);
   LtGemm& gemm() { return *gemm_; }
 
  private:
@@ -80,6 +96,7 @@ class CudaBackend final : public Backend {
   int64_t cap_tokens_ = 0, cap_seqs_ = 0, cap_table_ = 0, cap_logits_ = 0;
   cudaEvent_t upload_done_ = nullptr;
   DeviceBatch dbatch_;
+  uint64_t buffer_generation_ = 0;
   int64_t batch_max_position_ = -1;  // host-side maxima for validation
   int64_t batch_max_slot_ = -1;
   int64_t batch_max_block_ = -1;

@@ -84,9 +84,14 @@ struct AttentionArgs {
 bool attention_head_dim_supported(int head_dim);
 
 // Decode (one query token per sequence, token i = sequence i), split over
-// the context in partitions of decode_partition_size() tokens
-// (Flash-Decoding); workspace holds decode_workspace_floats(...) floats.
-int decode_partition_size();
+// the context in partitions of decode_partition_for(num_seqs, num_heads)
+// tokens (Flash-Decoding); workspace holds decode_workspace_floats(...)
+// floats. With num_seqs rounded up to a CUDA-graph capture size (1, 2, 4,
+// multiples of 8), the partition is 512 tokens when that x num_heads >= 256,
+// else 256, 128 or 64 so that small batches still spread over the SMs; it
+// never depends on context lengths, so a decode batch replayed from a
+// captured graph (padded) and the same batch run eagerly compute alike.
+int decode_partition_for(int num_seqs, int num_heads);
 size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len);
 void launch_decode_attention(DType dt, const AttentionArgs& a, float* workspace,
                              cudaStream_t stream);

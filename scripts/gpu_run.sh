@@ -48,6 +48,36 @@ if [ "$BENCH" = 1 ]; then
   cat "$OUT/bench.md" 2>/dev/null
 fi
 
+# Per-op times of one step, and the whole engine (startup, batch-1 decode
+# with CUDA graphs, prefill 8 x 2048, offline N x 128/128 with KV use) on
+# the Llama-2-7B shape and the issue-6 shapes (dummy bf16 weights).
+# BENCH_TOKENIZERS: a folder with llama2/, qwen2/, chinese-llama-2/
+# tokenizers (default $SHARED/tokenizers); shapes without one decode ids
+# to placeholders.
+PRESETS=${PRESETS_DIR:-$SHARED/models/presets}
+TOKS=${BENCH_TOKENIZERS:-$SHARED/tokenizers}
+N=${E2E_REQUESTS:-1000}
+: > "$OUT/engine.md"
+if [ "$BENCH" = 1 ] && [ -d "$PRESETS" ]; then
+  "$BUILD/pagoda_gpu_bench" --only ops --model-dir "$PRESETS/llama-2-7b" --out "$OUT/ops.md" > "$OUT/ops.log" 2>&1
+  echo "ops bench: rc=$?"
+  engine_bench() {  # label preset tokenizer extra-args...
+    local label=$1 preset=$2 tok=$3; shift 3
+    local targs=()
+    [ -d "$TOKS/$tok" ] && targs=(--tokenizer-dir "$TOKS/$tok")
+    "$BUILD/pagoda_gpu_bench" --only engine --model-dir "$PRESETS/$preset" --label "$label" "${targs[@]}" \
+      --requests "$N" --out "$OUT/engine-$preset.md" "$@" > "$OUT/engine-$preset.log" 2>&1
+    echo "engine bench $label: rc=$? (tokenizer: ${targs[1]:-ids only})"
+    grep -E "^\| [^b-]" "$OUT/engine-$preset.md" | grep -v "^| benchmark" >> "$OUT/engine.md"
+  }
+  engine_bench Llama-2-7B llama-2-7b llama2
+  engine_bench Qwen2-7B-Instruct qwen2-7b-instruct qwen2 --no-prefill
+  engine_bench Chinese-Alpaca-2-7B chinese-alpaca-2-7b chinese-llama-2 --no-prefill
+  echo
+  echo "== per-op time of one step (Llama-2-7B shape, bf16, CUDA events)"
+  cat "$OUT/ops.md"
+fi
+
 E2E_RC=0
 if [ "${E2E:-1}" = 1 ]; then
   echo
@@ -55,4 +85,15 @@ if [ "${E2E:-1}" = 1 ]; then
   BUILD_DIR="$BUILD" PAGODA_SHARED_DIR="$SHARED" OUT="$OUT" bash scripts/gpu_e2e.sh
   E2E_RC=$?
 fi
+if [ "$BENCH" = 1 ]; then
+  echo
+  echo "== summary (tests rc=$TEST_RC, e2e rc=$E2E_RC)"
+  echo "| benchmark | ms | figure | note |"
+  echo "|---|---:|---:|---|"
+  grep -E "ceiling:|batch 1, CUDA graph|batch 1, ctx|prefill attn 8 x 2048, 32/32 heads D128 bf16 \|" "$OUT/bench.md" 2>/dev/null
+  cat "$OUT/engine.md"
+  grep -E "^\| generate" "$OUT/e2e.md" 2>/dev/null
+fi
+# Everything under one archive too (the device tool returns a few files only).
+[ -n "${ARCHIVE:-}" ] && tar czf "$ARCHIVE" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
 [ "$TEST_RC" = 0 ] && [ "$E2E_RC" = 0 ]

@@ -13,7 +13,9 @@
 
 #ifdef PAGODA_HAVE_CUDA
 #include "gpu/cuda_backend.h"
+#include "gpu/cuda_graphs.h"
 #include "gpu/device_info.h"
+#include "gpu/gpu_sampler.h"
 #endif
 
 namespace pagoda {
@@ -104,18 +106,70 @@ class BackendModelExecutor final : public ModelExecutor {
   std::string describe() const override { return description_; }
 
   void execute(const ForwardBatch& batch, std::vector<float>& logits) override {
-    validate_batch(batch, vocab_size(), num_kv_blocks(), block_size(), opts_.max_num_batched_tokens,
-                   std::min(opts_.max_num_seqs, opts_.max_num_batched_tokens), opts_.max_model_len);
-    Tensor out = model_.forward(backend_->upload_batch(batch));
+    Tensor out = forward(batch);
     logits.resize(static_cast<size_t>(out.numel()));
     backend_->copy_to_host(logits.data(), out);
   }
 
+#ifdef PAGODA_HAVE_CUDA
+  bool can_sample_on_device() const override { return sampler_ != nullptr; }
+
+  void execute_and_sample(const ForwardBatch& batch, const std::vector<DeviceSampleParams>& params,
+                          std::vector<int32_t>& token_ids) override {
+    if (!sampler_) ModelExecutor::execute_and_sample(batch, params, token_ids);
+    if (params.size() != batch.logits_indices.size())
+      throw std::invalid_argument("execute_and_sample: one DeviceSampleParams per logits row expected");
+    Tensor out = forward(batch);
+    sample_params_.resize(params.size());
+    for (size_t i = 0; i < params.size(); ++i)
+      sample_params_[i] = {params[i].temperature, params[i].top_k, params[i].top_p, params[i].min_p, params[i].seed};
+    sampler_->sample(out, sample_params_, token_ids);
+  }
+
+  // CUDA graphs of the decode step (vLLM's capture_model) and the device
+  // sampler; called once the KV cache is allocated.
+  void init_cuda_extras() {
+    sampler_ = std::make_unique<cuda::GpuSampler>(*backend_);
+    if (opts_.enforce_eager) {
+      spdlog::info("CUDA graphs off (--enforce-eager): every step runs eagerly");
+      return;
+    }
+    const int64_t max_size = std::min(opts_.max_num_seqs, opts_.max_num_batched_tokens);
+    graphs_ = std::make_unique<cuda::DecodeGraphs>(
+        *backend_, [this](const DeviceBatch& b) { return model_.forward(b); });
+    const ModelConfig& c = model_.config();
+    graphs_->capture(cuda::DecodeGraphs::capture_sizes(max_size), opts_.max_num_batched_tokens,
+                     (opts_.max_model_len + block_size() - 1) / block_size(), opts_.max_model_len,
+                     static_cast<int>(c.num_attention_heads), static_cast<int>(c.head_dim));
+  }
+  int64_t num_cuda_graphs() const override { return graphs_ ? graphs_->num_graphs() : 0; }
+#endif
+
  private:
+  // Validates, then runs the step: replays a captured graph for a decode
+  // batch that fits one, else runs eagerly. Returns the logits rows of the
+  // batch ([L, vocab] F32 on the device).
+  Tensor forward(const ForwardBatch& batch) {
+    validate_batch(batch, vocab_size(), num_kv_blocks(), block_size(), opts_.max_num_batched_tokens,
+                   std::min(opts_.max_num_seqs, opts_.max_num_batched_tokens), opts_.max_model_len);
+#ifdef PAGODA_HAVE_CUDA
+    if (graphs_) {
+      const int64_t size = graphs_->padded_size(batch);
+      if (size > 0) return graphs_->replay(graphs_->pad(batch, size)).first_rows(batch.num_seqs());
+    }
+#endif
+    return model_.forward(backend_->upload_batch(batch));
+  }
+
   std::unique_ptr<Backend> backend_;
   LlamaModel model_;
   ExecutorOptions opts_;
   std::string description_;
+#ifdef PAGODA_HAVE_CUDA
+  std::unique_ptr<cuda::DecodeGraphs> graphs_;
+  std::unique_ptr<cuda::GpuSampler> sampler_;
+  std::vector<cuda::GpuSampleParams> sample_params_;
+#endif
 };
 
 #ifdef PAGODA_HAVE_CUDA
@@ -234,6 +288,9 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
   spdlog::info("KV cache: {} tokens ({:.1f} MiB, {} bytes per block of {}); maximum concurrency for {} tokens per request: {:.2f}x",
                blocks * bs, static_cast<double>(blocks) * static_cast<double>(per_block) / (1 << 20), per_block, bs,
                opts.max_model_len, static_cast<double>(blocks) / static_cast<double>(blocks_per_seq));
+#ifdef PAGODA_HAVE_CUDA
+  if (use_cuda) ex->init_cuda_extras();
+#endif
   spdlog::info("Model {} on {}", config.architecture, ex->describe());
   return ex;
 }

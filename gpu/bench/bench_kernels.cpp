@@ -5,13 +5,16 @@
 //   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only kernels|model]
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gpu/bench/bench_util.h"
+#include "gpu/bench/bench_engine.h"
 #include "gpu/bench/bench_model.h"
+#include "gpu/bench/bench_ops.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/device_info.h"
@@ -186,14 +189,50 @@ void bench_gemm(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows,
 
 int main(int argc, char** argv) {
   std::string out_path, model_dir, only;
+  EngineBenchOptions eb;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!std::strcmp(argv[i], "--model-dir") && i + 1 < argc) model_dir = argv[++i];
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--tokenizer-dir") && i + 1 < argc) eb.tokenizer_dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--label") && i + 1 < argc) eb.label = argv[++i];
+    else if (!std::strcmp(argv[i], "--requests") && i + 1 < argc) eb.offline_requests = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--no-prefill")) eb.prefill = false;
+    else if (!std::strcmp(argv[i], "--enforce-eager")) eb.enforce_eager = true;
     else {
-      std::fprintf(stderr, "usage: %s [--out FILE] [--model-dir DIR] [--only kernels|model]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--out FILE] [--model-dir DIR] [--only kernels|model|ops|engine]\n"
+                   "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] [--enforce-eager]\n",
+                   argv[0]);
       return 2;
     }
+  }
+  if (only == "engine" || only == "ops") {
+    if (model_dir.empty()) {
+      std::fprintf(stderr, "--only %s needs --model-dir\n", only.c_str());
+      return 2;
+    }
+    std::vector<Row> rows;
+    try {
+      if (only == "ops") {
+        bench_ops(model_dir, rows);
+      } else {
+        eb.model_dir = model_dir;
+        if (eb.label.empty()) eb.label = model_dir;
+        bench_engine(eb, rows);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s benchmark failed: %s\n", only.c_str(), e.what());
+      rows.push_back({only + " benchmark FAILED: " + e.what(), 0, "-", "-"});
+    }
+    print_table(rows, stdout);
+    if (!out_path.empty()) {
+      if (FILE* f = std::fopen(out_path.c_str(), "w")) {
+        print_table(rows, f);
+        std::fclose(f);
+      }
+    }
+    return 0;
   }
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "pagoda_gpu_bench: no CUDA device\n");

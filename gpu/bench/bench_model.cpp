@@ -93,15 +93,16 @@ void bench_model(const std::string& model_dir, double copy_gbs, std::vector<Row>
       std::vector<float> eager_last(logits.begin(), logits.begin() + c.vocab_size);
       // The same steps replayed from one CUDA graph of the decode forward
       // (captured once; upload_batch refills the same device buffers). This
-      // shows what graph capture in the executor would give; valid here
-      // because every step keeps T = 1 and one Flash-Decoding partition.
+      // shows the replay alone; captured at the longest context of the run
+      // so its Flash-Decoding grid covers every step (the executor's
+      // DecodeGraphs capture at max_model_len the same way).
       cudaStream_t st = dynamic_cast<cuda::CudaBackend&>(*backend).stream();
       {
         const DeviceBatch& db = backend->upload_batch(make_batch(1, 0, prompt, max_blocks, bs));
         Tensor lg = model.forward(db);
         backend->copy_to_host(logits.data(), lg);
       }
-      const DeviceBatch& db0 = backend->upload_batch(make_batch(1, prompt, 1, max_blocks, bs));
+      const DeviceBatch& db0 = backend->upload_batch(make_batch(1, prompt + steps - 1, 1, max_blocks, bs));
       backend->synchronize();
       cudaGraph_t graph = nullptr;
       cudaGraphExec_t exec = nullptr;

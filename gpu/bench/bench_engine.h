@@ -1,0 +1,23 @@
+// Whole-engine benchmarks on the CUDA backend (bench_engine.cpp): the real
+// executor (dummy bf16 weights, KV sized by profiling, CUDA graphs unless
+// eager) under the real Engine, driven step by step on this thread.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gpu/bench/bench_util.h"
+
+namespace pagoda::bench {
+
+struct EngineBenchOptions {
+  std::string model_dir;      // config.json (dummy weights)
+  std::string tokenizer_dir;  // "" = ids-only tokenizer (decodes to placeholders)
+  std::string label;          // "Llama-2-7B"
+  int offline_requests = 1000;
+  bool prefill = true;        // 8 x 2048-token prompts
+  bool enforce_eager = false;
+};
+
+void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows);
+
+}  // namespace pagoda::bench
