@@ -157,7 +157,11 @@ class EngineImpl {
       local.requests_finished_total["length"] += out.num_finished_by_capacity;
     did = did || out.num_finished_by_capacity > 0;
     if (!out.empty()) {
-      if (!runner.execute_and_sample(out, scheduler.config().eos_token_ids, sampled)) {
+      if (runner.execute_and_sample(out, scheduler.config().eos_token_ids, device_ids)) {
+        // Sampled on the device: ids only (no logprob was asked for).
+        sampled.clear();
+        for (int32_t id : device_ids) sampled.push_back(TokenLogprob{id, 0.0f, {}});
+      } else {
         runner.execute(out, logits);
         sample(out);
       }
@@ -257,6 +261,7 @@ class EngineImpl {
 
   std::vector<float> logits;
   std::vector<TokenLogprob> sampled;
+  std::vector<int32_t> device_ids;  // ids sampled on the device
   std::vector<float> scratch;
   std::vector<int32_t> suppress;
   EngineStats local;  // engine thread's

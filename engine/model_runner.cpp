@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include "engine/sample/sampler.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -45,7 +47,9 @@ void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits
 bool ModelRunner::device_samplable(const Sequence& seq, const std::vector<int32_t>& eos_token_ids) {
   const SamplingParams& sp = seq.sampling;
   if (sp.presence_penalty != 0.f || sp.frequency_penalty != 0.f || sp.repetition_penalty != 1.f) return false;
-  if (!sp.logit_bias.empty() || sp.logprobs.has_value()) return false;
+  // Logprobs (asked for, or best_of > n ranking by cumulative logprob) and
+  // logit_bias need the host Sampler.
+  if (!sp.logit_bias.empty() || Sampler::wants_logprob(sp)) return false;
   // Out-of-range values keep the CPU Sampler's handling.
   if (!(sp.temperature >= 0.f) || !(sp.top_p > 0.f && sp.top_p <= 1.f) || !(sp.min_p >= 0.f && sp.min_p <= 1.f))
     return false;
@@ -58,8 +62,11 @@ bool ModelRunner::device_samplable(const Sequence& seq, const std::vector<int32_
 bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
                                      std::vector<int32_t>& token_ids) {
   if (!executor_.can_sample_on_device()) return false;
-  for (const ScheduledSeq& s : out.seqs)
-    if (s.samples && !device_samplable(*s.seq, eos_token_ids)) return false;
+  for (const ScheduledSeq& s : out.seqs) {
+    // A group parent's prompt row also serves its forks: the host Sampler
+    // draws several tokens from one row.
+    if (s.samples && (!s.forks.empty() || !device_samplable(*s.seq, eos_token_ids))) return false;
+  }
   params_.clear();
   for (const ScheduledSeq& s : out.seqs) {
     if (!s.samples) continue;
