@@ -77,7 +77,25 @@ class EngineImpl {
       if (id < 0 || id >= executor->vocab_size())
         return "prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                std::to_string(executor->vocab_size()) + ")";
-    if (sp.n != 1) return "n must be 1";
+    if (sp.n < 1) return "n must be >= 1";
+    const int best_of = sp.best_of.value_or(sp.n);
+    if (best_of < sp.n) return "best_of must be >= n";
+    if (best_of > config.max_num_seqs)
+      return "best_of (or n) " + std::to_string(best_of) + " exceeds max_num_seqs (" +
+             std::to_string(config.max_num_seqs) + ")";
+    if (sp.logprobs && (*sp.logprobs < 0 || *sp.logprobs > kMaxLogprobs))
+      return "logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "]";
+    for (auto [id, bias] : sp.logit_bias) {
+      if (id < 0 || id >= executor->vocab_size())
+        return "logit_bias token id " + std::to_string(id) + " is outside the vocabulary";
+      if (!(bias >= -100.0f && bias <= 100.0f)) return "logit_bias values must be in [-100, 100]";
+    }
+    if (sp.min_tokens < 0) return "min_tokens must be >= 0";
+    if (sp.max_tokens && sp.min_tokens > *sp.max_tokens) return "min_tokens must be <= max_tokens";
+    if (!(sp.presence_penalty >= -2.0f && sp.presence_penalty <= 2.0f))
+      return "presence_penalty must be in [-2, 2]";
+    if (!(sp.frequency_penalty >= -2.0f && sp.frequency_penalty <= 2.0f))
+      return "frequency_penalty must be in [-2, 2]";
     if (sp.temperature < 0) return "temperature must be >= 0";
     if (!(sp.top_p > 0 && sp.top_p <= 1)) return "top_p must be in (0, 1]";
     if (sp.top_k < -1) return "top_k must be -1 (off) or >= 0";
@@ -101,9 +119,20 @@ class EngineImpl {
     }
     const int64_t n = static_cast<int64_t>(req->prompt_token_ids.size());
     const int64_t max_tokens = req->sampling.max_tokens.value_or(config.max_model_len - n);
-    uint64_t seed = req->sampling.seed ? *req->sampling.seed : mix_seed(global_seed + request_counter);
-    ++request_counter;
-    scheduler.add(std::make_unique<Sequence>(*req, max_tokens, seed, *tokenizer));
+    // One sequence per candidate. A seeded request's sample i draws from
+    // seed + i (vLLM v1's parallel sampling), so choice 0 of a seeded n > 1
+    // request equals the n = 1 request with the same seed.
+    auto group = std::make_unique<SequenceGroup>();
+    group->request_id = req->request_id;
+    group->n = req->sampling.n;
+    group->best_of = req->sampling.best_of.value_or(req->sampling.n);
+    group->output = req->output;
+    for (int i = 0; i < group->best_of; ++i) {
+      const uint64_t seed = req->sampling.seed ? *req->sampling.seed + static_cast<uint64_t>(i)
+                                               : mix_seed(global_seed + request_counter++);
+      group->seqs.push_back(std::make_unique<Sequence>(*req, max_tokens, seed, *tokenizer, i));
+    }
+    scheduler.add_group(std::move(group));
   }
 
   // Drains the request queue; true when a command was handled.
@@ -141,24 +170,38 @@ class EngineImpl {
     return did;
   }
 
+  // One token (with its raw logprob when wanted) for every sampling
+  // sequence; a group parent's prompt row also serves its forks, each on a
+  // fresh copy of the row.
   void sample(const SchedulerOutput& out) {
-    const int64_t vocab = executor->vocab_size();
+    const size_t vocab = static_cast<size_t>(executor->vocab_size());
     sampled.clear();
     size_t row = 0;
     for (const ScheduledSeq& s : out.seqs) {
       if (!s.samples) continue;
-      Sequence& seq = *s.seq;
-      suppress.clear();
-      if (seq.num_output_tokens() < seq.sampling.min_tokens) {
-        if (!seq.sampling.ignore_eos) suppress = scheduler.config().eos_token_ids;
-        suppress.insert(suppress.end(), seq.sampling.stop_token_ids.begin(),
-                        seq.sampling.stop_token_ids.end());
+      std::span<float> r(logits.data() + row * vocab, vocab);
+      if (s.forks.empty()) {
+        sampled.push_back(sample_one(*s.seq, r));
+      } else {
+        scratch.assign(r.begin(), r.end());
+        sampled.push_back(sample_one(*s.seq, scratch));
+        for (Sequence* child : s.forks) {
+          scratch.assign(r.begin(), r.end());
+          sampled.push_back(sample_one(*child, scratch));
+        }
       }
-      SampleInput in{&seq.sampling, seq.prompt_ids(), seq.output_ids(), suppress, &seq.rng};
-      std::span<float> r(logits.data() + row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
-      sampled.push_back(Sampler::sample(r, in));
       ++row;
     }
+  }
+
+  TokenLogprob sample_one(Sequence& seq, std::span<float> row) {
+    suppress.clear();
+    if (seq.num_output_tokens() < seq.sampling.min_tokens) {
+      if (!seq.sampling.ignore_eos) suppress = scheduler.config().eos_token_ids;
+      suppress.insert(suppress.end(), seq.sampling.stop_token_ids.begin(), seq.sampling.stop_token_ids.end());
+    }
+    SampleInput in{&seq.sampling, seq.prompt_ids(), seq.output_ids(), suppress, &seq.rng};
+    return Sampler::sample_with_logprobs(row, in);
   }
 
   void publish() {
@@ -211,7 +254,8 @@ class EngineImpl {
   uint64_t request_counter = 0;
 
   std::vector<float> logits;
-  std::vector<int32_t> sampled;
+  std::vector<TokenLogprob> sampled;
+  std::vector<float> scratch;
   std::vector<int32_t> suppress;
   EngineStats local;  // engine thread's
   mutable std::mutex stats_mu;
@@ -251,6 +295,7 @@ void Engine::add_request(std::unique_ptr<GenerateRequest> request) {
     push_error(*request, error);
     return;
   }
+  if (request->output) request->output->set_num_choices(request->sampling.n);
   auto cmd = std::make_unique<Command>();
   cmd->kind = Command::Kind::kAdd;
   cmd->request = std::move(request);

@@ -29,8 +29,14 @@ class OutputChannel {
   // Installs the wake-up called after a push onto an empty channel; called on
   // the engine thread, so it must only post work elsewhere.
   void set_notifier(std::function<void()> fn);
-  // True once a finished delta has been pushed.
+  // True once every choice has pushed its finished delta (one for n = 1),
+  // or a delta with a non-empty error was pushed.
   bool finished() const;
+  // The number of choices (SamplingParams::n, >= 1) whose finished deltas
+  // end the channel. Engine::add_request sets it before the request is
+  // queued; default 1.
+  void set_num_choices(int n);
+  int num_choices() const;
 
  private:
   mutable std::mutex mu_;
@@ -38,10 +44,19 @@ class OutputChannel {
   std::deque<RequestOutput> pending_;
   std::function<void()> notify_;
   bool finished_ = false;
+  int num_choices_ = 1;
+  std::vector<int> finished_indices_;
 };
 
 // Collects a whole request synchronously (offline use and tests): waits for
 // the finished delta and returns the deltas merged into one.
+// With n > 1, the deltas of all choices are merged into one (use
+// collect_all()).
 RequestOutput collect(OutputChannel& ch);
+// Collects every choice until the channel is finished: element i merges
+// choice i's deltas (token ids, text, logprobs concatenated; cumulative
+// logprob, usage and finish fields from its last delta). On an error delta
+// the result has one element carrying the error.
+std::vector<RequestOutput> collect_all(OutputChannel& ch);
 
 }  // namespace pagoda

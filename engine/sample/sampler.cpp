@@ -9,50 +9,10 @@
 #include <vector>
 
 namespace pagoda {
+namespace {
 
-double Sampler::uniform(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
-
-int32_t Sampler::argmax(std::span<const float> logits) {
-  if (logits.empty()) throw std::invalid_argument("Sampler::argmax: empty logits");
-  size_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = i;
-  return static_cast<int32_t>(best);
-}
-
-void Sampler::apply_penalties(std::span<float> logits, const SampleInput& in) {
-  const SamplingParams& sp = *in.params;
-  const int64_t vocab = static_cast<int64_t>(logits.size());
-  auto valid = [&](int32_t id) { return id >= 0 && id < vocab; };
-  if (sp.repetition_penalty != 1.0f && sp.repetition_penalty > 0.0f) {
-    std::vector<bool> seen(logits.size(), false);
-    for (int32_t id : in.prompt_ids) if (valid(id)) seen[static_cast<size_t>(id)] = true;
-    for (int32_t id : in.output_ids) if (valid(id)) seen[static_cast<size_t>(id)] = true;
-    for (size_t i = 0; i < logits.size(); ++i) {
-      if (!seen[i]) continue;
-      logits[i] = logits[i] > 0 ? logits[i] / sp.repetition_penalty : logits[i] * sp.repetition_penalty;
-    }
-  }
-  if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f) {
-    std::unordered_map<int32_t, int32_t> counts;
-    for (int32_t id : in.output_ids) if (valid(id)) counts[id]++;
-    for (auto [id, c] : counts)
-      logits[static_cast<size_t>(id)] -= sp.frequency_penalty * static_cast<float>(c) + sp.presence_penalty;
-  }
-  for (int32_t id : in.suppress_ids)
-    if (valid(id)) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
-}
-
-int32_t Sampler::sample(std::span<float> logits, const SampleInput& in) {
-  if (logits.empty()) throw std::invalid_argument("Sampler::sample: empty logits");
-  if (!in.params) throw std::invalid_argument("Sampler::sample: no SamplingParams");
-  const SamplingParams& sp = *in.params;
-  apply_penalties(logits, in);
-  if (sp.greedy()) return argmax(logits);
-  if (!in.rng) throw std::invalid_argument("Sampler::sample: no rng for random sampling");
-
+// Step 5's filtered distribution (non-greedy), normalised to sum 1.
+std::vector<double> filtered_probs(std::span<const float> logits, const SamplingParams& sp) {
   // Softmax of logits / temperature (in double for stable sums).
   const size_t vocab = logits.size();
   double max_l = -std::numeric_limits<double>::infinity();
@@ -68,8 +28,9 @@ int32_t Sampler::sample(std::span<float> logits, const SampleInput& in) {
   // Tokens sorted by probability, most likely first (ties: lower id first).
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)];
+  });
   std::vector<bool> keep(vocab, true);
   const double top = prob[static_cast<size_t>(order[0])];
   if (sp.min_p > 0.0f)
@@ -95,16 +56,124 @@ int32_t Sampler::sample(std::span<float> logits, const SampleInput& in) {
   }
   double total = 0.0;
   for (size_t i = 0; i < vocab; ++i) total += keep[i] ? prob[i] : 0.0;
-  const double r = uniform(*in.rng) * total;
+  for (size_t i = 0; i < vocab; ++i) prob[i] = keep[i] ? prob[i] / total : 0.0;
+  return prob;
+}
+
+void check_input(std::span<const float> logits, const SampleInput& in) {
+  if (logits.empty()) throw std::invalid_argument("Sampler::sample: empty logits");
+  if (!in.params) throw std::invalid_argument("Sampler::sample: no SamplingParams");
+}
+
+}  // namespace
+
+double Sampler::uniform(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::argmax(std::span<const float> logits) {
+  if (logits.empty()) throw std::invalid_argument("Sampler::argmax: empty logits");
+  size_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+bool Sampler::wants_logprob(const SamplingParams& sp) {
+  return sp.logprobs.has_value() || sp.best_of.value_or(sp.n) > sp.n;
+}
+
+std::vector<double> Sampler::log_softmax(std::span<const float> logits) {
+  double max_l = -std::numeric_limits<double>::infinity();
+  for (float l : logits) max_l = std::max(max_l, static_cast<double>(l));
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_l);
+  const double lse = max_l + std::log(sum);
+  std::vector<double> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - lse;
+  return out;
+}
+
+void Sampler::apply_penalties(std::span<float> logits, const SampleInput& in) {
+  const SamplingParams& sp = *in.params;
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  auto valid = [&](int32_t id) { return id >= 0 && id < vocab; };
+  for (auto [id, bias] : sp.logit_bias)
+    if (valid(id)) logits[static_cast<size_t>(id)] += bias;
+  for (int32_t id : in.suppress_ids)
+    if (valid(id)) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+  if (sp.repetition_penalty != 1.0f && sp.repetition_penalty > 0.0f) {
+    std::vector<bool> seen(logits.size(), false);
+    for (int32_t id : in.prompt_ids) if (valid(id)) seen[static_cast<size_t>(id)] = true;
+    for (int32_t id : in.output_ids) if (valid(id)) seen[static_cast<size_t>(id)] = true;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (!seen[i]) continue;
+      logits[i] = logits[i] > 0 ? logits[i] / sp.repetition_penalty : logits[i] * sp.repetition_penalty;
+    }
+  }
+  if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f) {
+    std::unordered_map<int32_t, int32_t> counts;
+    for (int32_t id : in.output_ids) if (valid(id)) counts[id]++;
+    for (auto [id, c] : counts)
+      logits[static_cast<size_t>(id)] -= sp.frequency_penalty * static_cast<float>(c) + sp.presence_penalty;
+  }
+}
+
+std::vector<double> Sampler::probabilities(std::span<float> logits, const SampleInput& in) {
+  check_input(logits, in);
+  apply_penalties(logits, in);
+  if (in.params->greedy()) {
+    std::vector<double> p(logits.size(), 0.0);
+    p[static_cast<size_t>(argmax(logits))] = 1.0;
+    return p;
+  }
+  return filtered_probs(logits, *in.params);
+}
+
+int32_t Sampler::sample(std::span<float> logits, const SampleInput& in) {
+  check_input(logits, in);
+  const SamplingParams& sp = *in.params;
+  apply_penalties(logits, in);
+  if (sp.greedy()) return argmax(logits);
+  if (!in.rng) throw std::invalid_argument("Sampler::sample: no rng for random sampling");
+  const std::vector<double> prob = filtered_probs(logits, sp);
+  const double r = uniform(*in.rng);
   double acc = 0.0;
-  int32_t last_kept = order[0];
-  for (size_t i = 0; i < vocab; ++i) {
-    if (!keep[i]) continue;
+  int32_t last_kept = -1;
+  for (size_t i = 0; i < prob.size(); ++i) {
+    if (prob[i] <= 0.0) continue;
     acc += prob[i];
     last_kept = static_cast<int32_t>(i);
     if (r < acc) return static_cast<int32_t>(i);
   }
   return last_kept;  // rounding at the very top of the CDF
+}
+
+TokenLogprob Sampler::sample_with_logprobs(std::span<float> logits, const SampleInput& in) {
+  check_input(logits, in);
+  TokenLogprob out;
+  if (!wants_logprob(*in.params)) {
+    out.token_id = sample(logits, in);
+    return out;
+  }
+  // Raw log-softmax first: the steps below modify the row in place.
+  const std::vector<double> lp = log_softmax(logits);
+  const int k = std::clamp(in.params->logprobs.value_or(0), 0, kMaxLogprobs);
+  if (k > 0) {
+    std::vector<int32_t> ids(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    const size_t kk = std::min(static_cast<size_t>(k), ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kk), ids.end(),
+                      [&](int32_t a, int32_t b) {
+                        const double la = lp[static_cast<size_t>(a)], lb = lp[static_cast<size_t>(b)];
+                        return la > lb || (la == lb && a < b);
+                      });
+    for (size_t i = 0; i < kk; ++i)
+      out.top.emplace_back(ids[i], static_cast<float>(lp[static_cast<size_t>(ids[i])]));
+  }
+  out.token_id = sample(logits, in);
+  out.logprob = static_cast<float>(lp[static_cast<size_t>(out.token_id)]);
+  return out;
 }
 
 }  // namespace pagoda

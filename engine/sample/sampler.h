@@ -1,29 +1,41 @@
-// Sampler: picks one token from one row of logits, with vLLM's sampling
+// Sampler: picks one token from one row of logits, with vLLM v1's sampling
 // semantics (vllm/v1/sample/sampler.py, ops/topk_topp_sampler.py,
-// ops/penalties.py). Order of operations:
-//  1. penalties on the raw logits: repetition_penalty (CTRL, Keskar et al.
-//     2019: a token seen in the prompt or output has its logit divided by the
-//     penalty when positive, multiplied when negative), then frequency_penalty
-//     (minus penalty x count in the output) and presence_penalty (minus
-//     penalty once if present in the output) as in OpenAI's API;
+// ops/penalties.py, logits_processor builtins). Order of operations:
+//  0. logprobs (when wanted, see wants_logprob()): the raw model
+//     log-softmax of the row, before anything below (vLLM's default
+//     logprobs_mode "raw_logprobs");
+//  1. logit_bias: bias[id] added to the logit (OpenAI logit_bias);
 //  2. min_tokens: `suppress_ids` (EOS, stop_token_ids) get -inf;
-//  3. greedy (temperature < 1e-5): argmax, ties to the lowest id;
-//  4. else logits / temperature → softmax; min_p drops tokens whose
+//  3. penalties: repetition_penalty (CTRL, Keskar et al. 2019: a token seen
+//     in the prompt or output has its logit divided by the penalty when
+//     positive, multiplied when negative), then frequency_penalty (minus
+//     penalty x count in the output) and presence_penalty (minus penalty
+//     once if present in the output) as in OpenAI's API;
+//  4. greedy (temperature < 1e-5): argmax, ties to the lowest id;
+//  5. else logits / temperature → softmax; min_p drops tokens whose
 //     probability is below min_p x the top probability; top_k keeps the k
 //     most likely (ties at the k-th value kept); top_p keeps the smallest
 //     most-likely-first set whose mass reaches top_p (nucleus sampling,
-//     Holtzman et al. 2019); one uniform draw from `rng` picks a token by
-//     inverse CDF over the kept tokens in id order.
+//     Holtzman et al. 2019), renormalised over what min_p/top_k kept; one
+//     uniform draw from `rng` picks a token by inverse CDF over the kept
+//     tokens in id order.
 // Each sequence owns its rng, so a seeded request samples the same tokens
 // whatever else is in the batch.
 #pragma once
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
 
+#include "engine/request.h"
 #include "engine/sample/sampling_params.h"
 
 namespace pagoda {
+
+// Most top logprobs a request may ask for (SamplingParams::logprobs): the
+// OpenAI chat API's top_logprobs limit, also vLLM's default max_logprobs.
+// Applied to completions' integer `logprobs` too.
+inline constexpr int kMaxLogprobs = 20;
 
 struct SampleInput {
   const SamplingParams* params = nullptr;
@@ -40,8 +52,26 @@ class Sampler {
   // empty row or a missing params/rng.
   static int32_t sample(std::span<float> logits, const SampleInput& in);
 
-  // Steps 1-2 only (exposed for tests).
+  // sample() plus the chosen token's raw log-probability (natural log of the
+  // softmax of the row as given, before step 1) and, when params->logprobs
+  // = k > 0, the k (capped at kMaxLogprobs) most likely raw tokens, most
+  // likely first, ties to the lower id. When wants_logprob(params) is false
+  // the logprob is 0 and top is empty (no extra pass over the row).
+  static TokenLogprob sample_with_logprobs(std::span<float> logits, const SampleInput& in);
+
+  // True when a request needs per-token logprobs: logprobs asked for, or
+  // best_of > n (candidates are ranked by cumulative logprob).
+  static bool wants_logprob(const SamplingParams& sp);
+
+  // Raw log-softmax of one row (double precision), for tests and reference.
+  static std::vector<double> log_softmax(std::span<const float> logits);
+
+  // Steps 1-3 only (exposed for tests).
   static void apply_penalties(std::span<float> logits, const SampleInput& in);
+  // Steps 1-3 and 5's filtering: the probability of each token under the
+  // request's settings, the distribution the draw of step 5 uses ([vocab],
+  // sums to 1; for greedy, 1 on the argmax). Modifies logits in place.
+  static std::vector<double> probabilities(std::span<float> logits, const SampleInput& in);
   // Argmax, ties to the lowest id.
   static int32_t argmax(std::span<const float> logits);
   // A uniform double in [0, 1) from 53 random bits of rng (portable, unlike

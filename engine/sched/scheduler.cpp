@@ -11,6 +11,12 @@ int64_t SchedulerOutput::num_samples() const {
   return n;
 }
 
+int64_t SchedulerOutput::num_sampled_tokens() const {
+  int64_t n = 0;
+  for (const ScheduledSeq& s : seqs) n += s.samples ? 1 + static_cast<int64_t>(s.forks.size()) : 0;
+  return n;
+}
+
 Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks)
     : config_(std::move(config)), blocks_(blocks) {
   stop_config_.max_model_len = config_.max_model_len;
@@ -18,38 +24,122 @@ Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks)
 }
 
 Scheduler::~Scheduler() {
-  for (auto& [id, seq] : seqs_) blocks_.free(seq->block_table);
+  for (auto& [id, g] : groups_)
+    for (auto& seq : g->seqs) blocks_.free(seq->block_table);
 }
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) {
-  if (contains(seq->request_id))
-    throw std::invalid_argument("request id '" + seq->request_id + "' is already in use");
-  seq->status = SequenceStatus::kWaiting;
-  waiting_.push_back(seq.get());
-  std::string id = seq->request_id;
-  seqs_.emplace(std::move(id), std::move(seq));
+  auto g = std::make_unique<SequenceGroup>();
+  g->request_id = seq->request_id;
+  g->output = seq->output;
+  g->seqs.push_back(std::move(seq));
+  add_group(std::move(g));
 }
 
-void Scheduler::retire(Sequence* seq) {
+void Scheduler::add_group(std::unique_ptr<SequenceGroup> g) {
+  if (contains(g->request_id))
+    throw std::invalid_argument("request id '" + g->request_id + "' is already in use");
+  if (g->n < 1 || g->best_of < g->n || static_cast<int>(g->seqs.size()) != g->best_of)
+    throw std::invalid_argument("Scheduler::add_group: malformed group '" + g->request_id + "'");
+  for (int i = 0; i < g->best_of; ++i) {
+    Sequence& s = *g->seqs[static_cast<size_t>(i)];
+    if (s.index != i || s.request_id != g->request_id)
+      throw std::invalid_argument("Scheduler::add_group: sequence " + std::to_string(i) + " of '" +
+                                  g->request_id + "' has the wrong index or id");
+    s.group = g.get();
+    s.status = SequenceStatus::kWaiting;
+  }
+  g->forked = g->best_of == 1;
+  g->num_finished = 0;
+  waiting_.push_back(g->seqs[0].get());
+  std::string id = g->request_id;
+  groups_.emplace(std::move(id), std::move(g));
+}
+
+int64_t Scheduler::seats(const Sequence* seq) {
+  const SequenceGroup* g = seq->group;
+  return g && !g->forked && seq == g->seqs[0].get() ? g->best_of : 1;
+}
+
+ScheduledSeq Scheduler::scheduled(Sequence* seq, int64_t n, bool samples) const {
+  ScheduledSeq s{seq, n, samples, {}};
+  if (samples && seats(seq) > 1)
+    for (size_t i = 1; i < seq->group->seqs.size(); ++i) s.forks.push_back(seq->group->seqs[i].get());
+  return s;
+}
+
+void Scheduler::fork_child(Sequence& parent, Sequence& child) {
+  const int64_t full = parent.num_prompt_tokens / blocks_.block_size();
+  BlockTable prefix(parent.block_table.begin(), parent.block_table.begin() + static_cast<std::ptrdiff_t>(full));
+  child.block_table = blocks_.fork(prefix);
+  child.num_computed_tokens = full * blocks_.block_size();
+  child.status = SequenceStatus::kRunning;
+  running_.push_back(&child);
+}
+
+void Scheduler::emit_best(SequenceGroup& g) {
+  std::vector<Sequence*> order;
+  for (auto& s : g.seqs) order.push_back(s.get());
+  // Highest cumulative logprob first (vLLM: sorted by cumulative logprob);
+  // ties keep the lower sample index.
+  std::stable_sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) {
+    return a->cumulative_logprob > b->cumulative_logprob;
+  });
+  for (int r = 0; r < g.n; ++r) {
+    RequestOutput d = make_delta(*order[static_cast<size_t>(r)]);
+    d.index = r;
+    if (g.output) g.output->push(std::move(d));
+  }
+}
+
+void Scheduler::retire(Sequence* seq, PostprocessResult* res) {
+  SequenceGroup& g = *seq->group;
   blocks_.free(seq->block_table);
-  if (seq->output) seq->output->push(make_delta(*seq));
-  seqs_.erase(seq->request_id);
+  ++g.num_finished;
+  if (g.streams() && g.output) g.output->push(make_delta(*seq));
+  if (!g.forked && seq == g.seqs[0].get()) {
+    // Finished before its samples forked (out of KV capacity, aborted):
+    // they end with it, with no tokens.
+    g.forked = true;
+    for (size_t i = 1; i < g.seqs.size(); ++i) {
+      Sequence& c = *g.seqs[i];
+      if (c.finished()) continue;
+      finish_sequence(c, seq->finish_reason);
+      ++g.num_finished;
+      if (g.streams() && g.output) g.output->push(make_delta(c));
+    }
+  }
+  if (g.num_finished == g.best_of) {
+    if (!g.streams()) emit_best(g);
+    if (res) res->finished.push_back(seq->finish_reason);
+    done_.push_back(g.request_id);
+  }
+}
+
+void Scheduler::reap() {
+  for (const std::string& id : done_) groups_.erase(id);
+  done_.clear();
 }
 
 bool Scheduler::abort(const std::string& request_id) {
-  auto it = seqs_.find(request_id);
-  if (it == seqs_.end()) return false;
-  Sequence* seq = it->second.get();
-  std::erase(waiting_, seq);
-  std::erase(running_, seq);
-  finish_sequence(*seq, FinishReason::kAbort);
-  retire(seq);
+  auto it = groups_.find(request_id);
+  if (it == groups_.end()) return false;
+  SequenceGroup& g = *it->second;
+  for (auto& s : g.seqs) {
+    Sequence* seq = s.get();
+    if (seq->finished()) continue;
+    std::erase(waiting_, seq);
+    std::erase(running_, seq);
+    finish_sequence(*seq, FinishReason::kAbort);
+    retire(seq, nullptr);
+  }
+  reap();
   return true;
 }
 
 int64_t Scheduler::abort_all() {
   std::vector<std::string> ids;
-  for (auto& [id, seq] : seqs_) ids.push_back(id);
+  for (auto& [id, g] : groups_) ids.push_back(id);
   for (const std::string& id : ids) abort(id);
   return static_cast<int64_t>(ids.size());
 }
@@ -89,8 +179,9 @@ SchedulerOutput Scheduler::schedule() {
       // sequence's next token. It ends as if capped by length.
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
       finish_sequence(*seq, FinishReason::kLength);
-      retire(seq);
-      ++out.num_finished_by_capacity;
+      PostprocessResult r;
+      retire(seq, &r);
+      out.num_finished_by_capacity += static_cast<int64_t>(r.finished.size());
       continue;
     }
     blocks_.allocate(seq->block_table, need);
@@ -98,14 +189,17 @@ SchedulerOutput Scheduler::schedule() {
     bool decoding = n == 1 && seq->num_output_tokens() > 0 &&
                     seq->num_computed_tokens == seq->num_tokens() - 1;
     (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
-    out.seqs.push_back({seq, n, samples});
+    out.seqs.push_back(scheduled(seq, n, samples));
     budget -= n;
     ++i;
   }
 
-  // 2. Waiting sequences, FIFO, unless this step had to preempt.
+  // 2. Waiting sequences, FIFO, unless this step had to preempt. A parent
+  // that has not forked needs seats for its whole group.
+  int64_t seats_taken = 0;
+  for (const Sequence* s : running_) seats_taken += seats(s);
   while (out.num_preempted == 0 && budget > 0 && !waiting_.empty() &&
-         static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
+         seats_taken + seats(waiting_.front()) <= config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     int64_t n = std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
     int64_t need = seq->num_computed_tokens + n;
@@ -114,35 +208,55 @@ SchedulerOutput Scheduler::schedule() {
     waiting_.pop_front();
     seq->status = SequenceStatus::kRunning;
     running_.push_back(seq);
+    seats_taken += seats(seq);
     out.num_prefill_tokens += n;
-    out.seqs.push_back({seq, n, need == seq->num_tokens()});
+    out.seqs.push_back(scheduled(seq, n, need == seq->num_tokens()));
     budget -= n;
   }
+  reap();
   return out;
 }
 
+void Scheduler::append(Sequence* seq, const TokenLogprob& t, PostprocessResult* res) {
+  seq->cumulative_logprob += t.logprob;
+  if (seq->sampling.logprobs) seq->logprobs.push_back(t);
+  const bool done = append_token(*seq, t.token_id, stop_config_);
+  ++res->num_generated;
+  if (done) {
+    std::erase(running_, seq);
+    retire(seq, res);
+  } else if (seq->group->streams() && seq->output) {
+    seq->output->push(make_delta(*seq));
+  }
+}
+
 PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
-                                         std::span<const int32_t> sampled) {
+                                         std::span<const TokenLogprob> sampled) {
   PostprocessResult res;
-  if (static_cast<int64_t>(sampled.size()) != out.num_samples())
+  if (static_cast<int64_t>(sampled.size()) != out.num_sampled_tokens())
     throw std::logic_error("Scheduler::postprocess: sampled token count mismatch");
   size_t k = 0;
   for (const ScheduledSeq& s : out.seqs) {
     Sequence* seq = s.seq;
     seq->num_computed_tokens += s.num_new_tokens;
     if (!s.samples) continue;
-    bool done = append_token(*seq, sampled[k++], stop_config_);
-    ++res.num_generated;
-    if (done) {
-      res.finished.push_back(seq->finish_reason);
-      std::erase(running_, seq);
-      retire(seq);
-    } else if (seq->output) {
-      RequestOutput d = make_delta(*seq);
-      seq->output->push(std::move(d));
+    const TokenLogprob& own = sampled[k++];
+    for (Sequence* child : s.forks) {
+      fork_child(*seq, *child);
+      append(child, sampled[k++], &res);
     }
+    if (!s.forks.empty()) seq->group->forked = true;
+    append(seq, own, &res);
   }
+  reap();
   return res;
+}
+
+PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
+                                         std::span<const int32_t> sampled) {
+  std::vector<TokenLogprob> t(sampled.size());
+  for (size_t i = 0; i < sampled.size(); ++i) t[i].token_id = sampled[i];
+  return postprocess(out, std::span<const TokenLogprob>(t));
 }
 
 }  // namespace pagoda

@@ -17,6 +17,19 @@
 // postprocess() advances num_computed_tokens, appends the sampled tokens,
 // checks stops (stop_checker.h), frees finished sequences' blocks at once and
 // pushes every delta to the sequences' OutputChannels.
+//
+// n > 1 / best_of (SequenceGroup, sequence.h): only the group's parent is
+// queued; it prefills the prompt once, and the step that samples its prompt
+// (the final prefill chunk) also samples the first token of every other
+// sequence of the group from the same logits row (ScheduledSeq::forks).
+// Those then fork off the parent: they share its full prompt blocks
+// (reference counts) and recompute only the prompt's partial last block, if
+// any, into a block of their own together with their first token (at most
+// block_size - 1 extra prompt tokens each, instead of a KV block copy: as
+// vLLM v1, whose parallel samples share full blocks through the prefix cache
+// and recompute the rest). Each sequence is then scheduled, preempted (by
+// recompute: it re-prefills alone) and finished on its own; a waiting
+// parent is admitted only when max_num_seqs has room for its whole group.
 // Engine thread only.
 #pragma once
 #include <cstdint>
@@ -48,6 +61,9 @@ struct ScheduledSeq {
   // True when this step completes the sequence's known tokens, so its last
   // row's logits are sampled (a decode or a final prefill chunk).
   bool samples = false;
+  // A group parent's prompt-sampling step: these sequences (the rest of its
+  // group) also draw their first token from this row, after seq's.
+  std::vector<Sequence*> forks;
 };
 
 struct SchedulerOutput {
@@ -60,12 +76,17 @@ struct SchedulerOutput {
   // "length"); their final deltas are already pushed.
   int64_t num_finished_by_capacity = 0;
   bool empty() const { return seqs.empty(); }
+  // Logits rows of the step: sequences with samples == true.
   int64_t num_samples() const;
+  // Tokens to sample: one per row plus one per fork.
+  int64_t num_sampled_tokens() const;
 };
 
 struct PostprocessResult {
   int64_t num_generated = 0;  // tokens appended
-  std::vector<FinishReason> finished;  // one per sequence that finished
+  // One per request that finished (all its sequences): the finish reason of
+  // its last sequence.
+  std::vector<FinishReason> finished;
 };
 
 class Scheduler {
@@ -73,35 +94,59 @@ class Scheduler {
   Scheduler(SchedulerConfig config, BlockManager& blocks);
   ~Scheduler();
 
-  // Queues a new sequence (waiting). Its request id must not be in use
-  // (contains() first); throws std::invalid_argument otherwise.
+  // Queues a new request of one sequence (waiting). Its request id must not
+  // be in use (contains() first); throws std::invalid_argument otherwise.
   void add(std::unique_ptr<Sequence> seq);
-  bool contains(const std::string& request_id) const { return seqs_.count(request_id) != 0; }
-  // Aborts a waiting or running sequence: frees its blocks, pushes a final
-  // delta with finish_reason "abort". False when the id is unknown.
+  // Queues a request of group->best_of sequences (seqs[i]->index == i,
+  // 1 <= n <= best_of); throws std::invalid_argument on a used id or a
+  // malformed group.
+  void add_group(std::unique_ptr<SequenceGroup> group);
+  bool contains(const std::string& request_id) const { return groups_.count(request_id) != 0; }
+  // Aborts a request's waiting or running sequences: frees all their
+  // blocks, pushes a final "abort" delta per unfinished choice (best_of > n:
+  // the n best candidates so far). False when the id is unknown.
   bool abort(const std::string& request_id);
   // Aborts everything (engine shutdown). Returns how many were aborted.
   int64_t abort_all();
 
   SchedulerOutput schedule();
-  // sampled[k]: the token for the k-th sequence of `out` with samples == true.
+  // sampled: out.num_sampled_tokens() tokens, in schedule order, for each
+  // sequence with samples == true its own token then its forks' in order.
+  // Throws std::logic_error on a count mismatch.
+  PostprocessResult postprocess(const SchedulerOutput& out, std::span<const TokenLogprob> sampled);
+  // The same without logprobs (cumulative_logprob stays 0).
   PostprocessResult postprocess(const SchedulerOutput& out, std::span<const int32_t> sampled);
 
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
-  bool has_unfinished() const { return !seqs_.empty(); }
+  bool has_unfinished() const { return !groups_.empty(); }
   int64_t num_preemptions_total() const { return num_preemptions_total_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:
   void preempt(Sequence* seq);
-  // Frees the sequence's blocks, pushes its final delta and forgets it.
-  void retire(Sequence* seq);
+  // Seats in max_num_seqs a sequence takes: its whole group for a parent
+  // that has not forked yet, else 1.
+  static int64_t seats(const Sequence* seq);
+  ScheduledSeq scheduled(Sequence* seq, int64_t n, bool samples) const;
+  // Shares the parent's full prompt blocks with `child` and queues it as
+  // running (its partial last prompt block, if any, to be recomputed).
+  void fork_child(Sequence& parent, Sequence& child);
+  // Appends one sampled token; on a finish, retires the sequence.
+  void append(Sequence* seq, const TokenLogprob& t, PostprocessResult* res);
+  // For a sequence already marked finished: frees its blocks, pushes its
+  // final delta (streaming groups) and, when the whole group is done, the
+  // best_of results and marks the group for reap(). A parent that finishes
+  // before forking finishes its unforked samples with the same reason.
+  void retire(Sequence* seq, PostprocessResult* res);
+  void emit_best(SequenceGroup& g);
+  void reap();  // forgets finished groups
 
   SchedulerConfig config_;
   StopConfig stop_config_;
   BlockManager& blocks_;
-  std::map<std::string, std::unique_ptr<Sequence>> seqs_;
+  std::map<std::string, std::unique_ptr<SequenceGroup>> groups_;
+  std::vector<std::string> done_;  // finished groups to forget
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order
   int64_t num_preemptions_total_ = 0;

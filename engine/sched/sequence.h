@@ -1,7 +1,8 @@
-// Sequence: one request's state inside the engine (vLLM's Request /
+// Sequence: one sample's state inside the engine (vLLM's Sequence /
 // nano-vllm's Sequence): its tokens, how many of them are in the KV cache,
 // its block table, its sampling state, its detokenizer and output channel.
-// Owned by the Scheduler; touched only on the engine thread.
+// SequenceGroup: one request = best_of sequences sharing the prompt (vLLM
+// v0's SequenceGroup). Owned by the Scheduler; engine thread only.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -20,11 +21,15 @@
 
 namespace pagoda {
 
+struct SequenceGroup;
+
 enum class SequenceStatus { kWaiting, kRunning, kFinished };
 
 struct Sequence {
-  Sequence(const GenerateRequest& req, int64_t max_tokens, uint64_t rng_seed, const Tokenizer& tok)
+  Sequence(const GenerateRequest& req, int64_t max_tokens, uint64_t rng_seed, const Tokenizer& tok,
+           int index = 0)
       : request_id(req.request_id),
+        index(index),
         token_ids(req.prompt_token_ids),
         num_prompt_tokens(static_cast<int64_t>(req.prompt_token_ids.size())),
         sampling(req.sampling),
@@ -35,6 +40,10 @@ struct Sequence {
         detokenizer(tok, req.prompt_token_ids, req.sampling.skip_special_tokens) {}
 
   std::string request_id;
+  // Sample index within the request's group, [0, best_of). Deltas carry it
+  // as RequestOutput::index when the group streams (best_of == n).
+  int index = 0;
+  SequenceGroup* group = nullptr;  // set by the Scheduler
   // Prompt followed by the generated tokens.
   std::vector<int32_t> token_ids;
   int64_t num_prompt_tokens = 0;
@@ -57,6 +66,11 @@ struct Sequence {
   size_t text_sent = 0;     // bytes of output_text already pushed as deltas
   size_t tokens_sent = 0;   // output tokens already pushed as deltas
 
+  // Raw logprobs of the output tokens (Sampler::sample_with_logprobs), kept
+  // when SamplingParams::logprobs is set: parallel to output_ids().
+  std::vector<TokenLogprob> logprobs;
+  double cumulative_logprob = 0.0;  // sum of the output tokens' logprobs
+
   FinishReason finish_reason = FinishReason::kNone;
   std::optional<std::string> stop_str;
   std::optional<int32_t> stop_token_id;
@@ -70,6 +84,25 @@ struct Sequence {
     return {token_ids.data() + num_prompt_tokens, static_cast<size_t>(num_output_tokens())};
   }
   bool finished() const { return status == SequenceStatus::kFinished; }
+};
+
+// One request's samples. seqs[0] (the parent) prefills the prompt; when its
+// prefill completes, the prompt's last-position logits are sampled once per
+// sequence and the others fork off it (forked = true): they share the
+// parent's full prompt blocks (BlockManager::fork, reference counts) and
+// write their own tokens to their own blocks.
+struct SequenceGroup {
+  std::string request_id;
+  int n = 1;        // choices returned
+  int best_of = 1;  // sequences generated (>= n)
+  std::shared_ptr<OutputChannel> output;
+  std::vector<std::unique_ptr<Sequence>> seqs;  // [best_of]
+  bool forked = false;
+  int num_finished = 0;
+  // Deltas stream per choice when best_of == n; with best_of > n nothing is
+  // sent until every candidate finished, then the n best (by cumulative
+  // logprob) are sent whole (vLLM does not stream best_of).
+  bool streams() const { return best_of == n; }
 };
 
 }  // namespace pagoda

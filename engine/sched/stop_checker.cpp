@@ -89,8 +89,12 @@ bool append_token(Sequence& seq, int32_t token, const StopConfig& cfg) {
 RequestOutput make_delta(Sequence& seq) {
   RequestOutput out;
   out.request_id = seq.request_id;
+  out.index = seq.index;
   auto ids = seq.output_ids();
   out.token_ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(seq.tokens_sent), ids.end());
+  if (seq.logprobs.size() == ids.size())
+    out.logprobs.assign(seq.logprobs.begin() + static_cast<std::ptrdiff_t>(seq.tokens_sent), seq.logprobs.end());
+  out.cumulative_logprob = seq.cumulative_logprob;
   seq.tokens_sent = ids.size();
 
   const std::string& text = seq.output_text;

@@ -33,9 +33,10 @@ bool append_token(Sequence& seq, int32_t token, const StopConfig& cfg);
 // Marks `seq` finished with `reason` (length by capacity, abort).
 void finish_sequence(Sequence& seq, FinishReason reason);
 
-// The delta since the last one: new token ids, new text (whole UTF-8
-// characters; the stop-string hold-back kept unless finished), usage counts,
-// and the finish fields when finished. Advances the sent offsets.
+// The delta since the last one: the sequence's index, new token ids (and
+// their logprobs when kept), new text (whole UTF-8 characters; the
+// stop-string hold-back kept unless finished), cumulative logprob, usage
+// counts, and the finish fields when finished. Advances the sent offsets.
 RequestOutput make_delta(Sequence& seq);
 
 }  // namespace pagoda
