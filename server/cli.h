@@ -17,6 +17,8 @@ struct ServeArgs {
   std::string host = "0.0.0.0";
   uint16_t port = 8000;  // 0: the OS picks a free port (printed)
   int network_threads = 2;
+  std::string api_key;                        // --api-key / PAGODA_API_KEY
+  std::vector<std::string> allowed_origins;   // --allowed-origins (CORS)
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

@@ -19,6 +19,12 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
   app.add_option("--port", a.port, "Port (0: pick a free one)");
   app.add_option("--network-threads", a.network_threads, "Threads running the HTTP server")
       ->check(CLI::Range(1, 256));
+  app.add_option("--api-key", a.api_key,
+                 "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize, /generate")
+      ->envname("PAGODA_API_KEY");
+  app.add_option("--allowed-origins", a.allowed_origins,
+                 "CORS origins allowed to call the API: a JSON list ('[\"*\"]') or comma-separated; "
+                 "default none");
   add_engine_flags(app, a.engine);
 }
 
@@ -43,6 +49,9 @@ int run_serve(ServeArgs a) {
     ServerContext ctx;
     ctx.model = make_serving_model(m, a.engine.model_dir);
     ctx.engine = &handle;
+    ctx.access.api_key = a.api_key;
+    ctx.access.allowed_origins = parse_allowed_origins(a.allowed_origins);
+    if (!a.api_key.empty()) spdlog::info("API key required on /v1/*, /tokenize, /detokenize, /generate");
 
     auto server = std::make_unique<HttpServer>(ctx, a.host, a.port, a.network_threads);
     std::optional<boost::asio::signal_set> signals;

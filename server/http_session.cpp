@@ -1,5 +1,6 @@
 #include "server/http_session.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <boost/asio/dispatch.hpp>
@@ -53,11 +54,17 @@ void HttpSession::on_read(beast::error_code ec) {
 void HttpSession::handle(Request&& req) {
   http_version_ = req.version();
   keep_alive_ = req.keep_alive();
-  RouteResult r = router_.route(req.method(), req.target(), req.body());
+  // API key and CORS (access_control.h) before routing.
+  cors_headers_ = cors_headers(ctx_.access, req[http::field::origin]);
+  std::optional<RouteResult> denied =
+      check_access(ctx_.access, req.method(), req.target(), req[http::field::authorization], req[http::field::origin],
+                   req[http::field::access_control_request_headers]);
+  RouteResult r = denied ? std::move(*denied) : router_.route(req.method(), req.target(), req.body());
   if (r.generate) return start_generation(std::move(*r.generate));
   Response res{static_cast<http::status>(r.status), http_version_};
   res.set(http::field::content_type, r.content_type);
   for (auto& [k, v] : r.headers) res.set(k, v);
+  for (auto& [k, v] : cors_headers_) res.set(k, v);
   res.body() = std::move(r.body);
   res.keep_alive(keep_alive_);
   res.prepare_payload();
@@ -85,8 +92,8 @@ void HttpSession::close() {
 
 void HttpSession::start_generation(ParsedRequest&& parsed) {
   gen_ = std::move(parsed);
-  channel_ = std::make_shared<OutputChannel>();
-  merged_ = RequestOutput{};
+  merged_.assign(static_cast<size_t>(std::max(1, gen_->num_choices())), RequestOutput{});
+  for (size_t i = 0; i < merged_.size(); ++i) merged_[i].index = static_cast<int>(i);
   gen_active_ = true;
   client_gone_ = false;
   last_chunk_sent_ = false;
@@ -95,17 +102,11 @@ void HttpSession::start_generation(ParsedRequest&& parsed) {
 
   std::weak_ptr<HttpSession> weak = weak_from_this();
   auto executor = stream_.get_executor();
-  channel_->set_notifier([weak, executor] {
+  group_ = std::make_unique<GenerationGroup>(*gen_, *ctx_.engine, [weak, executor] {
     net::post(executor, [weak] {
       if (auto self = weak.lock()) self->on_output();
     });
   });
-  auto request = std::make_unique<GenerateRequest>();
-  request->request_id = gen_->request_id;
-  request->prompt_token_ids = gen_->prompt_token_ids;
-  request->sampling = gen_->sampling;
-  request->output = channel_;
-  ctx_.engine->add_request(std::move(request));
   watch_client();
 
   if (!gen_->stream) return;
@@ -113,7 +114,8 @@ void HttpSession::start_generation(ParsedRequest&& parsed) {
   chunked_ = http_version_ >= 11;
   if (!chunked_) keep_alive_ = false;
   stream_header_ = std::make_shared<http::response<http::empty_body>>(http::status::ok, http_version_);
-  stream_header_->set(http::field::content_type, "text/event-stream; charset=utf-8");
+  stream_header_->set(http::field::content_type, stream_content_type(*gen_));
+  for (auto& [k, v] : cors_headers_) stream_header_->set(k, v);
   stream_header_->set(http::field::cache_control, "no-cache");
   stream_header_->keep_alive(keep_alive_);
   if (chunked_) stream_header_->chunked(true);
@@ -151,35 +153,28 @@ void HttpSession::on_watch(beast::error_code ec, size_t n) {
 }
 
 void HttpSession::on_output() {
-  if (!channel_ || client_gone_) return;
-  std::vector<RequestOutput> deltas = channel_->drain();
+  if (!group_ || client_gone_ || !gen_active_) return;  // late deltas (aborts) after the end
+  std::vector<RequestOutput> deltas = group_->drain();
   if (deltas.empty()) return;
-  for (const RequestOutput& d : deltas)
-    if (d.finished) gen_active_ = false;
+  if (group_->done()) {
+    gen_active_ = false;
+    if (group_->failed()) group_->abort();  // the other prompts' requests
+  }
 
   if (gen_->stream) {
     pending_out_ += formatter_->format(deltas);
     return flush_stream();
   }
+  const RequestOutput* failed = nullptr;
   for (RequestOutput& d : deltas) {
-    merged_.index = d.index;
-    merged_.text += d.text;
-    merged_.token_ids.insert(merged_.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
-    merged_.prompt_tokens = d.prompt_tokens;
-    merged_.completion_tokens = d.completion_tokens;
-    if (d.finished) {
-      merged_.finished = true;
-      merged_.finish_reason = d.finish_reason;
-      merged_.stop_str = d.stop_str;
-      merged_.stop_token_id = d.stop_token_id;
-      merged_.error = d.error;
-      break;
-    }
+    if (d.index >= 0 && static_cast<size_t>(d.index) < merged_.size()) merge_delta(merged_[static_cast<size_t>(d.index)], d);
   }
-  if (!merged_.finished) return;
+  if (!group_->done()) return;
+  for (const RequestOutput& m : merged_)
+    if (!m.error.empty() && !failed) failed = &m;
   Response res;
-  if (!merged_.error.empty()) {
-    OpenAIError e = error_for_output(merged_);
+  if (failed) {
+    OpenAIError e = error_for_output(*failed);
     res = Response{static_cast<http::status>(e.status), http_version_};
     res.body() = e.body();
   } else {
@@ -187,6 +182,7 @@ void HttpSession::on_output() {
     res.body() = completion_response(*gen_, merged_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   res.set(http::field::content_type, "application/json");
+  for (auto& [k, v] : cors_headers_) res.set(k, v);
   res.keep_alive(keep_alive_);
   res.prepare_payload();
   response_ = std::make_shared<Response>(std::move(res));
@@ -235,17 +231,17 @@ void HttpSession::on_stream_write(beast::error_code ec) {
 void HttpSession::client_gone(const char* why) {
   if (client_gone_) return;
   client_gone_ = true;
-  if (gen_active_ && gen_) {
+  if (gen_active_ && gen_ && group_) {
     spdlog::info("Aborted request {}: {}", gen_->request_id, why);
-    ctx_.engine->abort_request(gen_->request_id);
+    group_->abort();
     gen_active_ = false;
   }
-  channel_.reset();
+  group_.reset();
   close();
 }
 
 void HttpSession::end_generation() {
-  channel_.reset();
+  group_.reset();
   formatter_.reset();
   stream_header_.reset();
   gen_.reset();

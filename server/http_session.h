@@ -21,6 +21,8 @@
 #include <boost/beast/http.hpp>
 
 #include "engine/output_channel.h"
+#include "server/access_control.h"
+#include "server/generation_group.h"
 #include "server/openai_response.h"
 #include "server/router.h"
 #include "server/server_context.h"
@@ -62,9 +64,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   // The running generation (valid while gen_active_ or its response is out).
   std::optional<ParsedRequest> gen_;
-  std::shared_ptr<OutputChannel> channel_;
+  std::unique_ptr<GenerationGroup> group_;  // the engine requests behind it
   std::unique_ptr<StreamFormatter> formatter_;
-  RequestOutput merged_;             // non-streamed: deltas so far
+  std::vector<RequestOutput> merged_;  // non-streamed: each choice's deltas so far
+  HeaderList cors_headers_;          // added to every response of the request
   unsigned http_version_ = 11;
   bool keep_alive_ = true;
   bool chunked_ = true;              // streamed body uses chunked encoding

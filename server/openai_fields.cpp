@@ -1,6 +1,8 @@
 #include "server/openai_fields.h"
 
 #include <cmath>
+#include <exception>
+#include <string>
 #include <limits>
 #include <utility>
 
@@ -9,6 +11,10 @@
 namespace pagoda::openai_fields {
 
 using nlohmann::json;
+
+namespace {
+constexpr int64_t kMaxChoices = 128;
+}  // namespace
 
 void fail(std::string message, std::string param) {
   throw RequestFieldError{bad_request(std::move(message), std::move(param))};
@@ -104,32 +110,69 @@ void parse_stop_token_ids(const json& obj, const ServingModel& model, SamplingPa
   }
 }
 
-void reject_unsupported(const json& obj) {
-  if (auto best_of = get_int(obj, "best_of"); best_of && *best_of > 1)
-    fail(fmt::format("best_of > 1 is not supported yet (got {})", *best_of), "best_of");
-  if (const json* lb = get(obj, "logit_bias")) {
-    if (!lb->is_object()) fail(fmt::format("'logit_bias' must be an object, got {}", type_name(*lb)), "logit_bias");
-    if (!lb->empty()) fail("logit_bias is not supported yet", "logit_bias");
+void parse_logit_bias(const json& obj, const ServingModel& model, SamplingParams& sp) {
+  const json* lb = get(obj, "logit_bias");
+  if (!lb) return;
+  if (!lb->is_object())
+    fail(fmt::format("'logit_bias' must be an object mapping token ids to biases, got {}", type_name(*lb)),
+         "logit_bias");
+  int64_t vocab = model.tokenizer ? model.tokenizer->vocab_size() : std::numeric_limits<int32_t>::max();
+  for (const auto& [key, value] : lb->items()) {
+    int64_t id = -1;
+    size_t used = 0;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size())
+      fail(fmt::format("logit_bias keys must be token ids (integers as strings), got '{}'", key), "logit_bias");
+    if (id < 0 || id >= vocab)
+      fail(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, vocab), "logit_bias");
+    if (!value.is_number())
+      fail(fmt::format("logit_bias['{}'] must be a number, got {}", key, type_name(value)), "logit_bias");
+    double bias = value.get<double>();
+    if (!(bias >= -100.0 && bias <= 100.0))
+      fail(fmt::format("logit_bias['{}'] must be in [-100, 100], got {}", key, bias), "logit_bias");
+    sp.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
   }
-  if (const json* rf = get(obj, "response_format")) {
-    if (!rf->is_object()) fail(fmt::format("'response_format' must be an object, got {}", type_name(*rf)), "response_format");
-    auto type = get_string(*rf, "type");
-    if (type && *type != "text")
-      fail(fmt::format("response_format type '{}' is not supported yet (only 'text')", *type), "response_format");
-  }
+}
+
+void check_response_format(const json& obj) {
+  const json* rf = get(obj, "response_format");
+  if (!rf) return;
+  if (!rf->is_object()) fail(fmt::format("'response_format' must be an object, got {}", type_name(*rf)), "response_format");
+  auto type = get_string(*rf, "type");
+  if (!type) fail("response_format.type is required ('text', 'json_object' or 'json_schema')", "response_format");
+  if (*type == "text") return;
+  if (*type == "json_object" || *type == "json_schema")
+    fail(fmt::format("response_format type '{}' is not supported yet (it needs guided decoding); only 'text'",
+                     *type),
+         "response_format");
+  fail(fmt::format("response_format type must be 'text', 'json_object' or 'json_schema', got '{}'", *type),
+       "response_format");
 }
 
 }  // namespace
 
 void parse_sampling(const json& obj, const ServingModel& model, SamplingParams& sp) {
   const GenerationConfig& gc = model.generation_config;
-  reject_unsupported(obj);
+  check_response_format(obj);
 
-  if (auto n = get_int(obj, "n")) {
-    if (*n < 1) fail(fmt::format("n must be at least 1, got {}.", *n), "n");
-    if (*n > 1) fail(fmt::format("n > 1 is not supported yet (got n={}); send n=1", *n), "n");
+  // n and best_of: vLLM's limits (n >= 1, best_of >= n); 128 bounds the
+  // work one request can ask for.
+  int64_t n = get_int(obj, "n").value_or(1);
+  if (n < 1) fail(fmt::format("n must be at least 1, got {}.", n), "n");
+  if (n > kMaxChoices) fail(fmt::format("n must be at most {}, got {}.", kMaxChoices, n), "n");
+  sp.n = static_cast<int>(n);
+  if (auto best_of = get_int(obj, "best_of")) {
+    if (*best_of < n)
+      fail(fmt::format("best_of must be greater than or equal to n, got n={} and best_of={}.", n, *best_of),
+           "best_of");
+    if (*best_of > kMaxChoices) fail(fmt::format("best_of must be at most {}, got {}.", kMaxChoices, *best_of), "best_of");
+    sp.best_of = static_cast<int>(*best_of);
   }
-  sp.n = 1;
+  parse_logit_bias(obj, model, sp);
 
   sp.temperature = static_cast<float>(get_number(obj, "temperature").value_or(gc.temperature.value_or(1.0f)));
   if (!(sp.temperature >= 0.0f)) fail(fmt::format("temperature must be non-negative, got {}.", sp.temperature), "temperature");
@@ -145,7 +188,7 @@ void parse_sampling(const json& obj, const ServingModel& model, SamplingParams& 
   sp.min_p = static_cast<float>(get_number(obj, "min_p").value_or(0.0));
   if (!(sp.min_p >= 0.0f && sp.min_p <= 1.0f)) fail(fmt::format("min_p must be in [0, 1], got {}.", sp.min_p), "min_p");
 
-  if (auto seed = get_int(obj, "seed")) sp.seed = static_cast<uint64_t>(*seed);
+  if (auto seed = get_int(obj, "seed")) sp.seed = static_cast<uint64_t>(*seed);  // any int64, as vLLM
 
   sp.presence_penalty = static_cast<float>(get_number(obj, "presence_penalty").value_or(0.0));
   if (!(sp.presence_penalty >= -2.0f && sp.presence_penalty <= 2.0f))

@@ -66,42 +66,97 @@ std::vector<int32_t> token_ids_from_json(const json& arr, const ServingModel& mo
   return ids;
 }
 
-std::vector<int32_t> completion_prompt(const json& obj, const ServingModel& model) {
-  const json* p = get(obj, "prompt");
-  if (!p) fail("'prompt' is required", "prompt");
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
-  if (p->is_string())
-    return encode_prompt(*model.tokenizer, p->get_ref<const std::string&>(),
-                         get_bool(obj, "add_special_tokens").value_or(true));
-  if (!p->is_array())
-    fail(fmt::format("'prompt' must be a string or a list of token ids, got {}", type_name(*p)), "prompt");
-  if (!p->empty() && ((*p)[0].is_string() || (*p)[0].is_array()))
-    fail(fmt::format("Batched prompts (a list of {} prompts) are not supported yet; send one prompt per request",
-                     p->size()),
-         "prompt");
-  std::vector<int32_t> ids = token_ids_from_json(*p, model);
+PromptInput prompt_from_ids(std::vector<int32_t> ids, const ServingModel& model) {
   if (ids.empty()) fail("'prompt' must not be empty", "prompt");
-  return ids;
+  PromptInput p;
+  p.text = model.tokenizer->decode(ids, /*skip_special_tokens=*/false);
+  p.token_ids = std::move(ids);
+  return p;
 }
 
-void reject_completion_unsupported(const json& obj) {
-  if (get(obj, "logprobs")) {
-    auto lp = get_int(obj, "logprobs");
-    fail(fmt::format("logprobs is not supported yet (got {})", *lp), "logprobs");
+PromptInput prompt_from_text(const std::string& text, const json& obj, const ServingModel& model) {
+  PromptInput p;
+  p.text = text;
+  p.token_ids = encode_prompt(*model.tokenizer, text, get_bool(obj, "add_special_tokens").value_or(true));
+  // The engine would refuse it too, but only after a stream's 200 header.
+  if (p.token_ids.empty()) fail("The prompt is empty (no tokens)", "prompt");
+  return p;
+}
+
+// prompt: string | [int] | [string] | [[int]] (OpenAI / vLLM).
+std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel& model) {
+  const json* p = get(obj, "prompt");
+  if (!p) fail("'prompt' is required", "prompt");
+  if (p->is_string()) return {prompt_from_text(p->get_ref<const std::string&>(), obj, model)};
+  if (!p->is_array())
+    fail(fmt::format("'prompt' must be a string, a list of strings, a list of token ids or a list of "
+                     "token-id lists, got {}", type_name(*p)),
+         "prompt");
+  if (p->empty()) fail("'prompt' must not be empty", "prompt");
+  std::vector<PromptInput> out;
+  if ((*p)[0].is_string() || (*p)[0].is_array()) {
+    for (const json& item : *p) {
+      if (item.is_string()) {
+        out.push_back(prompt_from_text(item.get_ref<const std::string&>(), obj, model));
+      } else if (item.is_array()) {
+        out.push_back(prompt_from_ids(token_ids_from_json(item, model), model));
+      } else {
+        fail(fmt::format("'prompt' lists must hold only strings or only token-id lists; found a {}",
+                         type_name(item)),
+             "prompt");
+      }
+    }
+    return out;
   }
-  if (get_bool(obj, "echo").value_or(false)) fail("echo is not supported yet", "echo");
+  out.push_back(prompt_from_ids(token_ids_from_json(*p, model), model));
+  return out;
+}
+
+void parse_completion_logprobs(const json& obj, ParsedRequest& req) {
+  if (auto lp = get_int(obj, "logprobs")) {
+    if (*lp < 0 || *lp > 5) fail(fmt::format("logprobs must be between 0 and 5, got {}.", *lp), "logprobs");
+    req.sampling.logprobs = static_cast<int>(*lp);
+  }
+  req.echo = get_bool(obj, "echo").value_or(false);
+  if (req.echo && req.sampling.logprobs)
+    fail("echo together with logprobs is not supported yet: it needs the prompt's logprobs, which the "
+         "engine does not compute; send echo or logprobs, not both",
+         "echo");
   if (auto suffix = get_string(obj, "suffix"); suffix && !suffix->empty())
     fail("suffix is not supported yet", "suffix");
 }
 
+void parse_chat_logprobs(const json& obj, ParsedRequest& req) {
+  bool logprobs = get_bool(obj, "logprobs").value_or(false);
+  auto top = get_int(obj, "top_logprobs");
+  if (top && (*top < 0 || *top > 20))
+    fail(fmt::format("top_logprobs must be between 0 and 20, got {}.", *top), "top_logprobs");
+  if (top && *top > 0 && !logprobs)
+    fail("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
+  if (logprobs) req.sampling.logprobs = static_cast<int>(top.value_or(0));
+  if (get_bool(obj, "echo").value_or(false)) fail("echo is not supported yet on chat completions", "echo");
+}
+
 void reject_chat_unsupported(const json& obj) {
-  if (get_bool(obj, "logprobs").value_or(false)) fail("logprobs is not supported yet", "logprobs");
-  if (auto tl = get_int(obj, "top_logprobs"); tl && *tl > 0)
-    fail("top_logprobs is not supported yet", "top_logprobs");
   if (const json* tools = get(obj, "tools")) {
     if (!tools->is_array()) fail(fmt::format("'tools' must be a list, got {}", type_name(*tools)), "tools");
     if (!tools->empty()) fail("tools (function calling) are not supported yet", "tools");
   }
+  if (const json* tc = get(obj, "tool_choice")) {
+    if (!tc->is_string() && !tc->is_object())
+      fail(fmt::format("'tool_choice' must be a string or an object, got {}", type_name(*tc)), "tool_choice");
+    if (!(tc->is_string() && tc->get_ref<const std::string&>() == "none"))
+      fail("tool_choice is not supported yet (function calling); only \"none\"", "tool_choice");
+  }
+  if (const json* f = get(obj, "functions")) {
+    if (!f->is_array()) fail(fmt::format("'functions' must be a list, got {}", type_name(*f)), "functions");
+    if (!f->empty()) fail("functions (function calling) are not supported yet", "functions");
+  }
+  if (const json* fc = get(obj, "function_call")) {
+    if (!(fc->is_string() && fc->get_ref<const std::string&>() == "none"))
+      fail("function_call is not supported yet (function calling)", "function_call");
+  }
+  get_bool(obj, "parallel_tool_calls");  // type-checked; moot without tools
 }
 
 // Messages with content normalized to a string (or null), other keys kept.
@@ -149,18 +204,26 @@ json chat_messages(const json& obj) {
   return out;
 }
 
-void finish_common(const json& obj, ParsedRequest& req) {
+void finish_common(const json& obj, const ServingModel& model, ParsedRequest& req) {
+  req.tokenizer = model.tokenizer;
   req.stream = get_bool(obj, "stream").value_or(false);
   if (const json* so = get(obj, "stream_options")) {
     if (!so->is_object()) fail(fmt::format("'stream_options' must be an object, got {}", type_name(*so)), "stream_options");
     if (!req.stream) fail("Stream options can only be defined when `stream=True`.", "stream_options");
     req.include_usage = get_bool(*so, "include_usage").value_or(false);
   }
-  if (req.sampling.min_tokens > *req.sampling.max_tokens)
-    fail(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.",
-                     *req.sampling.max_tokens, req.sampling.min_tokens),
-         "min_tokens");
+  if (req.stream && req.sampling.best_of && *req.sampling.best_of > req.sampling.n)
+    fail(fmt::format("best_of > n is not supported with stream=true (best_of={}, n={})",
+                     *req.sampling.best_of, req.sampling.n),
+         "best_of");
+  for (const PromptInput& p : req.prompts)
+    if (req.sampling.min_tokens > p.max_tokens)
+      fail(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.", p.max_tokens,
+                       req.sampling.min_tokens),
+           "min_tokens");
   req.return_token_ids = get_bool(obj, "return_token_ids").value_or(false);
+  req.prompt_token_ids = req.prompts.front().token_ids;
+  req.sampling.max_tokens = req.prompts.front().max_tokens;
   req.created = unix_now();
 }
 
@@ -172,16 +235,42 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
     ParsedRequest req;
     req.kind = ApiKind::kCompletion;
     req.model = check_model(obj, model);
-    reject_completion_unsupported(obj);
     parse_sampling(obj, model, req.sampling);
+    parse_completion_logprobs(obj, req);
     auto requested = get_int(obj, "max_tokens");
-    req.prompt_token_ids = completion_prompt(obj, model);
-    // The engine would refuse it too, but only after a stream's 200 header.
-    if (req.prompt_token_ids.empty()) fail("The prompt is empty (no tokens)", "prompt");
-    req.sampling.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(req.prompt_token_ids.size()),
-                                                 model.max_model_len, "prompt", "max_tokens");
-    finish_common(obj, req);
+    req.prompts = completion_prompts(obj, model);
+    for (PromptInput& p : req.prompts)
+      p.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
+                                        "prompt", "max_tokens");
+    finish_common(obj, model, req);
     req.request_id = make_request_id("cmpl-");
+    return req;
+  } catch (const RequestFieldError& e) {
+    return e.error;
+  }
+}
+
+ParseResult parse_generate_request(std::string_view body, const ServingModel& model) {
+  try {
+    json obj = parse_body(body);
+    ParsedRequest req;
+    req.kind = ApiKind::kGenerate;
+    req.model = model.served_model_name;
+    parse_sampling(obj, model, req.sampling);
+    if (auto lp = get_int(obj, "logprobs"); lp && *lp != 0)
+      fail("logprobs is not returned by /generate; use /v1/completions", "logprobs");
+    auto prompt = get_string(obj, "prompt");
+    if (!prompt) fail("'prompt' is required and must be a string", "prompt");
+    req.prompts.push_back(prompt_from_text(*prompt, obj, model));
+    PromptInput& p = req.prompts.front();
+    p.max_tokens = resolve_max_tokens(get_int(obj, "max_tokens").value_or(16),
+                                      static_cast<int64_t>(p.token_ids.size()), model.max_model_len, "prompt",
+                                      "max_tokens");
+    req.stream = get_bool(obj, "stream").value_or(false);
+    json no_stream_options = json::object();
+    no_stream_options["stream"] = req.stream;
+    finish_common(no_stream_options, model, req);
+    req.request_id = make_request_id("gen-");
     return req;
   } catch (const RequestFieldError& e) {
     return e.error;
@@ -196,6 +285,7 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model)
     req.model = check_model(obj, model);
     reject_chat_unsupported(obj);
     parse_sampling(obj, model, req.sampling);
+    parse_chat_logprobs(obj, req);
     const char* max_param = "max_completion_tokens";
     auto requested = get_int(obj, "max_completion_tokens");
     if (!requested) {
@@ -216,11 +306,14 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model)
     } catch (const ChatTemplateError& e) {
       fail(fmt::format("Chat template error: {}", e.what()), "messages");
     }
-    req.prompt_token_ids = encode_prompt(*model.tokenizer, prompt, add_special_tokens);
-    if (req.prompt_token_ids.empty()) fail("The rendered chat prompt is empty", "messages");
-    req.sampling.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(req.prompt_token_ids.size()),
-                                                 model.max_model_len, "messages", max_param);
-    finish_common(obj, req);
+    PromptInput p;
+    p.token_ids = encode_prompt(*model.tokenizer, prompt, add_special_tokens);
+    if (p.token_ids.empty()) fail("The rendered chat prompt is empty", "messages");
+    p.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
+                                      "messages", max_param);
+    p.text = std::move(prompt);
+    req.prompts.push_back(std::move(p));
+    finish_common(obj, model, req);
     req.request_id = make_request_id("chatcmpl-");
     return req;
   } catch (const RequestFieldError& e) {

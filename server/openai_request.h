@@ -6,11 +6,13 @@
 // vLLM's CompletionRequest / ChatCompletionRequest
 // (vllm/entrypoints/openai/protocol.py): same field names and defaults, the
 // same validation messages where vLLM has one, unknown fields ignored.
-// Fields known but not supported yet (logprobs, top_logprobs, echo,
-// best_of > 1, logit_bias, tools, response_format json_object/json_schema,
-// suffix, n > 1) are rejected with a 400 naming them rather than ignored.
+// Fields known but not supported yet (tools / tool_choice / functions,
+// response_format json_object / json_schema, suffix, echo together with
+// logprobs (needs prompt logprobs), chat echo) are rejected with a 400
+// naming them rather than ignored.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -24,25 +26,45 @@
 
 namespace pagoda {
 
-enum class ApiKind { kCompletion, kChat };
+// kGenerate: vLLM's simple api_server POST /generate ({"text": [...]}).
+enum class ApiKind { kCompletion, kChat, kGenerate };
+
+// One prompt of a request. A completions request may carry several (a list
+// of strings or of token-id lists); each gets n choices, choice index
+// prompt_index * n + sample_index (vLLM's order).
+struct PromptInput {
+  std::vector<int32_t> token_ids;
+  std::string text;          // as sent, or the ids decoded (echo, /generate)
+  int64_t max_tokens = 0;    // resolved for this prompt's length
+};
 
 struct ParsedRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::string request_id;               // "cmpl-<32 hex>" / "chatcmpl-<32 hex>"
   int64_t created = 0;                  // Unix time, seconds
   std::string model;                    // the served model name (echoed back)
-  std::vector<int32_t> prompt_token_ids;
-  SamplingParams sampling;              // max_tokens always set (resolved)
+  std::vector<int32_t> prompt_token_ids;  // prompts[0].token_ids
+  std::vector<PromptInput> prompts;       // >= 1; chat: exactly one
+  SamplingParams sampling;              // max_tokens always set (prompts[0]'s)
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
   bool return_token_ids = false;        // vLLM extension: ids in the choices
+  bool echo = false;                    // completions: prompt text first
+  // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
+  // completions the {tokens, token_logprobs, top_logprobs, text_offset}
+  // object. The tokenizer turns ids into the token strings.
+  std::shared_ptr<const Tokenizer> tokenizer;
+
+  // Choices in the response: prompts.size() * n.
+  int num_choices() const { return static_cast<int>(prompts.size()) * sampling.n; }
 };
 
 using ParseResult = std::variant<ParsedRequest, OpenAIError>;
 
 // POST /v1/completions. prompt: a string (tokenized with the tokenizer's
 // special tokens, i.e. BOS prepended when add_bos_token), a list of token
-// ids (used as given), or a list holding one string or one id list.
+// ids (used as given), a list of strings or a list of token-id lists (one
+// PromptInput each).
 ParseResult parse_completion_request(std::string_view body, const ServingModel& model);
 
 // POST /v1/chat/completions. messages: [{role, content}] with content a
@@ -53,6 +75,10 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
 // true. Special-token text in prompts ("<s>") becomes its id
 // (encode_prompt).
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model);
+
+// vLLM's api_server POST /generate: {"prompt": string, "stream", sampling
+// fields}; max_tokens defaults to 16 (vLLM SamplingParams' default).
+ParseResult parse_generate_request(std::string_view body, const ServingModel& model);
 
 // "<prefix><32 random hex digits>" (vLLM's random_uuid), thread-safe.
 std::string make_request_id(std::string_view prefix);

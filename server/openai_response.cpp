@@ -6,15 +6,9 @@ namespace pagoda {
 
 using nlohmann::json;
 
-std::string sse_event(const json& payload) { return "data: " + payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n"; }
-
-json stop_reason_json(const RequestOutput& out) {
-  if (out.stop_str) return *out.stop_str;
-  if (out.stop_token_id) return *out.stop_token_id;
-  return nullptr;
-}
-
 namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
@@ -27,41 +21,126 @@ json finish_reason_json(const RequestOutput& out) {
   return finish_reason_str(out.finish_reason);
 }
 
-int64_t prompt_tokens_of(const ParsedRequest& req, const RequestOutput& out) {
-  return out.prompt_tokens > 0 ? out.prompt_tokens : static_cast<int64_t>(req.prompt_token_ids.size());
+int64_t total_prompt_tokens(const ParsedRequest& req) {
+  int64_t n = 0;
+  for (const PromptInput& p : req.prompts) n += static_cast<int64_t>(p.token_ids.size());
+  if (req.prompts.empty()) n = static_cast<int64_t>(req.prompt_token_ids.size());
+  return n;
+}
+
+const PromptInput* prompt_of(const ParsedRequest& req, int index) {
+  size_t i = static_cast<size_t>(index / std::max(1, req.sampling.n));
+  return i < req.prompts.size() ? &req.prompts[i] : nullptr;
+}
+
+const std::vector<int32_t>& prompt_ids_of(const ParsedRequest& req, int index) {
+  const PromptInput* p = prompt_of(req, index);
+  return p ? p->token_ids : req.prompt_token_ids;
+}
+
+std::string echo_text(const ParsedRequest& req, int index) {
+  if (!req.echo && req.kind != ApiKind::kGenerate) return "";
+  const PromptInput* p = prompt_of(req, index);
+  return p ? p->text : "";
+}
+
+const char* object_name(const ParsedRequest& req, bool stream) {
+  if (req.kind == ApiKind::kChat) return stream ? "chat.completion.chunk" : "chat.completion";
+  return "text_completion";
 }
 
 }  // namespace
 
-json completion_response(const ParsedRequest& req, const RequestOutput& merged) {
-  json choice = {{"index", merged.index}};
-  if (req.kind == ApiKind::kChat) {
-    choice["message"] = {{"role", "assistant"}, {"content", merged.text}};
-  } else {
-    choice["text"] = merged.text;
+std::string sse_event(const json& payload) { return "data: " + dump(payload) + "\n\n"; }
+
+const char* stream_content_type(const ParsedRequest& req) {
+  return req.kind == ApiKind::kGenerate ? "application/json" : "text/event-stream; charset=utf-8";
+}
+
+json stop_reason_json(const RequestOutput& out) {
+  if (out.stop_str) return *out.stop_str;
+  if (out.stop_token_id) return *out.stop_token_id;
+  return nullptr;
+}
+
+void merge_delta(RequestOutput& into, const RequestOutput& d) {
+  into.request_id = d.request_id;
+  into.index = d.index;
+  into.text += d.text;
+  into.token_ids.insert(into.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+  into.logprobs.insert(into.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+  into.cumulative_logprob = d.cumulative_logprob;
+  into.prompt_tokens = d.prompt_tokens;
+  into.completion_tokens = d.completion_tokens;
+  if (d.first_token_s >= 0 && into.first_token_s < 0) into.first_token_s = d.first_token_s;
+  if (d.finished || !d.error.empty()) {
+    into.finished = true;
+    into.finish_reason = d.finish_reason;
+    into.stop_str = d.stop_str;
+    into.stop_token_id = d.stop_token_id;
+    into.error = d.error;
   }
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = finish_reason_json(merged);
-  choice["stop_reason"] = stop_reason_json(merged);
-  if (req.return_token_ids) {
-    choice["prompt_token_ids"] = req.prompt_token_ids;
-    choice["token_ids"] = merged.token_ids;
+}
+
+json completion_response(const ParsedRequest& req, const std::vector<RequestOutput>& choices) {
+  if (req.kind == ApiKind::kGenerate) {
+    json texts = json::array();
+    for (const RequestOutput& c : choices) texts.push_back(echo_text(req, c.index) + c.text);
+    return {{"text", std::move(texts)}};
+  }
+  json out_choices = json::array();
+  int64_t completion_tokens = 0;
+  for (const RequestOutput& c : choices) {
+    completion_tokens += c.completion_tokens;
+    json choice = {{"index", c.index}};
+    std::string prefix = req.kind == ApiKind::kChat ? "" : echo_text(req, c.index);
+    if (req.kind == ApiKind::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = prefix + c.text;
+    }
+    choice["logprobs"] = nullptr;
+    if (req.sampling.logprobs && req.tokenizer) {
+      ChoiceLogprobs lp(*req.tokenizer, prompt_ids_of(req, c.index), utf8_length(prefix));
+      choice["logprobs"] = req.kind == ApiKind::kChat ? lp.chat(c.logprobs) : lp.completion(c.logprobs);
+    }
+    choice["finish_reason"] = finish_reason_json(c);
+    choice["stop_reason"] = stop_reason_json(c);
+    if (req.return_token_ids) {
+      choice["prompt_token_ids"] = prompt_ids_of(req, c.index);
+      choice["token_ids"] = c.token_ids;
+    }
+    out_choices.push_back(std::move(choice));
   }
   return {{"id", req.request_id},
-          {"object", req.kind == ApiKind::kChat ? "chat.completion" : "text_completion"},
+          {"object", object_name(req, false)},
           {"created", req.created},
           {"model", req.model},
-          {"choices", json::array({std::move(choice)})},
-          {"usage", usage_json(prompt_tokens_of(req, merged), merged.completion_tokens)}};
+          {"choices", std::move(out_choices)},
+          {"usage", usage_json(total_prompt_tokens(req), completion_tokens)}};
+}
+
+json completion_response(const ParsedRequest& req, const RequestOutput& merged) {
+  return completion_response(req, std::vector<RequestOutput>{merged});
 }
 
 OpenAIError error_for_output(const RequestOutput& out) {
   return bad_request(out.error.empty() ? "request failed" : out.error);
 }
 
+StreamFormatter::StreamFormatter(const ParsedRequest& req) : req_(req) {
+  choices_.resize(static_cast<size_t>(std::max(1, req.num_choices())));
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    int index = static_cast<int>(i);
+    if (req.sampling.logprobs && req.tokenizer)
+      choices_[i].logprobs = std::make_unique<ChoiceLogprobs>(*req.tokenizer, prompt_ids_of(req, index),
+                                                              utf8_length(echo_text(req, index)));
+  }
+}
+
 json StreamFormatter::chunk(json choice) const {
   json c = {{"id", req_.request_id},
-            {"object", req_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
+            {"object", object_name(req_, true)},
             {"created", req_.created},
             {"model", req_.model},
             {"choices", json::array({std::move(choice)})}};
@@ -70,21 +149,76 @@ json StreamFormatter::chunk(json choice) const {
 }
 
 std::string StreamFormatter::begin() {
-  if (req_.kind != ApiKind::kChat) return "";
-  return sse_event(chunk({{"index", 0},
-                          {"delta", {{"role", "assistant"}, {"content", ""}}},
-                          {"logprobs", nullptr},
-                          {"finish_reason", nullptr}}));
+  std::string out;
+  if (req_.kind == ApiKind::kGenerate) return out;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    int index = static_cast<int>(i);
+    if (req_.kind == ApiKind::kChat) {
+      out += sse_event(chunk({{"index", index},
+                              {"delta", {{"role", "assistant"}, {"content", ""}}},
+                              {"logprobs", nullptr},
+                              {"finish_reason", nullptr}}));
+    } else if (req_.echo) {
+      out += sse_event(chunk({{"index", index},
+                              {"text", echo_text(req_, index)},
+                              {"logprobs", nullptr},
+                              {"finish_reason", nullptr}}));
+    }
+  }
+  return out;
+}
+
+std::string StreamFormatter::generate_update() const {
+  json texts = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) texts.push_back(echo_text(req_, static_cast<int>(i)) + choices_[i].text);
+  std::string s = dump(json{{"text", std::move(texts)}});
+  s.push_back('\0');
+  return s;
+}
+
+std::string StreamFormatter::finish_stream() {
+  done_ = true;
+  if (req_.kind == ApiKind::kGenerate) return "";
+  std::string out;
+  if (req_.include_usage) {
+    int64_t completion_tokens = 0;
+    for (const Choice& c : choices_) completion_tokens += c.completion_tokens;
+    json c = {{"id", req_.request_id},
+              {"object", object_name(req_, true)},
+              {"created", req_.created},
+              {"model", req_.model},
+              {"choices", json::array()},
+              {"usage", usage_json(total_prompt_tokens(req_), completion_tokens)}};
+    out += sse_event(c);
+  }
+  return out + kSseDone;
 }
 
 std::string StreamFormatter::format_one(const RequestOutput& d) {
   if (done_) return "";
   if (!d.error.empty()) {
     done_ = true;
+    if (req_.kind == ApiKind::kGenerate) {
+      std::string s = error_for_output(d).body();
+      s.push_back('\0');
+      return s;
+    }
     return sse_event(error_for_output(d).to_json()) + kSseDone;
   }
+  if (d.index < 0 || static_cast<size_t>(d.index) >= choices_.size()) return "";
+  Choice& st = choices_[static_cast<size_t>(d.index)];
+  if (st.finished) return "";
+  st.completion_tokens = d.completion_tokens;
+  st.text += d.text;
+  if (d.finished) {
+    st.finished = true;
+    ++finished_count_;
+  }
   std::string out;
-  if (!d.text.empty() || d.finished || (req_.return_token_ids && !d.token_ids.empty())) {
+  if (req_.kind == ApiKind::kGenerate) {
+    if (!d.text.empty() || d.finished) out += generate_update();
+  } else if (!d.text.empty() || d.finished || (req_.return_token_ids && !d.token_ids.empty()) ||
+             !d.logprobs.empty()) {
     json choice = {{"index", d.index}};
     if (req_.kind == ApiKind::kChat) {
       choice["delta"] = d.text.empty() ? json::object() : json{{"content", d.text}};
@@ -92,45 +226,33 @@ std::string StreamFormatter::format_one(const RequestOutput& d) {
       choice["text"] = d.text;
     }
     choice["logprobs"] = nullptr;
+    if (st.logprobs)
+      choice["logprobs"] = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs) : st.logprobs->completion(d.logprobs);
     choice["finish_reason"] = finish_reason_json(d);
     if (d.finished) choice["stop_reason"] = stop_reason_json(d);
     if (req_.return_token_ids) choice["token_ids"] = d.token_ids;
     out += sse_event(chunk(std::move(choice)));
   }
-  if (d.finished) {
-    done_ = true;
-    if (req_.include_usage) {
-      json c = {{"id", req_.request_id},
-                {"object", req_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
-                {"created", req_.created},
-                {"model", req_.model},
-                {"choices", json::array()},
-                {"usage", usage_json(prompt_tokens_of(req_, d), d.completion_tokens)}};
-      out += sse_event(c);
-    }
-    out += kSseDone;
-  }
+  if (finished_count_ == static_cast<int>(choices_.size())) out += finish_stream();
   return out;
 }
 
 std::string StreamFormatter::format(const std::vector<RequestOutput>& deltas) {
-  if (deltas.empty()) return "";
-  // Coalesce: the batch becomes one chunk (its texts joined, the last
-  // delta's finish fields), so a slow reader gets fewer, larger chunks.
-  RequestOutput merged = deltas.front();
-  for (size_t i = 1; i < deltas.size() && !merged.finished; ++i) {
-    const RequestOutput& d = deltas[i];
-    merged.text += d.text;
-    merged.token_ids.insert(merged.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
-    merged.finished = d.finished;
-    merged.finish_reason = d.finish_reason;
-    merged.stop_str = d.stop_str;
-    merged.stop_token_id = d.stop_token_id;
-    merged.error = d.error;
-    merged.prompt_tokens = d.prompt_tokens;
-    merged.completion_tokens = d.completion_tokens;
+  // Coalesce runs of one choice's deltas: a slow reader gets fewer, larger
+  // chunks.
+  std::string out;
+  size_t i = 0;
+  while (i < deltas.size()) {
+    RequestOutput merged = deltas[i];
+    size_t j = i + 1;
+    while (j < deltas.size() && deltas[j].index == merged.index && !merged.finished && merged.error.empty()) {
+      merge_delta(merged, deltas[j]);
+      ++j;
+    }
+    out += format_one(merged);
+    i = j;
   }
-  return format_one(merged);
+  return out;
 }
 
 }  // namespace pagoda

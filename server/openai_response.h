@@ -3,18 +3,27 @@
 // serving_chat.py write it. Pure formatting; no I/O.
 //
 // Non-streamed: a "text_completion" / "chat.completion" object with id,
-// created, model, choices[0] {index, text | message{role, content},
-// logprobs: null, finish_reason, stop_reason} and usage {prompt_tokens,
-// completion_tokens, total_tokens}.
+// created, model, choices[i] {index, text | message{role, content},
+// logprobs (null unless asked for; see openai_logprobs.h), finish_reason,
+// stop_reason} for every choice (prompts × n, in index order) and usage
+// {prompt_tokens (each prompt once), completion_tokens (all choices),
+// total_tokens}. Completions with echo: each choice's text starts with its
+// prompt's text.
 // Streamed (Server-Sent Events, one `data: <json>\n\n` per chunk):
-// "text_completion" / "chat.completion.chunk" chunks; chat's first chunk has
-// delta {role: "assistant", content: ""}; the last content chunk carries
-// finish_reason/stop_reason; with stream_options.include_usage every chunk
-// has "usage": null and a final chunk with "choices": [] carries the usage;
-// then `data: [DONE]\n\n`.
+// "text_completion" / "chat.completion.chunk" chunks, each for one choice
+// (its index); chat's first chunk per choice has delta {role: "assistant",
+// content: ""}; a choice's last chunk carries finish_reason/stop_reason;
+// with stream_options.include_usage every chunk has "usage": null and,
+// after all choices finished, a final chunk with "choices": [] carries the
+// usage; then `data: [DONE]\n\n`.
+// /generate (vLLM's api_server): {"text": [prompt + completion, ...]};
+// streamed, the same object with the texts so far after every update, each
+// followed by a NUL byte.
 // With vLLM's return_token_ids extension, choices also carry token_ids (and,
 // non-streamed, prompt_token_ids).
 #pragma once
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +31,7 @@
 
 #include "engine/request.h"
 #include "server/openai_error.h"
+#include "server/openai_logprobs.h"
 #include "server/openai_request.h"
 
 namespace pagoda {
@@ -30,9 +40,18 @@ namespace pagoda {
 std::string sse_event(const nlohmann::json& payload);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 
-// The whole response body for a non-streamed request from its merged
-// output (all deltas concatenated; finished). An output with error set must
-// go through error_for_output instead.
+// Content-Type of a streamed response: SSE, or JSON for /generate.
+const char* stream_content_type(const ParsedRequest& req);
+
+// Appends delta d to into (text, ids, logprobs; finish fields when d is the
+// finished one). Deltas of one choice, in order.
+void merge_delta(RequestOutput& into, const RequestOutput& d);
+
+// The whole response body for a non-streamed request from each choice's
+// merged output (choices[i].index == i; all finished). An output with error
+// set must go through error_for_output instead.
+nlohmann::json completion_response(const ParsedRequest& req, const std::vector<RequestOutput>& choices);
+// One choice (n = 1, one prompt).
 nlohmann::json completion_response(const ParsedRequest& req, const RequestOutput& merged);
 
 // The client error for an engine-failed request (output.error non-empty).
@@ -41,27 +60,37 @@ OpenAIError error_for_output(const RequestOutput& out);
 // vLLM's stop_reason: the stop string, else the stop token id, else null.
 nlohmann::json stop_reason_json(const RequestOutput& out);
 
-// Turns one request's deltas into SSE text, keeping what the stream has said
-// so far (role chunk, usage). Single-threaded use (the connection's strand).
+// Turns one request's deltas into stream text, keeping what the stream has
+// said so far (role chunks, logprob offsets, usage). Single-threaded use
+// (the connection's strand).
 class StreamFormatter {
  public:
-  explicit StreamFormatter(const ParsedRequest& req) : req_(req) {}
-  // The SSE text to send before any delta: chat's role chunk, "" for
-  // completions.
+  explicit StreamFormatter(const ParsedRequest& req);
+  // The text to send before any delta: chat's role chunks, echo's prompt
+  // chunks; "" otherwise.
   std::string begin();
-  // The SSE text for a batch of deltas (coalesced: any number, in order,
-  // become one chunk).
-  // After the finished delta: the final chunk, the usage chunk when asked
-  // for, and `data: [DONE]`. An error delta becomes an error event then
-  // [DONE].
+  // The text for a batch of deltas (coalesced: consecutive deltas of one
+  // choice become one chunk). After the last choice's finished delta: the
+  // usage chunk when asked for, and `data: [DONE]`. An error delta becomes
+  // an error event then [DONE].
   std::string format(const std::vector<RequestOutput>& deltas);
   bool done() const { return done_; }
 
  private:
+  struct Choice {
+    std::unique_ptr<ChoiceLogprobs> logprobs;
+    std::string text;  // /generate: all text so far
+    int64_t completion_tokens = 0;
+    bool finished = false;
+  };
   nlohmann::json chunk(nlohmann::json choice) const;
   std::string format_one(const RequestOutput& d);
+  std::string finish_stream();
+  std::string generate_update() const;
 
   const ParsedRequest& req_;
+  std::vector<Choice> choices_;
+  int finished_count_ = 0;
   bool done_ = false;
 };
 

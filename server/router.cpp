@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/api_docs.h"
 #include "server/metrics.h"
+#include "server/tokenize_endpoints.h"
 #include "server/version.h"
 
 namespace pagoda {
@@ -33,6 +35,11 @@ RouteResult from_parse(ParseResult&& parsed) {
   return r;
 }
 
+RouteResult from_json_result(std::variant<json, OpenAIError>&& result) {
+  if (auto* err = std::get_if<OpenAIError>(&result)) return RouteResult::error(*err);
+  return RouteResult::json(200, std::get<json>(result).dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 }  // namespace
 
 RouteResult Router::route(http::verb method, std::string_view target, std::string_view body) const {
@@ -45,6 +52,10 @@ RouteResult Router::route(http::verb method, std::string_view target, std::strin
       {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
       {"/v1/models", http::verb::get},       {"/health", http::verb::get},
       {"/version", http::verb::get},         {"/metrics", http::verb::get},
+      // vLLM's extra endpoints and the API description (issue 5).
+      {"/tokenize", http::verb::post},       {"/detokenize", http::verb::post},
+      {"/generate", http::verb::post},       {"/openapi.json", http::verb::get},
+      {"/docs", http::verb::get},
   };
   const Route* found = nullptr;
   for (const Route& r : kRoutes)
@@ -61,6 +72,15 @@ RouteResult Router::route(http::verb method, std::string_view target, std::strin
     if (path == "/v1/completions") return from_parse(parse_completion_request(body, ctx_.model));
     if (path == "/v1/chat/completions") return from_parse(parse_chat_request(body, ctx_.model));
     if (path == "/v1/models") return models();
+    if (path == "/generate") return from_parse(parse_generate_request(body, ctx_.model));
+    if (path == "/tokenize") return from_json_result(tokenize_request(body, ctx_.model));
+    if (path == "/detokenize") return from_json_result(detokenize_request(body, ctx_.model));
+    if (path == "/openapi.json") return RouteResult::json(200, std::string(openapi_json()));
+    if (path == "/docs") {
+      RouteResult r = RouteResult::json(200, docs_html());
+      r.content_type = "text/html; charset=utf-8";
+      return r;
+    }
     if (path == "/health") return health();
     if (path == "/version") return RouteResult::json(200, json{{"version", pagoda_version()}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return metrics();

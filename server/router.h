@@ -1,6 +1,8 @@
 // Router: maps (method, path, body) to a ready response or a generation to
 // run. Endpoints: POST /v1/completions, POST /v1/chat/completions,
-// GET /v1/models, GET /health, GET /version, GET /metrics. Unknown path →
+// GET /v1/models, GET /health, GET /version, GET /metrics, POST /tokenize,
+// POST /detokenize, POST /generate (vLLM's api_server), GET /openapi.json,
+// GET /docs. Unknown path →
 // 404, known path with the wrong method → 405 (with Allow), both as OpenAI
 // error JSON. Runs on network threads; touches no socket and no engine state
 // beyond EngineHandle::stats()/running().

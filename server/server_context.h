@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 
+#include "server/access_control.h"
 #include "server/engine_handle.h"
 #include "server/serving_model.h"
 
@@ -19,6 +20,7 @@ struct ServerContext {
   ServingModel model;
   EngineHandle* engine = nullptr;  // outlives the server
   ServerLimits limits;
+  AccessPolicy access;             // --api-key, --allowed-origins
 };
 
 }  // namespace pagoda

@@ -51,7 +51,10 @@ inline ServingModel make_test_model(bool with_chat = true) {
     m.chat_renderer = [](const nlohmann::json& messages, bool add_generation_prompt) {
       std::string out = "<s>";
       for (const auto& msg : messages) {
-        out += "[" + msg["role"].get<std::string>() + "]";
+        // Appended piecewise: GCC 12's -Wrestrict misfires on "[" + string.
+        out += '[';
+        out += msg["role"].get<std::string>();
+        out += ']';
         if (msg["content"].is_string()) out += msg["content"].get<std::string>();
       }
       if (add_generation_prompt) out += "[assistant]";

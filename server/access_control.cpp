@@ -1,0 +1,112 @@
+#include "server/access_control.h"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_error.h"
+#include "server/router.h"
+
+namespace pagoda {
+
+namespace http = boost::beast::http;
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  size_t n = std::max(a.size(), b.size());
+  volatile unsigned char diff = static_cast<unsigned char>(a.size() != b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
+
+bool path_requires_key(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  return path.substr(0, 3) == "/v1" || path == "/tokenize" || path == "/detokenize" || path == "/generate";
+}
+
+namespace {
+
+bool origin_allowed(const AccessPolicy& policy, std::string_view origin) {
+  if (origin.empty()) return false;
+  for (const std::string& o : policy.allowed_origins)
+    if (o == "*" || o == origin) return true;
+  return false;
+}
+
+bool wildcard(const AccessPolicy& policy) {
+  for (const std::string& o : policy.allowed_origins)
+    if (o == "*") return true;
+  return false;
+}
+
+}  // namespace
+
+HeaderList cors_headers(const AccessPolicy& policy, std::string_view origin) {
+  HeaderList h;
+  if (!origin_allowed(policy, origin)) return h;
+  h.emplace_back("Access-Control-Allow-Origin", wildcard(policy) ? std::string("*") : std::string(origin));
+  if (!wildcard(policy)) h.emplace_back("Vary", "Origin");
+  return h;
+}
+
+std::optional<RouteResult> check_access(const AccessPolicy& policy, http::verb method, std::string_view target,
+                                        std::string_view authorization, std::string_view origin,
+                                        std::string_view request_headers) {
+  if (method == http::verb::options && !policy.allowed_origins.empty() && !origin.empty()) {
+    if (!origin_allowed(policy, origin)) {
+      RouteResult r = RouteResult::json(400, "");
+      r.content_type = "text/plain";
+      r.body = "Disallowed CORS origin";
+      return r;
+    }
+    RouteResult r = RouteResult::json(200, "");
+    r.content_type = "text/plain";
+    r.body = "OK";
+    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    r.headers.emplace_back("Access-Control-Allow-Headers",
+                           request_headers.empty() ? std::string("Authorization, Content-Type") : std::string(request_headers));
+    r.headers.emplace_back("Access-Control-Max-Age", "600");
+    return r;
+  }
+  if (policy.api_key.empty() || !path_requires_key(target)) return std::nullopt;
+  constexpr std::string_view kBearer = "Bearer ";
+  bool ok = authorization.size() >= kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer &&
+            constant_time_equal(authorization.substr(kBearer.size()), policy.api_key);
+  if (ok) return std::nullopt;
+  RouteResult r = RouteResult::error(make_error(
+      401, authorization.empty() ? "Unauthorized: missing 'Authorization: Bearer <key>' header"
+                                 : "Unauthorized: invalid API key"));
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+std::vector<std::string> parse_allowed_origins(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    if (!v.empty() && v.front() == '[') {
+      nlohmann::json j = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_array()) throw std::invalid_argument("--allowed-origins: not a JSON list of strings: " + v);
+      for (const auto& e : j) {
+        if (!e.is_string()) throw std::invalid_argument("--allowed-origins: not a JSON list of strings: " + v);
+        out.push_back(e.get<std::string>());
+      }
+      continue;
+    }
+    size_t start = 0;
+    while (start <= v.size()) {
+      size_t comma = v.find(',', start);
+      std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+      while (!item.empty() && item.back() == ' ') item.pop_back();
+      if (!item.empty()) out.push_back(item);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace pagoda

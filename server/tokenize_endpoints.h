@@ -1,0 +1,27 @@
+// vLLM's POST /tokenize and POST /detokenize (vllm/entrypoints/openai/
+// serving_tokenization.py), pure functions of (body, ServingModel):
+//   /tokenize {"model"?, "prompt": string, "add_special_tokens": true}
+//          or {"model"?, "messages": [...], "add_generation_prompt": true,
+//              "add_special_tokens": false}
+//     → {"count", "max_model_len", "tokens": [int], "token_strs": null}
+//     (the chat form renders the chat template exactly as
+//     /v1/chat/completions does, so count is that request's prompt_tokens).
+//   /detokenize {"model"?, "tokens": [int]} → {"prompt": string} (special
+//     tokens kept, as transformers' decode default).
+// Errors are OpenAI error JSON with the field in param.
+#pragma once
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_error.h"
+#include "server/serving_model.h"
+
+namespace pagoda {
+
+std::variant<nlohmann::json, OpenAIError> tokenize_request(std::string_view body, const ServingModel& model);
+std::variant<nlohmann::json, OpenAIError> detokenize_request(std::string_view body, const ServingModel& model);
+
+}  // namespace pagoda

@@ -1,0 +1,328 @@
+// Issue 5's protocol surface: batched prompts, n / best_of / logit_bias /
+// logprobs / echo parsing, multi-choice and logprob response formats (both
+// wire formats, hand-computed with the byte tokenizer), /generate,
+// /tokenize, /detokenize, the API key and CORS gate, the OpenAPI document.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "server/access_control.h"
+#include "server/api_docs.h"
+#include "server/generation_group.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/router.h"
+#include "server/tokenize_endpoints.h"
+#include "tests/integration/http_client.h"
+#include "tests/unit/protocol_test_model.h"
+
+namespace pagoda {
+namespace {
+
+using nlohmann::json;
+using testing_protocol::make_test_model;
+
+ParsedRequest parse_ok(ParseResult r) {
+  if (auto* e = std::get_if<OpenAIError>(&r)) ADD_FAILURE() << "unexpected error: " << e->body();
+  return std::get<ParsedRequest>(r);
+}
+
+// Byte tokenizer ids: byte + 3.
+int32_t id(char c) { return static_cast<int32_t>(static_cast<unsigned char>(c)) + 3; }
+
+TEST(ProtocolSurface, BatchedPromptsEachGetTheirIdsAndMaxTokens) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(parse_completion_request(R"({"prompt": ["ab", "cde"], "n": 2})", m));
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[0].token_ids, (std::vector<int32_t>{1, id('a'), id('b')}));
+  EXPECT_EQ(r.prompts[1].token_ids, (std::vector<int32_t>{1, id('c'), id('d'), id('e')}));
+  EXPECT_EQ(r.prompts[0].max_tokens, 64 - 3);  // max_model_len - prompt length, per prompt
+  EXPECT_EQ(r.prompts[1].max_tokens, 64 - 4);
+  EXPECT_EQ(r.prompts[1].text, "cde");
+  EXPECT_EQ(r.num_choices(), 4);
+  ParsedRequest ids = parse_ok(parse_completion_request(R"({"prompt": [[5, 6], [7]], "max_tokens": 3})", m));
+  ASSERT_EQ(ids.prompts.size(), 2u);
+  EXPECT_EQ(ids.prompts[1].token_ids, (std::vector<int32_t>{7}));
+  EXPECT_EQ(ids.prompts[0].text, std::string("\x02\x03"));  // the ids decoded (byte = id - 3)
+  EXPECT_EQ(ids.prompts[1].max_tokens, 3);
+}
+
+TEST(ProtocolSurface, SamplingFieldsOfIssue5) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(parse_completion_request(
+      R"({"prompt": "x", "n": 2, "best_of": 4, "logit_bias": {"5": -100, "7": 2.5}, "logprobs": 3, "echo": false})", m));
+  EXPECT_EQ(r.sampling.n, 2);
+  EXPECT_EQ(r.sampling.best_of, 4);
+  EXPECT_EQ(r.sampling.logprobs, 3);
+  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {7, 2.5f}}));
+  EXPECT_FALSE(parse_ok(parse_completion_request(R"({"prompt": "x"})", m)).sampling.logprobs.has_value());
+  EXPECT_EQ(parse_ok(parse_completion_request(R"({"prompt": "x", "logprobs": 0})", m)).sampling.logprobs, 0);
+  // best_of == n streams fine.
+  parse_ok(parse_completion_request(R"({"prompt": "x", "n": 2, "best_of": 2, "stream": true})", m));
+  // Chat: logprobs true → top_logprobs (default 0).
+  ParsedRequest c = parse_ok(parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 20, "n": 3})", m));
+  EXPECT_EQ(c.sampling.logprobs, 20);
+  EXPECT_EQ(c.sampling.n, 3);
+  EXPECT_EQ(parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true})", m))
+                .sampling.logprobs,
+            0);
+  EXPECT_FALSE(parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], "logprobs": false,
+                                               "top_logprobs": 0, "tool_choice": "none", "tools": []})",
+                                           m))
+                   .sampling.logprobs.has_value());
+  // Roles and content parts.
+  ParsedRequest roles = parse_ok(parse_chat_request(
+      R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"},
+          {"type": "text", "text": "b"}]}, {"role": "assistant", "content": "c"}, {"role": "tool", "content": "d",
+          "tool_call_id": "t1"}], "add_generation_prompt": false, "user": "u1"})",
+      m));
+  EXPECT_EQ(roles.prompts[0].text, "<s>[system]s[user]a\nb[assistant]c[tool]d");
+}
+
+RequestOutput delta(int index, const std::string& text, std::vector<TokenLogprob> lps = {}, bool finished = false) {
+  RequestOutput d;
+  d.index = index;
+  d.text = text;
+  for (char c : text) d.token_ids.push_back(id(c));
+  d.logprobs = std::move(lps);
+  d.finished = finished;
+  if (finished) d.finish_reason = FinishReason::kLength;
+  return d;
+}
+
+TEST(ProtocolSurface, CompletionLogprobsObjectByHand) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(parse_completion_request(R"({"prompt": "ab", "logprobs": 1, "max_tokens": 2})", m));
+  RequestOutput out = delta(0, "hé", {}, true);  // 'h', then 2 bytes of é
+  out.token_ids = {id('h'), 0xC3 + 3, 0xA9 + 3};
+  out.logprobs = {{id('h'), -0.5f, {{id('h'), -0.5f}}},
+                  {0xC3 + 3, -1.25f, {{id('x'), -0.25f}}},
+                  {0xA9 + 3, -std::numeric_limits<float>::infinity(), {}}};
+  out.completion_tokens = 3;
+  json j = completion_response(r, out);
+  const json& lp = j["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["token_logprobs"], json({-0.5, -1.25, -9999.0}));  // -inf clamped as vLLM does
+  EXPECT_EQ(lp["tokens"][0], "h");
+  // Characters (code points) before each token: 'h' is 1, the lead byte
+  // 0xC3 starts a character (1), its continuation byte adds none.
+  EXPECT_EQ(lp["text_offset"], json({0, 1, 2}));
+  EXPECT_EQ(lp["top_logprobs"][0], json({{"h", -0.5}}));
+  EXPECT_EQ(lp["top_logprobs"][1]["x"], -0.25);   // top-1 plus the sampled token
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 2u);
+}
+
+TEST(ProtocolSurface, ChatLogprobsContentByHand) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 2})", m));
+  RequestOutput out = delta(0, "ok", {{id('o'), -0.1f, {{id('o'), -0.1f}, {id('a'), -2.0f}}},
+                                      {id('k'), -0.2f, {{id('k'), -0.2f}, {id('b'), -3.0f}}}},
+                            true);
+  json j = completion_response(r, out);
+  const json& content = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "o");
+  EXPECT_NEAR(content[0]["logprob"].get<double>(), -0.1, 1e-6);
+  EXPECT_EQ(content[0]["bytes"], json({'o'}));
+  EXPECT_EQ(content[1]["top_logprobs"][1]["token"], "b");
+  EXPECT_NEAR(content[1]["top_logprobs"][1]["logprob"].get<double>(), -3.0, 1e-6);
+  EXPECT_EQ(content[1]["top_logprobs"][1]["bytes"], json({'b'}));
+}
+
+TEST(ProtocolSurface, MultiChoiceResponseAndUsage) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(parse_completion_request(R"({"prompt": ["ab", "c"], "n": 2, "echo": true})", m));
+  std::vector<RequestOutput> choices;
+  for (int i = 0; i < 4; ++i) {
+    choices.push_back(delta(i, std::string(1, static_cast<char>('w' + i)), {}, true));
+    choices.back().completion_tokens = 1 + i;
+  }
+  json j = completion_response(r, choices);
+  ASSERT_EQ(j["choices"].size(), 4u);
+  EXPECT_EQ(j["choices"][0]["text"], "abw");  // echo: the choice's prompt first
+  EXPECT_EQ(j["choices"][1]["text"], "abx");
+  EXPECT_EQ(j["choices"][2]["text"], "cy");   // index 2 = prompt 1, sample 0
+  EXPECT_EQ(j["choices"][3]["index"], 3);
+  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 3 + 2}, {"completion_tokens", 1 + 2 + 3 + 4}, {"total_tokens", 15}}));
+}
+
+TEST(ProtocolSurface, StreamInterleavedChoicesUsageAfterTheLast) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "q"}], "n": 2, "stream": true,
+          "stream_options": {"include_usage": true}})",
+      m));
+  StreamFormatter f(r);
+  auto events = testing_http::sse_payloads(f.begin());
+  ASSERT_EQ(events.size(), 2u);  // a role chunk per choice
+  EXPECT_EQ(json::parse(events[1])["choices"][0]["index"], 1);
+  RequestOutput a = delta(0, "x"), b = delta(1, "y"), a2 = delta(0, "z", {}, true), b2 = delta(1, "", {}, true);
+  a2.completion_tokens = 2;
+  b2.completion_tokens = 1;
+  std::string s = f.format({a, b, a2});
+  events = testing_http::sse_payloads(s);
+  ASSERT_EQ(events.size(), 3u);  // choice 0 "x", choice 1 "y", choice 0 "z" finished
+  EXPECT_EQ(json::parse(events[2])["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(f.done());
+  events = testing_http::sse_payloads(f.format({b2}));
+  ASSERT_EQ(events.size(), 3u);  // choice 1 finish, usage, [DONE]
+  json usage = json::parse(events[1]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(events[2], "[DONE]");
+  EXPECT_TRUE(f.done());
+}
+
+TEST(ProtocolSurface, GenerateEndpointFormats) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(parse_generate_request(R"({"prompt": "ab", "n": 2, "temperature": 0})", m));
+  EXPECT_EQ(r.kind, ApiKind::kGenerate);
+  EXPECT_EQ(r.sampling.max_tokens, 16);  // vLLM SamplingParams default
+  json j = completion_response(r, std::vector<RequestOutput>{delta(0, "c", {}, true), delta(1, "d", {}, true)});
+  EXPECT_EQ(j, json({{"text", {"abc", "abd"}}}));
+  ParsedRequest s = parse_ok(parse_generate_request(R"({"prompt": "ab", "stream": true})", m));
+  StreamFormatter f(s);
+  EXPECT_EQ(f.begin(), "");
+  std::string out = f.format({delta(0, "c")});
+  out += f.format({delta(0, "d", {}, true)});
+  EXPECT_EQ(out, std::string(R"({"text":["abc"]})") + '\0' + R"({"text":["abcd"]})" + '\0');
+  EXPECT_TRUE(f.done());
+  EXPECT_STREQ(stream_content_type(s), "application/json");
+  auto bad = parse_generate_request(R"({"prompt": 3})", m);
+  ASSERT_TRUE(std::holds_alternative<OpenAIError>(bad));
+  EXPECT_EQ(std::get<OpenAIError>(bad).param, "prompt");
+}
+
+TEST(ProtocolSurface, TokenizeAndDetokenize) {
+  ServingModel m = make_test_model();
+  auto t = tokenize_request(R"({"prompt": "ab"})", m);
+  ASSERT_TRUE(std::holds_alternative<json>(t));
+  EXPECT_EQ(std::get<json>(t), json({{"count", 3}, {"max_model_len", 64}, {"tokens", {1, id('a'), id('b')}},
+                                     {"token_strs", nullptr}}));
+  auto no_bos = tokenize_request(R"({"prompt": "ab", "add_special_tokens": false})", m);
+  EXPECT_EQ(std::get<json>(no_bos)["count"], 2);
+  auto chat = tokenize_request(R"({"messages": [{"role": "user", "content": "q"}]})", m);
+  ParsedRequest as_chat = parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}]})", m));
+  EXPECT_EQ(std::get<json>(chat)["tokens"], json(as_chat.prompt_token_ids));  // what chat would send
+  auto d = detokenize_request(R"({"tokens": [1, 100, 101]})", m);
+  EXPECT_EQ(std::get<json>(d), json({{"prompt", "<s>ab"}}));
+  for (const char* body : {R"({"tokens": [1, 999]})", R"({"tokens": "ab"})", R"({})"}) {
+    auto e = detokenize_request(body, m);
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(e)) << body;
+    EXPECT_EQ(std::get<OpenAIError>(e).param, "tokens");
+  }
+  auto e = tokenize_request(R"({"prompt": 5})", m);
+  ASSERT_TRUE(std::holds_alternative<OpenAIError>(e));
+  EXPECT_EQ(std::get<OpenAIError>(e).param, "prompt");
+}
+
+TEST(ProtocolSurface, ApiKeyGate) {
+  namespace http = boost::beast::http;
+  EXPECT_TRUE(constant_time_equal("abc", "abc"));
+  EXPECT_FALSE(constant_time_equal("abc", "abd"));
+  EXPECT_FALSE(constant_time_equal("abc", "abcd"));
+  EXPECT_FALSE(constant_time_equal("", "a"));
+  EXPECT_TRUE(path_requires_key("/v1/completions?x=1"));
+  EXPECT_TRUE(path_requires_key("/v1/models"));
+  EXPECT_TRUE(path_requires_key("/tokenize"));
+  EXPECT_FALSE(path_requires_key("/health"));
+  EXPECT_FALSE(path_requires_key("/metrics"));
+  EXPECT_FALSE(path_requires_key("/version"));
+  AccessPolicy p;
+  EXPECT_FALSE(check_access(p, http::verb::post, "/v1/completions", "", "", ""));  // no key configured
+  p.api_key = "k3y";
+  auto denied = check_access(p, http::verb::post, "/v1/completions", "", "", "");
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(json::parse(denied->body)["error"]["type"], "AuthenticationError");
+  EXPECT_TRUE(check_access(p, http::verb::post, "/v1/completions", "Bearer k3", "", ""));
+  EXPECT_TRUE(check_access(p, http::verb::post, "/generate", "k3y", "", ""));
+  EXPECT_FALSE(check_access(p, http::verb::post, "/v1/completions", "Bearer k3y", "", ""));
+  EXPECT_FALSE(check_access(p, http::verb::get, "/health", "", "", ""));
+}
+
+TEST(ProtocolSurface, Cors) {
+  namespace http = boost::beast::http;
+  AccessPolicy p;
+  EXPECT_TRUE(cors_headers(p, "http://a.example").empty());
+  EXPECT_FALSE(check_access(p, http::verb::options, "/v1/completions", "", "http://a.example", ""));
+  p.allowed_origins = parse_allowed_origins({"http://a.example, http://b.example"});
+  ASSERT_EQ(p.allowed_origins.size(), 2u);
+  EXPECT_EQ(cors_headers(p, "http://b.example"),
+            (HeaderList{{"Access-Control-Allow-Origin", "http://b.example"}, {"Vary", "Origin"}}));
+  EXPECT_TRUE(cors_headers(p, "http://c.example").empty());
+  p.api_key = "k";
+  auto pre = check_access(p, http::verb::options, "/v1/completions", "", "http://a.example", "authorization");
+  ASSERT_TRUE(pre);  // a preflight needs no key
+  EXPECT_EQ(pre->status, 200);
+  auto bad = check_access(p, http::verb::options, "/v1/completions", "", "http://c.example", "");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  p.allowed_origins = parse_allowed_origins({R"(["*"])"});
+  EXPECT_EQ(cors_headers(p, "http://z.example"), (HeaderList{{"Access-Control-Allow-Origin", "*"}}));
+  EXPECT_THROW(parse_allowed_origins({"[1]"}), std::invalid_argument);
+}
+
+TEST(ProtocolSurface, OpenApiDocumentListsEveryRoute) {
+  json spec = json::parse(openapi_json());
+  EXPECT_EQ(spec["openapi"].get<std::string>().substr(0, 2), "3.");
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize", "/detokenize",
+                           "/generate", "/health", "/version", "/metrics", "/openapi.json", "/docs"})
+    EXPECT_TRUE(spec["paths"].contains(path)) << path;
+  // Every documented route is served (not 404) by the router.
+  ServerContext ctx;
+  ctx.model = make_test_model();
+  Router router(ctx);
+  for (const auto& [path, ops] : spec["paths"].items())
+    for (const auto& [method, op] : ops.items()) {
+      auto verb = method == "get" ? boost::beast::http::verb::get : boost::beast::http::verb::post;
+      RouteResult r = router.route(verb, path, "{}");
+      EXPECT_NE(r.status, 404) << method << " " << path << ": " << r.body;
+    }
+  std::string html = docs_html();
+  EXPECT_NE(html.find("/v1/chat/completions"), std::string::npos);
+  EXPECT_NE(html.find("top_logprobs"), std::string::npos);
+}
+
+// Records submitted requests; the test pushes their deltas by hand.
+class RecordingEngine final : public EngineHandle {
+ public:
+  void add_request(std::unique_ptr<GenerateRequest> r) override { requests.push_back(std::move(r)); }
+  void abort_request(const std::string& rid) override { aborted.push_back(rid); }
+  EngineStats stats() const override { return {}; }
+  bool running() const override { return true; }
+  std::vector<std::unique_ptr<GenerateRequest>> requests;
+  std::vector<std::string> aborted;
+};
+
+TEST(ProtocolSurface, GenerationGroupRemapsChoiceIndices) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(parse_completion_request(R"({"prompt": ["ab", "c"], "n": 2, "max_tokens": 5})", m));
+  RecordingEngine engine;
+  int notified = 0;
+  GenerationGroup g(r, engine, [&] { ++notified; });
+  ASSERT_EQ(engine.requests.size(), 2u);
+  EXPECT_EQ(engine.requests[0]->request_id, r.request_id + "-0");
+  EXPECT_EQ(engine.requests[1]->request_id, r.request_id + "-1");
+  EXPECT_EQ(engine.requests[1]->prompt_token_ids, (std::vector<int32_t>{1, id('c')}));
+  EXPECT_EQ(engine.requests[1]->sampling.n, 2);
+  engine.requests[1]->output->push(delta(1, "q", {}, true));
+  engine.requests[0]->output->push(delta(0, "p", {}, true));
+  EXPECT_EQ(notified, 2);
+  auto d = g.drain();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].index, 0);  // prompt 0 sample 0
+  EXPECT_EQ(d[1].index, 3);  // prompt 1 sample 1
+  EXPECT_FALSE(g.done());
+  g.abort();  // both sub-requests still have an unfinished choice
+  EXPECT_EQ(engine.aborted.size(), 2u);
+  engine.requests[0]->output->push(delta(1, "", {}, true));
+  engine.requests[1]->output->push(delta(0, "", {}, true));
+  g.drain();
+  EXPECT_TRUE(g.done());
+  EXPECT_FALSE(g.failed());
+}
+
+}  // namespace
+}  // namespace pagoda
