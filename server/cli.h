@@ -17,6 +17,9 @@ struct ServeArgs {
   std::string host = "0.0.0.0";
   uint16_t port = 8000;  // 0: the OS picks a free port (printed)
   int network_threads = 2;
+  std::string web_dir;               // "" → resolve_web_dir's search
+  double ws_resume_grace_s = 30.0;   // /v1/ws streams kept after an abrupt disconnect
+  double slow_reader_timeout_s = 30.0;
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

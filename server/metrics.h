@@ -3,7 +3,11 @@
 // `pagoda:` prefix (vllm/v1/metrics/loggers.py): gauges num_requests_running,
 // num_requests_waiting, kv_cache_usage_perc (a fraction, 1 = 100%);
 // counters prompt_tokens_total, generation_tokens_total,
-// num_preemptions_total, request_success_total{finished_reason}.
+// num_preemptions_total, request_success_total{finished_reason};
+// histograms (engine-side times, vLLM's buckets) time_to_first_token_seconds,
+// inter_token_latency_seconds (vLLM's current name for the deprecated
+// time_per_output_token_seconds), e2e_request_latency_seconds. Pagoda's own:
+// kv_cache_blocks_total, kv_cache_used_blocks, engine_steps_total.
 // Every sample is labelled model_name="<served name>".
 #pragma once
 #include <string>

@@ -9,6 +9,7 @@
 
 #include "server/metrics.h"
 #include "server/version.h"
+#include "server/web_assets.h"
 
 namespace pagoda {
 
@@ -37,6 +38,8 @@ RouteResult from_parse(ParseResult&& parsed) {
 
 RouteResult Router::route(http::verb method, std::string_view target, std::string_view body) const {
   std::string_view path = target.substr(0, target.find('?'));
+  // ---- streaming front end: the chat UI (web/) and /v1/ws without upgrade ----
+  if (auto r = route_frontend(method, path, ctx_)) return std::move(*r);
   struct Route {
     std::string_view path;
     http::verb method;

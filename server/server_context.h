@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <string>
 
 #include "server/engine_handle.h"
 #include "server/serving_model.h"
@@ -13,12 +14,19 @@ struct ServerLimits {
   size_t max_body_bytes = 32u << 20;          // request body; 413 beyond
   std::chrono::seconds idle_timeout{60};       // keep-alive wait for the next request
   size_t max_pipelined_bytes = 1u << 20;       // bytes a client may send while its request runs
+  // A streaming client (SSE or WebSocket) whose socket write stays pending
+  // this long is dropped and its requests aborted (0: never).
+  std::chrono::milliseconds slow_reader_timeout{30000};
 };
+
+class StreamHub;
 
 struct ServerContext {
   ServingModel model;
   EngineHandle* engine = nullptr;  // outlives the server
   ServerLimits limits;
+  StreamHub* streams = nullptr;  // /v1/ws's resumable streams; null: no WebSocket endpoint
+  std::string web_dir;           // the chat UI served at / ("" → none)
 };
 
 }  // namespace pagoda
