@@ -16,6 +16,7 @@
 // time in both runs). The step *rate* (steps per wall-clock second) is
 // compared too, best of three alternating runs on each side (load only
 // lowers a rate, so the best run is the least disturbed one).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/socket.h>
@@ -90,7 +91,7 @@ TEST_F(ServeStreamingLoad, FiftyClientsDroppingAfterTheirFirstDeltaFreeEverythin
         } else {  // WebSocket: half leave with a close frame, half just vanish
           WsClient ws(port);
           body["type"] = "completion";
-          body["id"] = "drop-" + std::to_string(i);
+          body["id"] = fmt::format("drop-{}", i);
           if (i % 4 == 3) body["resumable"] = false;
           ws.send(body);
           json m = ws.read();
@@ -266,8 +267,8 @@ TEST_F(ServeStreamingLimits, AReaderTooSlowForTooLongIsDroppedWithItsRequestsAbo
   for (int i = 0; i < n; ++i) {
     json m = long_request();
     m["type"] = "completion";
-    m["id"] = "slow-" + std::to_string(i);
-    m["prompt"] = "Once upon a time " + std::to_string(i);
+    m["id"] = fmt::format("slow-{}", i);
+    m["prompt"] = fmt::format("Once upon a time {}", i);
     ws.send(m);
   }
   // Never reads: the server's writes stay pending past 0.5 s.

@@ -3,6 +3,7 @@
 // non-streamed results; cancel stops one and not the others; resume after a
 // forced disconnect yields exactly the missing deltas; errors, stats and the
 // chat UI's files.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -87,13 +88,13 @@ TEST_F(ServeWebSocket, ThreeInterleavedRequestsEqualTheirNonStreamedResults) {
   for (int i = 0; i < 3; ++i) {
     json m = bodies[i];
     m["type"] = "completion";
-    m["id"] = "r" + std::to_string(i);
+    m["id"] = fmt::format("r{}", i);
     ws.send(m);
   }
   std::vector<std::string> order;
   auto joined = read_until_done(ws, {"r0", "r1", "r2"}, &order);
   for (int i = 0; i < 3; ++i) {
-    const Joined& j = joined["r" + std::to_string(i)];
+    const Joined& j = joined[fmt::format("r{}", i)];
     SCOPED_TRACE(i);
     EXPECT_EQ(j.text, refs[i]["text"].get<std::string>());
     EXPECT_EQ(j.token_ids, ids_of(refs[i]));

@@ -92,6 +92,14 @@ inline std::string family_of(const std::string& sample, const std::map<std::stri
       if (it != fams.end() && (it->second.type == "histogram" || it->second.type == "summary")) return base;
     }
   }
+  // "<counter>_total" under "# TYPE <counter> counter" (OpenMetrics naming
+  // in a 0.0.4 exposition): attributed to that counter, whose name check
+  // then rejects it.
+  const std::string total = "_total";
+  if (sample.size() > total.size() && sample.compare(sample.size() - total.size(), total.size(), total) == 0) {
+    auto it = fams.find(sample.substr(0, sample.size() - total.size()));
+    if (it != fams.end() && it->second.type == "counter") return it->first;
+  }
   return sample;
 }
 

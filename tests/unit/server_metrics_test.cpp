@@ -1,6 +1,7 @@
 // /metrics text: parsed by a strict Prometheus 0.0.4 parser
 // (tests/support/prometheus_text.h), which is itself checked to reject what
 // the format forbids.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engine/latency_tracker.h"
@@ -109,7 +110,7 @@ TEST(LatencyTracker, ObservesTtftThenItlThenE2e) {
   EXPECT_EQ(s.inter_token_latency.count, 2);
   EXPECT_EQ(s.e2e_request_latency.count, 2);
   // Pruning forgets requests that ended elsewhere.
-  for (int i = 0; i < 100; ++i) t.on_token("r" + std::to_string(i), t0, t0 + milliseconds(1), false, s);
+  for (int i = 0; i < 100; ++i) t.on_token(fmt::format("r{}", i), t0, t0 + milliseconds(1), false, s);
   t.prune(0, [](const std::string& id) { return id == "r7"; });
   EXPECT_EQ(t.size(), 1u);
 }
