@@ -119,6 +119,10 @@ void HttpSession::start_generation(ParsedRequest&& parsed) {
 
   if (!gen_->stream) return;
   formatter_ = std::make_unique<StreamFormatter>(*gen_);
+  if (ctx_.limits.stream_send_buffer_bytes > 0) {
+    beast::error_code ignored;
+    stream_.socket().set_option(net::socket_base::send_buffer_size(ctx_.limits.stream_send_buffer_bytes), ignored);
+  }
   chunked_ = http_version_ >= 11;
   if (!chunked_) keep_alive_ = false;
   stream_header_ = std::make_shared<http::response<http::empty_body>>(http::status::ok, http_version_);

@@ -17,6 +17,12 @@ struct ServerLimits {
   // A streaming client (SSE or WebSocket) whose socket write stays pending
   // this long is dropped and its requests aborted (0: never).
   std::chrono::milliseconds slow_reader_timeout{30000};
+  // SO_SNDBUF of streaming connections (SSE, WebSocket): a bounded kernel
+  // queue, so a slow reader's backlog stays in the server where it
+  // coalesces (and the slow-reader timeout can see it) instead of
+  // megabytes of per-token messages in the kernel (0: the OS default,
+  // autotuned).
+  int stream_send_buffer_bytes = 64 << 10;
 };
 
 class StreamHub;

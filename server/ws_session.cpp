@@ -26,6 +26,11 @@ WsSession::WsSession(beast::tcp_stream&& stream, const ServerContext& ctx)
 
 void WsSession::run(Request req) {
   beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts apply
+  if (ctx_.limits.stream_send_buffer_bytes > 0) {
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().set_option(
+        net::socket_base::send_buffer_size(ctx_.limits.stream_send_buffer_bytes), ignored);
+  }
   websocket::stream_base::timeout t = websocket::stream_base::timeout::suggested(beast::role_type::server);
   t.idle_timeout = std::chrono::seconds(60);
   t.keep_alive_pings = true;  // an idle but live client answers the pings
