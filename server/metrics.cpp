@@ -86,4 +86,14 @@ std::string format_prometheus_metrics(const EngineStats& s, const std::string& m
   return out;
 }
 
+std::string format_stream_metrics(size_t streams, size_t detached, const std::string& model_name) {
+  std::string out;
+  std::string labels = fmt::format("model_name=\"{}\"", escape_label(model_name));
+  family(out, "ws_streams", "gauge", "WebSocket requests running or not yet delivered.");
+  out += fmt::format("pagoda:ws_streams{{{}}} {}\n", labels, streams);
+  family(out, "ws_streams_detached", "gauge", "WebSocket streams kept for a resume after their connection dropped.");
+  out += fmt::format("pagoda:ws_streams_detached{{{}}} {}\n", labels, detached);
+  return out;
+}
+
 }  // namespace pagoda

@@ -18,4 +18,9 @@ namespace pagoda {
 
 std::string format_prometheus_metrics(const EngineStats& stats, const std::string& model_name);
 
+// The /v1/ws gauges: pagoda:ws_streams (requests started over WebSockets
+// and not yet delivered) and pagoda:ws_streams_detached (of those, the ones
+// waiting for a resume within the grace period).
+std::string format_stream_metrics(size_t streams, size_t detached, const std::string& model_name);
+
 }  // namespace pagoda

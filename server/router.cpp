@@ -10,6 +10,7 @@
 #include "server/metrics.h"
 #include "server/version.h"
 #include "server/web_assets.h"
+#include "server/ws_stream.h"
 
 namespace pagoda {
 
@@ -100,6 +101,8 @@ RouteResult Router::metrics() const {
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = format_prometheus_metrics(ctx_.engine ? ctx_.engine->stats() : EngineStats{},
                                      ctx_.model.served_model_name);
+  if (ctx_.streams) r.body += format_stream_metrics(ctx_.streams->size(), ctx_.streams->num_detached(),
+                                                    ctx_.model.served_model_name);
   return r;
 }
 

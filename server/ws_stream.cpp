@@ -83,6 +83,16 @@ void StreamHub::start_sweeper(boost::asio::any_io_executor ex, std::chrono::mill
   arm_sweeper(this, std::make_shared<boost::asio::steady_timer>(ex), period);
 }
 
+size_t StreamHub::num_detached() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, s] : streams_) {
+    std::lock_guard<std::mutex> slock(s->mu);
+    n += s->owner.expired() ? 1 : 0;
+  }
+  return n;
+}
+
 size_t StreamHub::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return streams_.size();

@@ -77,6 +77,8 @@ class StreamHub {
   // Sweeps every `period` on `ex` until the executor's context stops.
   void start_sweeper(boost::asio::any_io_executor ex, std::chrono::milliseconds period);
   size_t size() const;
+  // Streams kept for a resume (no connection attached).
+  size_t num_detached() const;
 
  private:
   EngineHandle* engine_;

@@ -13,9 +13,10 @@
 // engine runs from their start until the last client has read its final
 // chunk measure how late their deltas reach them, in units that CPU load
 // does not change (the 21st request keeps the engine stepping the whole
-// time in both runs). The step *rate* (steps per wall-clock second) is
-// compared too, best of three alternating runs on each side (load only
-// lowers a rate, so the best run is the least disturbed one).
+// time in both runs); the 10 % bound applies to it (fewest steps of three
+// alternating runs on each side). The step *rate* (steps per wall-clock
+// second, best of three: load only lowers a rate) is compared with a loose
+// bound, since it swings by +-40 % between identical runs here.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "tests/integration/serve_test_util.h"
@@ -45,6 +47,18 @@ testing_prom::Exposition scrape(uint16_t port) {
   return parse_prometheus_text(r.body);
 }
 
+bool idle(const testing_prom::Exposition& ex) {
+  return ex.value("pagoda:num_requests_running") == 0 && ex.value("pagoda:num_requests_waiting") == 0 &&
+         ex.value("pagoda:kv_cache_used_blocks") == 0;
+}
+
+// Waits (bounded by 30 s) until /metrics shows the engine idle.
+void wait_idle(uint16_t port) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!idle(scrape(port)) && std::chrono::steady_clock::now() < deadline) {
+  }
+}
+
 class ServeStreamingLoad : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -54,15 +68,6 @@ class ServeStreamingLoad : public ::testing::Test {
     int status = server_->stop();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
     delete server_;
-  }
-  static bool idle(const testing_prom::Exposition& ex) {
-    return ex.value("pagoda:num_requests_running") == 0 && ex.value("pagoda:num_requests_waiting") == 0 &&
-           ex.value("pagoda:kv_cache_used_blocks") == 0;
-  }
-  static void wait_idle(uint16_t port) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!idle(scrape(port)) && std::chrono::steady_clock::now() < deadline) {
-    }
   }
   static PagodaServer* server_;
 };
@@ -130,7 +135,7 @@ struct LoadRun {
   double rate = 0;     // engine steps per second over that span
 };
 
-// 20 full-speed SSE streams of 100 tokens while a 21st stream (480 tokens)
+// 20 full-speed SSE streams of 300 tokens while a 21st stream (480 tokens)
 // is read at 1 byte/ms (slow) or at full speed (baseline).
 LoadRun run_twenty(uint16_t port, bool slow) {
   HttpClient other(port);
@@ -153,22 +158,23 @@ LoadRun run_twenty(uint16_t port, bool slow) {
       }
     }
   });
+  // Connected first, so the 20 requests reach the server together.
+  std::vector<std::unique_ptr<HttpClient>> conns;
+  for (int i = 0; i < 20; ++i) conns.push_back(std::make_unique<HttpClient>(port));
   const double s0 = scrape(port).value("pagoda:engine_steps_total");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<StreamResult> results(20);
   std::vector<std::thread> fast;
+  const json fast_body = {{"prompt", "The little dog"}, {"max_tokens", 300}, {"temperature", 0}, {"ignore_eos", true},
+                          {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   for (int i = 0; i < 20; ++i)
-    fast.emplace_back([&, i] {
-      results[i] = stream_request(port, "/v1/completions",
-                                  {{"prompt", "The little dog"}, {"max_tokens", 100}, {"temperature", 0},
-                                   {"ignore_eos", true}, {"stream_options", {{"include_usage", true}}}});
-    });
+    fast.emplace_back([&, i] { results[i] = parse_stream(conns[i]->post("/v1/completions", fast_body.dump())); });
   for (auto& t : fast) t.join();
   const auto t1 = std::chrono::steady_clock::now();
   const double s1 = scrape(port).value("pagoda:engine_steps_total");
   for (const StreamResult& r : results) {
     EXPECT_TRUE(r.done);
-    EXPECT_EQ(r.usage["completion_tokens"], 100);
+    EXPECT_EQ(r.usage["completion_tokens"], 300);
   }
   // The 21st was still running (so the engine stepped the whole time).
   EXPECT_EQ(scrape(port).value("pagoda:num_requests_running"), 1);
@@ -195,22 +201,28 @@ TEST_F(ServeStreamingLoad, ASlowReaderSlowsNeitherTheOthersNorTheEngine) {
       (slow ? slow_rate : base_rate) = std::max(slow ? slow_rate : base_rate, r.rate);
     }
   }
-  // 100 tokens each need >= 100 steps.
-  EXPECT_GE(base_steps, 100);
-  EXPECT_LE(static_cast<double>(slow_steps), 1.10 * static_cast<double>(base_steps) + 2)
+  // 300 tokens each need >= 300 steps (long enough that request-arrival
+  // jitter of a few steps stays well under 10 %).
+  EXPECT_GE(base_steps, 300);
+  EXPECT_LE(static_cast<double>(slow_steps), 1.10 * static_cast<double>(base_steps) + 5)
       << "the 20 streams needed " << slow_steps << " engine steps beside a slow reader, " << base_steps
       << " without";
-  EXPECT_GE(slow_rate, 0.90 * base_rate) << "engine step rate " << slow_rate << "/s with a slow reader, "
-                                         << base_rate << "/s without";
+  // Wall-clock step rates swing by +-40 % between identical runs on this
+  // shared 2-core machine, so the rate bound is loose: it catches an engine
+  // that waits for the slow socket (its rate would collapse to the
+  // reader's pace, ~7 steps/s of ~150-byte chunks at 1 byte/ms), not a few
+  // percent.
+  EXPECT_GE(slow_rate, 0.5 * base_rate) << "engine step rate " << slow_rate << "/s with a slow reader, "
+                                        << base_rate << "/s without";
 }
 
 
-// Short limits: --ws-resume-grace 0.5 and --slow-reader-timeout 0.5.
+// Short limits: --ws-resume-grace 0.5 and --slow-reader-timeout 0.2.
 class ServeStreamingLimits : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new PagodaServer({std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", "--network-threads", "2",
-                                "--ws-resume-grace", "0.5", "--slow-reader-timeout", "0.5"});
+                                "--ws-resume-grace", "0.5", "--slow-reader-timeout", "0.2"});
   }
   static void TearDownTestSuite() {
     int status = server_->stop();
@@ -233,9 +245,9 @@ class ServeStreamingLimits : public ::testing::Test {
 };
 PagodaServer* ServeStreamingLimits::server_ = nullptr;
 
-TEST_F(ServeStreamingLimits, AnUnresumedStreamIsAbortedWhenItsGracePeriodEnds) {
+TEST_F(ServeStreamingLimits, AnUnresumedStreamIsForgottenWhenItsGracePeriodEnds) {
   const uint16_t port = server_->port();
-  const double before = aborted(port);
+  wait_idle(port);
   std::chrono::steady_clock::time_point dropped;
   {
     WsClient ws(port);
@@ -247,13 +259,19 @@ TEST_F(ServeStreamingLimits, AnUnresumedStreamIsAbortedWhenItsGracePeriodEnds) {
     ws.drop();
     dropped = std::chrono::steady_clock::now();
   }
-  auto t = seconds_until(port, [&](const testing_prom::Exposition& ex) {
-    return ex.value("pagoda:request_success_total", {{"finished_reason", "abort"}}) == before + 1;
+  // Kept (detached) first, then forgotten once 0.5 s have passed: aborted
+  // if it still ran, or dropped undelivered if it had finished.
+  auto detached = [](const testing_prom::Exposition& ex) { return ex.value("pagoda:ws_streams_detached"); };
+  double t1 = seconds_until(port, [&](const testing_prom::Exposition& ex) { return detached(ex) == 1; });
+  EXPECT_LT(t1, 20.0) << "the dropped stream was never kept for a resume";
+  seconds_until(port, [&](const testing_prom::Exposition& ex) {
+    return detached(ex) == 0 && ex.value("pagoda:ws_streams") == 0;
   });
   double since_drop = std::chrono::duration<double>(std::chrono::steady_clock::now() - dropped).count();
-  EXPECT_LT(t, 20.0) << "never aborted";
-  EXPECT_GE(since_drop, 0.5) << "aborted before its grace period ended";
-  std::printf("[ grace   ] aborted %.3f s after the drop (grace 0.5 s, sweeps every 0.2 s)\n", since_drop);
+  EXPECT_GE(since_drop, 0.5) << "forgotten before its grace period ended";
+  EXPECT_LT(since_drop, 20.0) << "never forgotten";
+  std::printf("[ grace   ] forgotten %.3f s after the drop (grace 0.5 s, sweeps every 0.2 s)\n", since_drop);
+  wait_idle(port);  // aborted (or finished): nothing runs, no KV block held
   WsClient ws(port);
   ws.send({{"type", "resume"}, {"id", "grace-1"}, {"after", 0}});
   EXPECT_EQ(ws.read()["error"]["code"], 404);
@@ -261,9 +279,12 @@ TEST_F(ServeStreamingLimits, AnUnresumedStreamIsAbortedWhenItsGracePeriodEnds) {
 
 TEST_F(ServeStreamingLimits, AReaderTooSlowForTooLongIsDroppedWithItsRequestsAborted) {
   const uint16_t port = server_->port();
-  const double before = aborted(port);
+  wait_idle(port);
+  auto ex0 = scrape(port);
+  const double aborted0 = ex0.value("pagoda:request_success_total", {{"finished_reason", "abort"}});
+  const double length0 = ex0.value("pagoda:request_success_total", {{"finished_reason", "length"}});
   WsClient ws(port, /*rcvbuf=*/4096);
-  const int n = 16;
+  const int n = 32;
   for (int i = 0; i < n; ++i) {
     json m = long_request();
     m["type"] = "completion";
@@ -271,13 +292,31 @@ TEST_F(ServeStreamingLimits, AReaderTooSlowForTooLongIsDroppedWithItsRequestsAbo
     m["prompt"] = fmt::format("Once upon a time {}", i);
     ws.send(m);
   }
-  // Never reads: the server's writes stay pending past 0.5 s.
-  double t = seconds_until(port, [&](const testing_prom::Exposition& ex) {
-    return ex.value("pagoda:request_success_total", {{"finished_reason", "abort"}}) == before + n &&
-           ex.value("pagoda:num_requests_running") == 0;
-  });
-  EXPECT_LT(t, 20.0) << "the slow reader's requests were not aborted";
-  std::printf("[ slow    ] non-reading client dropped, %d requests aborted after %.3f s\n", n, t);
+  // It does not read: once the kernel buffers are full (tens of KB; 32
+  // streams of 480 tokens are ~1.4 MB of messages), a write stays pending
+  // past 0.2 s and the server drops the connection. Wait (bounded) until
+  // all 32 requests have ended, one way or the other.
+  auto ended = [&](const testing_prom::Exposition& ex) {
+    return ex.value("pagoda:request_success_total", {{"finished_reason", "abort"}}) - aborted0 +
+               ex.value("pagoda:request_success_total", {{"finished_reason", "length"}}) - length0 ==
+           n;
+  };
+  seconds_until(port, ended);
+  auto ex1 = scrape(port);
+  const double aborted = ex1.value("pagoda:request_success_total", {{"finished_reason", "abort"}}) - aborted0;
+  const double finished = ex1.value("pagoda:request_success_total", {{"finished_reason", "length"}}) - length0;
+  EXPECT_GE(aborted, 1) << "no request of the slow reader was aborted";
+  EXPECT_EQ(aborted + finished, n);
+  // The client finds its connection closed once it reads what was buffered.
+  bool closed = false;
+  try {
+    for (int k = 0; k < 100000; ++k) ws.read(std::chrono::seconds(5));
+  } catch (const std::exception& e) {
+    closed = std::string(e.what()).find("timed out") == std::string::npos;
+  }
+  EXPECT_TRUE(closed) << "the server did not drop the slow reader";
+  std::printf("[ slow    ] non-reading client dropped: %.0f of its %d requests aborted, %.0f had finished\n",
+              aborted, n, finished);
   // Everyone else is fine.
   json r = post_json(port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}});
   EXPECT_EQ(r["usage"]["completion_tokens"], 8);
