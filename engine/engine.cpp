@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "engine/kv/block_manager.h"
+#include "engine/latency_tracker.h"
 #include "engine/model_runner.h"
 #include "engine/output_channel.h"
 #include "engine/request_queue.h"
@@ -144,6 +145,7 @@ class EngineImpl {
         admit(std::move(cmd->request));
       } else if (scheduler.abort(cmd->request_id)) {
         local.requests_finished_total["abort"]++;
+        latency.forget(cmd->request_id);
       }
     }
     return any;
@@ -165,7 +167,12 @@ class EngineImpl {
         runner.execute(out, logits);
         sample(out);
       }
+      timed.clear();
+      for (const ScheduledSeq& s : out.seqs)
+        if (s.samples) timed.emplace_back(s.seq->request_id, s.seq->arrival_time);
       PostprocessResult res = scheduler.postprocess(out, sampled);
+      const auto now = std::chrono::steady_clock::now();
+      for (const auto& [id, arrival] : timed) latency.on_token(id, arrival, now, !scheduler.contains(id), local);
       local.prompt_tokens_total += out.num_prefill_tokens;
       local.generation_tokens_total += res.num_generated;
       local.steps_total++;
@@ -211,6 +218,8 @@ class EngineImpl {
   }
 
   void publish() {
+    latency.prune(static_cast<size_t>(scheduler.num_running() + scheduler.num_waiting()),
+                  [this](const std::string& id) { return scheduler.contains(id); });
     local.num_running = scheduler.num_running();
     local.num_waiting = scheduler.num_waiting();
     local.kv_blocks_used = blocks.num_used();
@@ -264,6 +273,8 @@ class EngineImpl {
   std::vector<int32_t> device_ids;  // ids sampled on the device
   std::vector<float> scratch;
   std::vector<int32_t> suppress;
+  LatencyTracker latency;
+  std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>> timed;  // this step's sampling seqs
   EngineStats local;  // engine thread's
   mutable std::mutex stats_mu;
   EngineStats published;

@@ -13,11 +13,22 @@ std::string StatsLogger::format(const EngineStats& s, const EngineStats& last, d
   double dt = elapsed_s > 0 ? elapsed_s : 1.0;
   double prompt_tps = static_cast<double>(s.prompt_tokens_total - last.prompt_tokens_total) / dt;
   double gen_tps = static_cast<double>(s.generation_tokens_total - last.generation_tokens_total) / dt;
-  return fmt::format(
+  std::string line = fmt::format(
       "Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, "
       "Running: {} reqs, Swapped: {} reqs, Pending: {} reqs, {} KV cache usage: {:.1f}%",
       prompt_tps, gen_tps, s.num_running, s.num_swapped, s.num_waiting, device_name,
       s.kv_cache_usage() * 100.0);
+  // Means over the observations since the previous line (when there are any).
+  auto mean_ms = [](const LatencyHistogram& now, const LatencyHistogram& before) {
+    int64_t n = now.count - before.count;
+    return n > 0 ? fmt::format("{:.1f} ms", (now.sum - before.sum) / static_cast<double>(n) * 1000.0)
+                 : std::string("n/a");
+  };
+  if (s.time_to_first_token.count != last.time_to_first_token.count ||
+      s.inter_token_latency.count != last.inter_token_latency.count)
+    line += fmt::format(", Mean TTFT: {}, Mean ITL: {}", mean_ms(s.time_to_first_token, last.time_to_first_token),
+                        mean_ms(s.inter_token_latency, last.inter_token_latency));
+  return line;
 }
 
 std::string StatsLogger::maybe_log(const EngineStats& stats, Clock::time_point now) {

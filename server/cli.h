@@ -19,6 +19,9 @@ struct ServeArgs {
   int network_threads = 2;
   std::string api_key;                        // --api-key / PAGODA_API_KEY
   std::vector<std::string> allowed_origins;   // --allowed-origins (CORS)
+  std::string web_dir;               // "" → resolve_web_dir's search
+  double ws_resume_grace_s = 30.0;   // /v1/ws streams kept after an abrupt disconnect
+  double slow_reader_timeout_s = 30.0;
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

@@ -10,6 +10,8 @@
 #include "server/cli.h"
 #include "server/http_server.h"
 #include "server/version.h"
+#include "server/web_assets.h"
+#include "server/ws_stream.h"
 
 namespace pagoda {
 
@@ -25,6 +27,14 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
   app.add_option("--allowed-origins", a.allowed_origins,
                  "CORS origins allowed to call the API: a JSON list ('[\"*\"]') or comma-separated; "
                  "default none");
+  app.add_option("--web-dir", a.web_dir, "Directory of the chat UI served at / (default: the built-in web/)");
+  app.add_option("--ws-resume-grace", a.ws_resume_grace_s,
+                 "Seconds a /v1/ws stream stays resumable after its connection drops (0: abort at once)")
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--slow-reader-timeout", a.slow_reader_timeout_s,
+                 "Seconds a streaming write may stay pending before the client is dropped and its requests "
+                 "aborted (0: never)")
+      ->check(CLI::Range(0.0, 3600.0));
   add_engine_flags(app, a.engine);
 }
 
@@ -46,12 +56,18 @@ int run_serve(ServeArgs a) {
                                                                                        : a.engine.chat_template)
                                                       : "none (/v1/chat/completions answers 400)");
     EngineAdapter handle(*m.engine);
+    auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0)); };
+    StreamHub streams(&handle, ms(a.ws_resume_grace_s));  // outlives the server
     ServerContext ctx;
     ctx.model = make_serving_model(m, a.engine.model_dir);
     ctx.engine = &handle;
     ctx.access.api_key = a.api_key;
     ctx.access.allowed_origins = parse_allowed_origins(a.allowed_origins);
     if (!a.api_key.empty()) spdlog::info("API key required on /v1/*, /tokenize, /detokenize, /generate");
+    ctx.streams = &streams;
+    ctx.limits.slow_reader_timeout = ms(a.slow_reader_timeout_s);
+    ctx.web_dir = resolve_web_dir(a.web_dir);
+    spdlog::info("Chat UI: {}", ctx.web_dir.empty() ? "none (no web/ directory found; see --web-dir)" : ctx.web_dir);
 
     auto server = std::make_unique<HttpServer>(ctx, a.host, a.port, a.network_threads);
     std::optional<boost::asio::signal_set> signals;
@@ -61,6 +77,7 @@ int run_serve(ServeArgs a) {
       spdlog::info("Signal {}: shutting down", sig);
       server->stop();
     });
+    streams.start_sweeper(server->io_context().get_executor(), std::chrono::milliseconds(200));
     m.engine->start();
     handle.set_running(true);
     server->start();

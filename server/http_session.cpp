@@ -5,8 +5,11 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include "server/ws_session.h"
 
 namespace pagoda {
 
@@ -52,6 +55,12 @@ void HttpSession::on_read(beast::error_code ec) {
 }
 
 void HttpSession::handle(Request&& req) {
+  // GET /v1/ws with an Upgrade: the connection becomes a WsSession.
+  if (ctx_.streams && beast::websocket::is_upgrade(req) &&
+      req.target().substr(0, req.target().find('?')) == "/v1/ws") {
+    std::make_shared<WsSession>(std::move(stream_), ctx_)->run(std::move(req));
+    return;
+  }
   http_version_ = req.version();
   keep_alive_ = req.keep_alive();
   // API key and CORS (access_control.h) before routing.
@@ -111,6 +120,10 @@ void HttpSession::start_generation(ParsedRequest&& parsed) {
 
   if (!gen_->stream) return;
   formatter_ = std::make_unique<StreamFormatter>(*gen_);
+  if (ctx_.limits.stream_send_buffer_bytes > 0) {
+    beast::error_code ignored;
+    stream_.socket().set_option(net::socket_base::send_buffer_size(ctx_.limits.stream_send_buffer_bytes), ignored);
+  }
   chunked_ = http_version_ >= 11;
   if (!chunked_) keep_alive_ = false;
   stream_header_ = std::make_shared<http::response<http::empty_body>>(http::status::ok, http_version_);
@@ -202,6 +215,9 @@ void HttpSession::flush_stream() {
     write_buf_ = std::move(pending_out_);
     pending_out_.clear();
     writing_ = true;
+    // A reader too slow for too long: the timeout fails the write (and the
+    // client-watch read) and client_gone() aborts the request.
+    if (ctx_.limits.slow_reader_timeout.count() > 0) stream_.expires_after(ctx_.limits.slow_reader_timeout);
     auto done = [self](beast::error_code ec, size_t) { self->on_stream_write(ec); };
     if (chunked_) {
       net::async_write(stream_, http::make_chunk(net::buffer(write_buf_)), done);
@@ -224,6 +240,8 @@ void HttpSession::flush_stream() {
 
 void HttpSession::on_stream_write(beast::error_code ec) {
   writing_ = false;
+  stream_.expires_never();
+  if (ec == beast::error::timeout) return client_gone("slow reader: a write stayed pending past --slow-reader-timeout");
   if (ec) return client_gone("stream write failed");
   flush_stream();
 }

@@ -11,6 +11,8 @@
 #include "server/metrics.h"
 #include "server/tokenize_endpoints.h"
 #include "server/version.h"
+#include "server/web_assets.h"
+#include "server/ws_stream.h"
 
 namespace pagoda {
 
@@ -44,6 +46,8 @@ RouteResult from_json_result(std::variant<json, OpenAIError>&& result) {
 
 RouteResult Router::route(http::verb method, std::string_view target, std::string_view body) const {
   std::string_view path = target.substr(0, target.find('?'));
+  // ---- streaming front end: the chat UI (web/) and /v1/ws without upgrade ----
+  if (auto r = route_frontend(method, path, ctx_)) return std::move(*r);
   struct Route {
     std::string_view path;
     http::verb method;
@@ -117,6 +121,8 @@ RouteResult Router::metrics() const {
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = format_prometheus_metrics(ctx_.engine ? ctx_.engine->stats() : EngineStats{},
                                      ctx_.model.served_model_name);
+  if (ctx_.streams) r.body += format_stream_metrics(ctx_.streams->size(), ctx_.streams->num_detached(),
+                                                    ctx_.model.served_model_name);
   return r;
 }
 

@@ -40,5 +40,33 @@ TEST(StatsLogger, LogsOncePerIntervalAndOnlyWhileBusy) {
   EXPECT_EQ(off.maybe_log(s, t0 + seconds(100)), "");
 }
 
+TEST(StatsLogger, AppendsMeanTtftAndItlSinceTheLastLine) {
+  EngineStats last, now;
+  last.time_to_first_token.observe(10.0);  // before the interval: excluded
+  now = last;
+  now.time_to_first_token.observe(0.020);
+  now.time_to_first_token.observe(0.040);  // mean 30 ms
+  now.inter_token_latency.observe(0.004);
+  now.inter_token_latency.observe(0.006);
+  now.inter_token_latency.observe(0.008);  // mean 6 ms
+  std::string line = StatsLogger::format(now, last, 5.0, "CPU");
+  EXPECT_NE(line.find(", Mean TTFT: 30.0 ms, Mean ITL: 6.0 ms"), std::string::npos) << line;
+  EngineStats only_itl = now;
+  only_itl.inter_token_latency.observe(0.010);
+  line = StatsLogger::format(only_itl, now, 5.0, "CPU");
+  EXPECT_NE(line.find(", Mean TTFT: n/a, Mean ITL: 10.0 ms"), std::string::npos) << line;
+}
+
+TEST(LatencyHistogram, BucketsAreUpperInclusive) {
+  LatencyHistogram h({0.1, 1.0});
+  h.observe(0.1);   // le="0.1"
+  h.observe(0.5);   // le="1"
+  h.observe(2.0);   // +Inf
+  h.observe(0.05);  // le="0.1"
+  EXPECT_EQ(h.counts, (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_EQ(h.count, 4);
+  EXPECT_DOUBLE_EQ(h.sum, 2.65);
+}
+
 }  // namespace
 }  // namespace pagoda

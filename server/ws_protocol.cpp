@@ -1,0 +1,163 @@
+#include "server/ws_protocol.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "server/openai_response.h"
+
+namespace pagoda {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxJsonDepth = 64;
+struct TooDeep {};
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+WsMessageError envelope_error(std::optional<std::string> id, std::string message, std::string param = "") {
+  return WsMessageError{std::move(id), bad_request(std::move(message), std::move(param))};
+}
+
+}  // namespace
+
+std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view text) {
+  json obj;
+  try {
+    obj = json::parse(
+        text,
+        [](int depth, json::parse_event_t, json&) {
+          if (depth > kMaxJsonDepth) throw TooDeep{};
+          return true;
+        },
+        /*allow_exceptions=*/false);
+  } catch (const TooDeep&) {
+    return envelope_error(std::nullopt, fmt::format("Message nests JSON deeper than {} levels", kMaxJsonDepth));
+  }
+  if (obj.is_discarded()) return envelope_error(std::nullopt, "Message is not valid JSON");
+  if (!obj.is_object()) return envelope_error(std::nullopt, "Message must be a JSON object");
+
+  WsClientMessage m;
+  std::optional<std::string> id;
+  auto id_it = obj.find("id");
+  if (id_it != obj.end()) {
+    if (!id_it->is_string() || id_it->get_ref<const std::string&>().empty())
+      return envelope_error(std::nullopt, "'id' must be a non-empty string", "id");
+    id = id_it->get<std::string>();
+    if (id->size() > kMaxWsIdBytes)
+      return envelope_error(std::nullopt, fmt::format("'id' is longer than {} bytes", kMaxWsIdBytes), "id");
+    m.id = *id;
+  }
+  auto type_it = obj.find("type");
+  if (type_it == obj.end() || !type_it->is_string())
+    return envelope_error(id, "'type' must be one of chat, completion, cancel, resume, subscribe_stats, "
+                              "unsubscribe_stats", "type");
+  const std::string& type = type_it->get_ref<const std::string&>();
+  using T = WsClientMessage::Type;
+  if (type == "chat") m.type = T::kChat;
+  else if (type == "completion") m.type = T::kCompletion;
+  else if (type == "cancel") m.type = T::kCancel;
+  else if (type == "resume") m.type = T::kResume;
+  else if (type == "subscribe_stats") m.type = T::kSubscribeStats;
+  else if (type == "unsubscribe_stats") m.type = T::kUnsubscribeStats;
+  else
+    return envelope_error(id, fmt::format("Unknown message type '{}' (expected chat, completion, cancel, resume, "
+                                          "subscribe_stats or unsubscribe_stats)", type), "type");
+  bool needs_id = m.type != T::kSubscribeStats && m.type != T::kUnsubscribeStats;
+  if (needs_id && !id) return envelope_error(std::nullopt, fmt::format("A '{}' message needs an 'id'", type), "id");
+
+  if (m.type == T::kResume) {
+    auto after = obj.find("after");
+    if (after == obj.end()) {
+      m.after = 0;
+    } else if (!after->is_number_integer() || after->get<int64_t>() < 0) {
+      return envelope_error(id, "'after' must be an integer >= 0 (the last seq received)", "after");
+    } else {
+      m.after = after->get<int64_t>();
+    }
+  }
+  if (m.type == T::kSubscribeStats) {
+    auto iv = obj.find("interval_ms");
+    if (iv != obj.end()) {
+      if (!iv->is_number()) return envelope_error(id, "'interval_ms' must be a number", "interval_ms");
+      m.interval_ms = std::clamp<int64_t>(static_cast<int64_t>(iv->get<double>()), 100, 60000);
+    }
+  }
+  if (m.type == T::kChat || m.type == T::kCompletion) {
+    auto res = obj.find("resumable");
+    if (res != obj.end()) {
+      if (!res->is_boolean()) return envelope_error(id, "'resumable' must be a boolean", "resumable");
+      m.resumable = res->get<bool>();
+    }
+    obj.erase("type");
+    obj.erase("id");
+    obj.erase("resumable");
+    obj.erase("stream");  // a WebSocket request always streams
+    obj.erase("stream_options");
+    m.body = std::move(obj);
+  }
+  return m;
+}
+
+ParseResult parse_ws_generation(const WsClientMessage& msg, const ServingModel& model) {
+  std::string body = dump(msg.body);
+  return msg.type == WsClientMessage::Type::kChat ? parse_chat_request(body, model)
+                                                  : parse_completion_request(body, model);
+}
+
+std::string ws_delta_message(const std::string& id, int64_t seq, const WsDelta& d) {
+  return dump(json{{"type", "delta"}, {"id", id},     {"seq", seq},
+                   {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}});
+}
+
+std::string ws_done_message(const std::string& id, int64_t seq, const RequestOutput& out) {
+  json usage = {{"prompt_tokens", out.prompt_tokens},
+                {"completion_tokens", out.completion_tokens},
+                {"total_tokens", out.prompt_tokens + out.completion_tokens}};
+  return dump(json{{"type", "done"},
+                   {"id", id},
+                   {"seq", seq},
+                   {"index", out.index},
+                   {"finish_reason", finish_reason_str(out.finish_reason)},
+                   {"stop_reason", stop_reason_json(out)},
+                   {"usage", usage}});
+}
+
+std::string ws_error_message(const std::optional<std::string>& id, const OpenAIError& e) {
+  json j = e.to_json();  // {"error": {...}}
+  return dump(json{{"type", "error"}, {"id", id ? json(*id) : json(nullptr)}, {"error", j["error"]}});
+}
+
+std::string ws_stats_message(const EngineStats& now, const EngineStats& before, double elapsed_s) {
+  double dt = elapsed_s > 0 ? elapsed_s : 1.0;
+  auto mean = [](const LatencyHistogram& a, const LatencyHistogram& b) -> json {
+    int64_t n = a.count - b.count;
+    if (n <= 0) return nullptr;
+    return (a.sum - b.sum) / static_cast<double>(n);
+  };
+  int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  return dump(json{
+      {"type", "stats"},
+      {"time", static_cast<double>(unix_ms) / 1000.0},
+      {"num_requests_running", now.num_running},
+      {"num_requests_waiting", now.num_waiting},
+      {"kv_cache_usage_perc", now.kv_cache_usage()},
+      {"kv_cache_used_blocks", now.kv_blocks_used},
+      {"kv_cache_blocks_total", now.kv_blocks_total},
+      {"prompt_tokens_total", now.prompt_tokens_total},
+      {"generation_tokens_total", now.generation_tokens_total},
+      {"engine_steps_total", now.steps_total},
+      {"prompt_tokens_per_s", static_cast<double>(now.prompt_tokens_total - before.prompt_tokens_total) / dt},
+      {"generation_tokens_per_s",
+       static_cast<double>(now.generation_tokens_total - before.generation_tokens_total) / dt},
+      {"mean_time_to_first_token_s", mean(now.time_to_first_token, before.time_to_first_token)},
+      {"mean_inter_token_latency_s", mean(now.inter_token_latency, before.inter_token_latency)},
+  });
+}
+
+}  // namespace pagoda

@@ -1,0 +1,79 @@
+// The /v1/ws message protocol (docs/WEBSOCKET.md): parsing client messages
+// and formatting server messages. Pure functions; no I/O.
+//
+// Client → server (one JSON object per WebSocket text message):
+//   {"type": "chat" | "completion", "id": "<client id>", ...}  the body of
+//       POST /v1/chat/completions or /v1/completions (same fields, same
+//       validation: parse_chat_request / parse_completion_request), plus
+//       optional "resumable" (bool, default true);
+//   {"type": "cancel", "id"}            aborts that request;
+//   {"type": "resume", "id", "after"}   re-attaches a stream, replaying the
+//                                       deltas with seq > after;
+//   {"type": "subscribe_stats", "interval_ms"?} / {"type": "unsubscribe_stats"}.
+// Server → client:
+//   {"type": "delta", "id", "seq", "index", "text", "token_ids"}
+//   {"type": "done", "id", "seq", "finish_reason", "stop_reason", "usage"}
+//   {"type": "error", "id" (null when unknown), "error": {OpenAI error object}}
+//   {"type": "stats", ...}
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "engine/stats.h"
+#include "server/openai_error.h"
+#include "server/openai_request.h"
+#include "server/serving_model.h"
+
+namespace pagoda {
+
+struct WsClientMessage {
+  enum class Type { kChat, kCompletion, kCancel, kResume, kSubscribeStats, kUnsubscribeStats };
+  Type type = Type::kChat;
+  std::string id;                // client-chosen; required except for (un)subscribe_stats
+  int64_t after = 0;             // resume: the last seq the client has
+  bool resumable = true;         // chat/completion: keep the stream after an abrupt disconnect
+  int64_t interval_ms = 1000;    // subscribe_stats: period, clamped to [100, 60000]
+  nlohmann::json body;           // chat/completion: the HTTP body fields
+};
+
+// An error to report on the socket; id is the message's id when it had one.
+struct WsMessageError {
+  std::optional<std::string> id;
+  OpenAIError error;
+};
+
+inline constexpr size_t kMaxWsIdBytes = 256;
+
+// Parses and checks the envelope (type, id, after, interval_ms). Request
+// fields are checked later by parse_ws_generation.
+std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view text);
+
+// chat/completion → the protocol layer's ParsedRequest (or its error), by
+// the HTTP API's own parsers. "stream" is ignored (always streamed).
+ParseResult parse_ws_generation(const WsClientMessage& msg, const ServingModel& model);
+
+// One entry of a stream's log: the engine delta numbered seq (1-based).
+struct WsDelta {
+  int index = 0;
+  std::string text;
+  std::vector<int32_t> token_ids;
+};
+
+// Server messages (serialized; invalid UTF-8 replaced by U+FFFD).
+std::string ws_delta_message(const std::string& id, int64_t seq, const WsDelta& d);
+std::string ws_done_message(const std::string& id, int64_t seq, const RequestOutput& final_output);
+std::string ws_error_message(const std::optional<std::string>& id, const OpenAIError& e);
+
+// A stats message from the snapshot `now`, with rates and means over the
+// interval since `before` (elapsed_s seconds): generation/prompt tokens per
+// second, mean TTFT and ITL (null when nothing was observed).
+std::string ws_stats_message(const EngineStats& now, const EngineStats& before, double elapsed_s);
+
+}  // namespace pagoda

@@ -1,0 +1,352 @@
+#include "server/ws_session.h"
+
+#include <utility>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "server/openai_response.h"
+#include "server/version.h"
+
+namespace pagoda {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+
+namespace {
+// Control messages (errors) a client may leave unread before it is dropped.
+constexpr size_t kMaxQueuedControl = 256;
+}  // namespace
+
+WsSession::WsSession(beast::tcp_stream&& stream, const ServerContext& ctx)
+    : ws_(std::move(stream)), ctx_(ctx), slow_timer_(ws_.get_executor()), stats_timer_(ws_.get_executor()) {}
+
+void WsSession::run(Request req) {
+  beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts apply
+  if (ctx_.limits.stream_send_buffer_bytes > 0) {
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().set_option(
+        net::socket_base::send_buffer_size(ctx_.limits.stream_send_buffer_bytes), ignored);
+  }
+  websocket::stream_base::timeout t = websocket::stream_base::timeout::suggested(beast::role_type::server);
+  t.idle_timeout = std::chrono::seconds(60);
+  t.keep_alive_pings = true;  // an idle but live client answers the pings
+  ws_.set_option(t);
+  ws_.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
+    res.set(beast::http::field::server, std::string("pagoda/") + pagoda_version());
+  }));
+  ws_.read_message_max(ctx_.limits.max_body_bytes);
+  auto self = shared_from_this();
+  ws_.async_accept(req, [self](beast::error_code ec) {
+    if (ec) return self->teardown(Teardown::kAbort, "handshake failed");
+    self->do_read();
+  });
+}
+
+// ---- reading -----------------------------------------------------------
+
+void WsSession::do_read() {
+  ws_.async_read(read_buf_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+}
+
+void WsSession::on_read(beast::error_code ec) {
+  if (ec == websocket::error::closed) return teardown(Teardown::kAbort, "client closed the WebSocket");
+  if (ec) return teardown(Teardown::kDetach, "connection lost");
+  std::string text = beast::buffers_to_string(read_buf_.data());
+  read_buf_.consume(read_buf_.size());
+  if (!ws_.got_text()) {
+    queue_control(ws_error_message(std::nullopt, bad_request("Binary messages are not supported; send JSON text")));
+  } else {
+    try {
+      handle_message(text);
+    } catch (const std::exception& e) {
+      spdlog::error("/v1/ws: {}", e.what());
+      queue_control(ws_error_message(std::nullopt, make_error(500, fmt::format("Internal server error: {}", e.what()))));
+    }
+  }
+  if (!closed_) do_read();
+}
+
+void WsSession::handle_message(const std::string& text) {
+  auto parsed = parse_ws_message(text);
+  if (auto* err = std::get_if<WsMessageError>(&parsed)) return queue_control(ws_error_message(err->id, err->error));
+  const WsClientMessage& m = std::get<WsClientMessage>(parsed);
+  using T = WsClientMessage::Type;
+  switch (m.type) {
+    case T::kChat:
+    case T::kCompletion: return start_generation(m);
+    case T::kCancel: return cancel(m);
+    case T::kResume: return resume(m);
+    case T::kSubscribeStats: return subscribe_stats(m);
+    case T::kUnsubscribeStats:
+      stats_subscribed_ = false;
+      stats_timer_.cancel();
+      return;
+  }
+}
+
+void WsSession::start_generation(const WsClientMessage& m) {
+  ParseResult pr = parse_ws_generation(m, ctx_.model);
+  if (auto* err = std::get_if<OpenAIError>(&pr)) return queue_control(ws_error_message(m.id, *err));
+  ParsedRequest& parsed = std::get<ParsedRequest>(pr);
+
+  auto s = std::make_shared<WsStream>();
+  s->client_id = m.id;
+  s->request_id = parsed.request_id;
+  s->resumable = m.resumable;
+  s->channel = std::make_shared<OutputChannel>();
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->owner = weak_from_this();
+    s->owner_executor = ws_.get_executor();
+  }
+  if (!ctx_.streams->add(s))
+    return queue_control(ws_error_message(
+        m.id, make_error(409, fmt::format("id '{}' is already in use by a running or resumable request", m.id), "id")));
+  attached_[m.id] = Attached{s, 0};
+
+  // Engine thread: only posts onto the owner's strand (whoever owns the
+  // stream when the delta arrives: a resume may have moved it).
+  std::weak_ptr<WsStream> weak_stream = s;
+  s->channel->set_notifier([weak_stream] {
+    auto st = weak_stream.lock();
+    if (!st) return;
+    std::weak_ptr<WsSession> owner;
+    net::any_io_executor ex;
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (st->owner.expired()) return;  // detached: a resume drains it
+      owner = st->owner;
+      ex = st->owner_executor;
+    }
+    net::post(ex, [owner, st] {
+      if (auto o = owner.lock()) o->on_stream_ready(st);
+    });
+  });
+  auto request = std::make_unique<GenerateRequest>();
+  request->request_id = parsed.request_id;
+  request->prompt_token_ids = std::move(parsed.prompt_token_ids);
+  request->sampling = parsed.sampling;
+  request->output = s->channel;
+  ctx_.engine->add_request(std::move(request));
+}
+
+void WsSession::cancel(const WsClientMessage& m) {
+  std::shared_ptr<WsStream> s = ctx_.streams->find(m.id);
+  if (!s) return queue_control(ws_error_message(m.id, not_found(fmt::format("No request with id '{}'", m.id), "id")));
+  bool detached;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    detached = s->owner.expired();
+  }
+  // Attached (here or elsewhere): the engine's abort delta ends the stream
+  // with a done message (finish_reason "abort") on its connection.
+  ctx_.engine->abort_request(s->request_id);
+  if (detached) ctx_.streams->remove(s);
+}
+
+void WsSession::resume(const WsClientMessage& m) {
+  std::shared_ptr<WsStream> s = ctx_.streams->find(m.id);
+  if (!s)
+    return queue_control(ws_error_message(
+        m.id, not_found(fmt::format("No resumable stream with id '{}' (finished and delivered, cancelled, or its "
+                                    "grace period passed)", m.id), "id")));
+  int64_t last = 0;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->drain_locked();
+    last = static_cast<int64_t>(s->log.size());
+    if (m.after <= last) {
+      s->owner = weak_from_this();
+      s->owner_executor = ws_.get_executor();
+      s->detached_at = {};
+    }
+  }
+  if (m.after > last)
+    return queue_control(ws_error_message(
+        m.id, bad_request(fmt::format("'after' ({}) is beyond the stream's last seq ({})", m.after, last), "after")));
+  attach(s, m.after);
+}
+
+void WsSession::attach(const std::shared_ptr<WsStream>& s, int64_t sent_seq) {
+  attached_[s->client_id] = Attached{s, sent_seq};
+  mark_dirty(s->client_id);
+  pump();
+}
+
+void WsSession::subscribe_stats(const WsClientMessage& m) {
+  stats_interval_ = std::chrono::milliseconds(m.interval_ms);
+  stats_before_ = ctx_.engine->stats();
+  stats_before_time_ = std::chrono::steady_clock::now();
+  if (!stats_subscribed_) {
+    stats_subscribed_ = true;
+    arm_stats_timer();
+  }
+}
+
+void WsSession::arm_stats_timer() {
+  stats_timer_.expires_after(stats_interval_);
+  stats_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->closed_ || !self->stats_subscribed_) return;
+    EngineStats now = self->ctx_.engine->stats();
+    auto t = std::chrono::steady_clock::now();
+    double elapsed = std::chrono::duration<double>(t - self->stats_before_time_).count();
+    self->pending_stats_ = ws_stats_message(now, self->stats_before_, elapsed);  // replaces an unsent one
+    self->stats_before_ = std::move(now);
+    self->stats_before_time_ = t;
+    self->pump();
+    self->arm_stats_timer();
+  });
+}
+
+// ---- writing -----------------------------------------------------------
+
+void WsSession::on_stream_ready(const std::shared_ptr<WsStream>& s) {
+  if (closed_) return;
+  auto it = attached_.find(s->client_id);
+  if (it == attached_.end() || it->second.stream != s) return;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->owner.lock().get() != this) {  // resumed elsewhere
+      attached_.erase(it);
+      return;
+    }
+    s->drain_locked();
+  }
+  mark_dirty(s->client_id);
+  pump();
+}
+
+void WsSession::mark_dirty(const std::string& id) {
+  if (dirty_set_.insert(id).second) dirty_.push_back(id);
+}
+
+void WsSession::queue_control(std::string message) {
+  if (closed_) return;
+  if (control_.size() >= kMaxQueuedControl) return teardown(Teardown::kAbort, "client does not read its messages");
+  control_.push_back(std::move(message));
+  pump();
+}
+
+std::string WsSession::next_stream_message(const std::string& id) {
+  auto it = attached_.find(id);
+  if (it == attached_.end()) return {};
+  Attached& a = it->second;
+  std::shared_ptr<WsStream> s = a.stream;
+  std::string msg;
+  bool done = false, more = false;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->owner.lock().get() != this) {
+      attached_.erase(it);
+      return {};
+    }
+    const int64_t n = static_cast<int64_t>(s->log.size());
+    if (a.sent_seq < n) {
+      // Everything unsent, up to the first change of choice index, in one
+      // message whose seq is the last engine delta it covers.
+      WsDelta merged;
+      merged.index = s->log[static_cast<size_t>(a.sent_seq)].index;
+      int64_t last = a.sent_seq;
+      while (last < n && s->log[static_cast<size_t>(last)].index == merged.index) {
+        const WsDelta& d = s->log[static_cast<size_t>(last)];
+        merged.text += d.text;
+        merged.token_ids.insert(merged.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+        ++last;
+      }
+      a.sent_seq = last;
+      if (!merged.text.empty() || !merged.token_ids.empty()) msg = ws_delta_message(id, last, merged);
+      more = last < n || s->finished;
+    } else if (s->finished) {
+      const RequestOutput& f = s->final_output;
+      msg = f.error.empty() ? ws_done_message(id, n, f) : ws_error_message(id, error_for_output(f));
+      done = true;
+    }
+  }
+  if (done) {
+    attached_.erase(it);
+    ctx_.streams->remove(s);
+  } else if (more) {
+    mark_dirty(id);
+  }
+  return msg;
+}
+
+void WsSession::pump() {
+  if (writing_ || closed_) return;
+  std::string msg;
+  if (!control_.empty()) {
+    msg = std::move(control_.front());
+    control_.pop_front();
+  } else if (pending_stats_) {
+    msg = std::move(*pending_stats_);
+    pending_stats_.reset();
+  } else {
+    while (msg.empty() && !dirty_.empty()) {
+      std::string id = std::move(dirty_.front());
+      dirty_.pop_front();
+      dirty_set_.erase(id);
+      msg = next_stream_message(id);
+    }
+  }
+  if (msg.empty()) return;
+  write_buf_ = std::move(msg);
+  writing_ = true;
+  const uint64_t gen = ++write_gen_;
+  if (ctx_.limits.slow_reader_timeout.count() > 0) {
+    slow_timer_.expires_after(ctx_.limits.slow_reader_timeout);
+    slow_timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+      if (ec || !self->writing_ || self->write_gen_ != gen) return;
+      self->teardown(Teardown::kAbort, "slow reader: a write stayed pending past --slow-reader-timeout");
+    });
+  }
+  ws_.text(true);
+  ws_.async_write(net::buffer(write_buf_),
+                  [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+}
+
+void WsSession::on_write(beast::error_code ec) {
+  writing_ = false;
+  slow_timer_.cancel();
+  if (ec) return teardown(Teardown::kDetach, "write failed");
+  pump();
+}
+
+void WsSession::teardown(Teardown mode, const char* why) {
+  if (closed_) return;
+  closed_ = true;
+  stats_subscribed_ = false;
+  stats_timer_.cancel();
+  slow_timer_.cancel();
+  const bool grace = ctx_.streams->resume_grace().count() > 0;
+  for (auto& [id, a] : attached_) {
+    std::shared_ptr<WsStream> s = a.stream;
+    bool keep;
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      if (s->owner.lock().get() != this) continue;  // resumed elsewhere
+      keep = mode == Teardown::kDetach && grace && s->resumable;
+      s->owner.reset();
+      s->detached_at = std::chrono::steady_clock::now();
+    }
+    if (keep) {
+      spdlog::info("Request {} (id '{}') detached: {}; resumable for {} ms", s->request_id, id, why,
+                   ctx_.streams->resume_grace().count());
+    } else {
+      spdlog::info("Aborted request {} (id '{}'): {}", s->request_id, id, why);
+      ctx_.streams->abort(s);
+    }
+  }
+  attached_.clear();
+  dirty_.clear();
+  dirty_set_.clear();
+  control_.clear();
+  beast::error_code ignored;
+  beast::get_lowest_layer(ws_).socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  beast::get_lowest_layer(ws_).socket().close(ignored);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,96 @@
+// WsSession: one WebSocket connection on /v1/ws (Boost.Beast), every
+// handler on the connection's strand. Protocol: docs/WEBSOCKET.md,
+// server/ws_protocol.h.
+//
+//   - Reads client messages continuously; several requests may be in
+//     flight on one socket, their delta messages interleaved.
+//   - Writes one message at a time. While a write is pending, new engine
+//     deltas only land in their stream's log; the next message for a stream
+//     covers everything it has not sent yet (coalescing: a slow reader gets
+//     fewer, bigger messages; the engine thread never waits for it, and
+//     other connections have their own strands).
+//   - A write pending longer than ServerLimits::slow_reader_timeout drops
+//     the connection and aborts its requests.
+//   - Disconnect: a close frame from the client (it left on purpose), a
+//     read error with grace period 0, or a stream started with
+//     "resumable": false → the requests are aborted at once (freed within
+//     one engine step). An abrupt loss (EOF, reset) leaves resumable
+//     streams in the StreamHub for the grace period (WsStream).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "engine/stats.h"
+#include "server/server_context.h"
+#include "server/ws_protocol.h"
+#include "server/ws_stream.h"
+
+namespace pagoda {
+
+class WsSession : public std::enable_shared_from_this<WsSession> {
+ public:
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+  // stream's executor must be a strand; ctx.streams must be set.
+  WsSession(boost::beast::tcp_stream&& stream, const ServerContext& ctx);
+  // Accepts the upgrade request (answers 101) and starts reading.
+  void run(Request req);
+
+ private:
+  enum class Teardown { kAbort, kDetach };
+  struct Attached {
+    std::shared_ptr<WsStream> stream;
+    int64_t sent_seq = 0;  // the last seq this connection has sent
+  };
+
+  void do_read();
+  void on_read(boost::beast::error_code ec);
+  void handle_message(const std::string& text);
+  void start_generation(const WsClientMessage& m);
+  void cancel(const WsClientMessage& m);
+  void resume(const WsClientMessage& m);
+  void subscribe_stats(const WsClientMessage& m);
+  void arm_stats_timer();
+
+  // Owner side of a stream's notifier.
+  void on_stream_ready(const std::shared_ptr<WsStream>& s);
+  void attach(const std::shared_ptr<WsStream>& s, int64_t sent_seq);
+  void mark_dirty(const std::string& id);
+  void queue_control(std::string message);
+  void pump();
+  // The next message for one dirty stream ("" when it had nothing to say).
+  std::string next_stream_message(const std::string& id);
+  void on_write(boost::beast::error_code ec);
+  void teardown(Teardown mode, const char* why);
+
+  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  const ServerContext& ctx_;
+  boost::beast::flat_buffer read_buf_;
+  std::unordered_map<std::string, Attached> attached_;
+  std::deque<std::string> dirty_;              // ids with unsent deltas, FIFO (fair)
+  std::unordered_set<std::string> dirty_set_;
+  std::deque<std::string> control_;            // errors, sent first
+  std::optional<std::string> pending_stats_;   // the latest stats message not yet sent
+  std::string write_buf_;
+  bool writing_ = false;
+  bool closed_ = false;
+  uint64_t write_gen_ = 0;
+  boost::asio::steady_timer slow_timer_;
+  boost::asio::steady_timer stats_timer_;
+  bool stats_subscribed_ = false;
+  std::chrono::milliseconds stats_interval_{1000};
+  EngineStats stats_before_;
+  std::chrono::steady_clock::time_point stats_before_time_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,344 @@
+// /v1/ws against the real `pagoda serve` over loopback, with a Beast
+// WebSocket client: interleaved requests on one socket equal their
+// non-streamed results; cancel stops one and not the others; resume after a
+// forced disconnect yields exactly the missing deltas; errors, stats and the
+// chat UI's files.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "tests/integration/serve_test_util.h"
+#include "tests/integration/ws_client.h"
+
+namespace pagoda::testing_http {
+namespace {
+
+using nlohmann::json;
+
+struct Joined {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  int64_t last_seq = 0;
+  size_t deltas = 0;
+  json done;   // the done (or error) message
+  bool seq_increasing = true;
+};
+
+// Reads until every id in `ids` has its done/error message.
+std::map<std::string, Joined> read_until_done(WsClient& ws, std::set<std::string> ids,
+                                              std::vector<std::string>* order = nullptr,
+                                              std::map<std::string, Joined> joined = {}) {
+  while (!ids.empty()) {
+    json m = ws.read();
+    if (m["type"] == "stats") continue;
+    std::string id = m["id"].is_string() ? m["id"].get<std::string>() : "";
+    Joined& j = joined[id];
+    if (order) order->push_back(m["type"].get<std::string>() + ":" + id);
+    if (m["type"] == "delta") {
+      int64_t seq = m["seq"];
+      if (seq <= j.last_seq) j.seq_increasing = false;
+      j.last_seq = seq;
+      j.text += m["text"].get<std::string>();
+      for (const auto& t : m["token_ids"]) j.token_ids.push_back(t.get<int32_t>());
+      ++j.deltas;
+    } else {
+      j.done = m;
+      ids.erase(id);
+    }
+  }
+  return joined;
+}
+
+json completion(const std::string& prompt, int max_tokens) {
+  return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
+}
+
+class ServeWebSocket : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new PagodaServer({std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", "--network-threads", "2"});
+  }
+  static void TearDownTestSuite() {
+    int status = server_->stop();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    delete server_;
+  }
+  // The non-streamed result over HTTP.
+  static json reference(const json& body) {
+    json b = body;
+    b["return_token_ids"] = true;
+    return post_json(server_->port(), "/v1/completions", b)["choices"][0];
+  }
+  static std::vector<int32_t> ids_of(const json& choice) { return choice["token_ids"].get<std::vector<int32_t>>(); }
+  static PagodaServer* server_;
+};
+PagodaServer* ServeWebSocket::server_ = nullptr;
+
+TEST_F(ServeWebSocket, ThreeInterleavedRequestsEqualTheirNonStreamedResults) {
+  const json bodies[3] = {completion("Once upon a time", 60), completion("The little dog", 90),
+                          completion("Lily and Tom", 120)};
+  json refs[3];
+  for (int i = 0; i < 3; ++i) refs[i] = reference(bodies[i]);
+  WsClient ws(server_->port());
+  for (int i = 0; i < 3; ++i) {
+    json m = bodies[i];
+    m["type"] = "completion";
+    m["id"] = fmt::format("r{}", i);
+    ws.send(m);
+  }
+  std::vector<std::string> order;
+  auto joined = read_until_done(ws, {"r0", "r1", "r2"}, &order);
+  for (int i = 0; i < 3; ++i) {
+    const Joined& j = joined[fmt::format("r{}", i)];
+    SCOPED_TRACE(i);
+    EXPECT_EQ(j.text, refs[i]["text"].get<std::string>());
+    EXPECT_EQ(j.token_ids, ids_of(refs[i]));
+    EXPECT_TRUE(j.seq_increasing);
+    EXPECT_EQ(j.done["type"], "done");
+    EXPECT_EQ(j.done["finish_reason"], "length");
+    EXPECT_EQ(j.done["usage"]["completion_tokens"], bodies[i]["max_tokens"]);
+    EXPECT_GE(j.done["seq"].get<int64_t>(), j.last_seq);
+  }
+  // Interleaved: each request streamed before the first one finished.
+  size_t first_done = 0;
+  while (order[first_done].rfind("done:", 0) != 0) ++first_done;
+  for (const char* id : {"delta:r0", "delta:r1", "delta:r2"})
+    EXPECT_NE(std::find(order.begin(), order.begin() + static_cast<long>(first_done), id),
+              order.begin() + static_cast<long>(first_done))
+        << id << " had no delta before the first done";
+}
+
+TEST_F(ServeWebSocket, CancelStopsOneAndTheOtherTwoFinish) {
+  const json a = completion("Once upon a time", 100), b = completion("The little dog", 480),
+             c = completion("Lily and Tom", 100);
+  json ref_a = reference(a), ref_c = reference(c);
+  WsClient ws(server_->port());
+  int i = 0;
+  for (const json* body : {&a, &b, &c}) {
+    json m = *body;
+    m["type"] = "completion";
+    m["id"] = std::string("c") + "abc"[i++];
+    ws.send(m);
+  }
+  // Cancel b at its first delta.
+  std::map<std::string, Joined> joined;
+  std::set<std::string> open = {"ca", "cb", "cc"};
+  bool cancelled = false;
+  while (!open.empty()) {
+    json m = ws.read();
+    std::string id = m["id"];
+    Joined& j = joined[id];
+    if (m["type"] == "delta") {
+      j.text += m["text"].get<std::string>();
+      for (const auto& t : m["token_ids"]) j.token_ids.push_back(t.get<int32_t>());
+      if (id == "cb" && !cancelled) {
+        ws.send({{"type", "cancel"}, {"id", "cb"}});
+        cancelled = true;
+      }
+    } else {
+      j.done = m;
+      open.erase(id);
+    }
+  }
+  EXPECT_EQ(joined["cb"].done["finish_reason"], "abort");
+  EXPECT_LT(joined["cb"].done["usage"]["completion_tokens"].get<int>(), 480);
+  EXPECT_EQ(joined["ca"].done["finish_reason"], "length");
+  EXPECT_EQ(joined["cc"].done["finish_reason"], "length");
+  EXPECT_EQ(joined["ca"].text, ref_a["text"].get<std::string>());
+  EXPECT_EQ(joined["cc"].text, ref_c["text"].get<std::string>());
+  EXPECT_EQ(joined["cc"].token_ids, ids_of(ref_c));
+  // The socket still serves.
+  ws.send({{"type", "completion"}, {"id", "cd"}, {"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}});
+  auto more = read_until_done(ws, {"cd"});
+  EXPECT_EQ(more["cd"].done["usage"]["completion_tokens"], 5);
+}
+
+TEST_F(ServeWebSocket, ResumeAfterAForcedDisconnectYieldsExactlyTheMissingDeltas) {
+  const json body = completion("Once upon a time", 300);
+  json ref = reference(body);
+  Joined first;
+  {
+    WsClient ws(server_->port());
+    json m = body;
+    m["type"] = "completion";
+    m["id"] = "resume-1";
+    ws.send(m);
+    while (first.last_seq < 5) {
+      json d = ws.read();
+      ASSERT_EQ(d["type"], "delta") << d.dump();
+      first.last_seq = d["seq"];
+      first.text += d["text"].get<std::string>();
+      for (const auto& t : d["token_ids"]) first.token_ids.push_back(t.get<int32_t>());
+    }
+    ws.drop();  // no close frame: the stream stays resumable
+  }
+  WsClient ws2(server_->port());
+  ws2.send({{"type", "resume"}, {"id", "resume-1"}, {"after", first.last_seq}});
+  auto rest = read_until_done(ws2, {"resume-1"});
+  const Joined& r = rest["resume-1"];
+  EXPECT_EQ(first.text + r.text, ref["text"].get<std::string>());
+  std::vector<int32_t> ids = first.token_ids;
+  ids.insert(ids.end(), r.token_ids.begin(), r.token_ids.end());
+  EXPECT_EQ(ids, ids_of(ref));
+  EXPECT_EQ(r.done["finish_reason"], "length");
+  EXPECT_TRUE(r.seq_increasing);
+  // Finished and delivered: nothing left to resume.
+  ws2.send({{"type", "resume"}, {"id", "resume-1"}, {"after", 0}});
+  json e = ws2.read();
+  EXPECT_EQ(e["type"], "error");
+  EXPECT_EQ(e["error"]["code"], 404);
+}
+
+TEST_F(ServeWebSocket, NonResumableStreamsAreAbortedOnAnAbruptDrop) {
+  const uint16_t port = server_->port();
+  auto aborted = [&] { return metric(HttpClient(port).get("/metrics").body, "pagoda:request_success_total",
+                                     "finished_reason=\"abort\""); };
+  const double before = aborted();
+  {
+    WsClient ws(port);
+    json m = completion("Once upon a time", 480);
+    m["type"] = "completion";
+    m["id"] = "nores";
+    m["resumable"] = false;
+    ws.send(m);
+    ws.read();
+    ws.drop();
+  }
+  // Aborted by the drop itself (bounded wait for the engine's next step).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (aborted() != before + 1 && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_EQ(aborted(), before + 1);
+  WsClient ws(port);
+  ws.send({{"type", "resume"}, {"id", "nores"}, {"after", 0}});
+  json e = ws.read();
+  EXPECT_EQ(e["type"], "error") << e.dump();
+  EXPECT_EQ(e["error"]["code"], 404) << e.dump();
+}
+
+TEST_F(ServeWebSocket, BadMessagesGetErrorsAndHarmNothingElse) {
+  WsClient ws(server_->port());
+  ws.send_text("{oops");
+  json e = ws.read();
+  EXPECT_EQ(e["type"], "error");
+  EXPECT_TRUE(e["id"].is_null());
+  EXPECT_EQ(e["error"]["code"], 400);
+  ws.send({{"type", "completion"}, {"id", "bad"}, {"prompt", "x"}, {"temperature", -1}});
+  e = ws.read();
+  EXPECT_EQ(e["id"], "bad");
+  EXPECT_EQ(e["error"]["param"], "temperature");
+  // stories260K has no chat template: the HTTP API's 400, over the socket.
+  ws.send({{"type", "chat"}, {"id", "ch"}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}});
+  e = ws.read();
+  EXPECT_EQ(e["id"], "ch");
+  EXPECT_EQ(e["error"]["code"], 400);
+  ws.send({{"type", "cancel"}, {"id", "nobody"}});
+  EXPECT_EQ(ws.read()["error"]["code"], 404);
+  // A duplicate id while the first runs.
+  ws.send({{"type", "completion"}, {"id", "dup"}, {"prompt", "Once"}, {"max_tokens", 200}, {"temperature", 0}});
+  ws.send({{"type", "completion"}, {"id", "dup"}, {"prompt", "Once"}, {"max_tokens", 5}, {"temperature", 0}});
+  bool conflict = false;
+  auto joined = read_until_done(ws, {"dup"});
+  // The 409 came before or after the done; read_until_done stops at the
+  // first done/error for the id.
+  if (joined["dup"].done["type"] == "error") {
+    conflict = joined["dup"].done["error"]["code"] == 409;
+    joined = read_until_done(ws, {"dup"});
+  } else {
+    json x = ws.read();
+    conflict = x["type"] == "error" && x["error"]["code"] == 409;
+  }
+  EXPECT_TRUE(conflict);
+  EXPECT_EQ(joined["dup"].done["usage"]["completion_tokens"], 200);
+  // Plain GET /v1/ws: 426.
+  HttpClient c(server_->port());
+  EXPECT_EQ(c.get("/v1/ws").status, 426);
+}
+
+TEST_F(ServeWebSocket, StatsSubscriptionReportsTheEngine) {
+  WsClient ws(server_->port());
+  ws.send({{"type", "subscribe_stats"}, {"interval_ms", 100}});
+  ws.send({{"type", "completion"}, {"id", "st"}, {"prompt", "Once upon a time"}, {"max_tokens", 300},
+           {"temperature", 0}, {"ignore_eos", true}});
+  bool saw_running = false, saw_tps = false;
+  int stats = 0;
+  for (bool done = false; !done;) {
+    json m = ws.read();
+    if (m["type"] == "done") done = true;
+    if (m["type"] != "stats") continue;
+    ++stats;
+    EXPECT_GT(m["kv_cache_blocks_total"].get<int64_t>(), 0);
+    EXPECT_GE(m["kv_cache_usage_perc"].get<double>(), 0.0);
+    if (m["num_requests_running"].get<int64_t>() >= 1) saw_running = true;
+    if (m["generation_tokens_per_s"].get<double>() > 0) saw_tps = true;
+  }
+  // Waiting for one more tick (an event on the socket, bounded by read's deadline).
+  json m;
+  do m = ws.read(); while (m["type"] != "stats");
+  ++stats;
+  EXPECT_GE(stats, 1);
+  EXPECT_TRUE(saw_running || saw_tps || m["generation_tokens_per_s"].get<double>() > 0);
+}
+
+TEST_F(ServeWebSocket, ServesTheChatUi) {
+  HttpClient c(server_->port());
+  HttpResponse r = c.get("/");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(r.body.find("/app.js"), std::string::npos);
+  r = c.get("/app.js");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/javascript; charset=utf-8");
+  EXPECT_NE(r.body.find("/v1/ws"), std::string::npos);
+  EXPECT_EQ(c.get("/style.css").status, 200);
+  EXPECT_EQ(c.get("/missing.js").status, 404);
+  EXPECT_EQ(c.get("/..%2fCMakeLists.txt").status, 404);
+  EXPECT_EQ(c.get("/README.md").status, 404);  // not a served extension
+}
+
+
+// A random-weight Qwen2 chat model (../shared): its sampled text is full of
+// CJK characters, emoji and byte tokens, so characters straddle tokens.
+TEST(ServeWebSocketUnicode, ChatDeltasAreWholeCharactersAndJoinToTheNonStreamedText) {
+  PagodaServer server({shared_path("models/tiny-random-qwen2-chat"), "--network-threads", "2"});
+  const json body = {{"messages", json::array({{{"role", "user"}, {"content", "你好！讲个故事 🙂"}}})},
+                     {"max_tokens", 64}, {"temperature", 1.0}, {"seed", 1234}, {"ignore_eos", true}};
+  json ref = post_json(server.port(), "/v1/chat/completions", body)["choices"][0]["message"];
+  WsClient ws(server.port());
+  json m = body;
+  m["type"] = "chat";
+  m["id"] = "u1";
+  ws.send(m);
+  std::string joined;
+  size_t non_ascii_deltas = 0;
+  for (;;) {
+    json d = ws.read();
+    if (d["type"] != "delta") {
+      EXPECT_EQ(d["type"], "done") << d.dump();
+      break;
+    }
+    // Each message is valid UTF-8 (the parser would throw otherwise). A
+    // character cut between two deltas would reach the socket as two
+    // U+FFFD replacements, and the joined text would differ from the
+    // non-streamed one.
+    const std::string t = d["text"];
+    if (std::any_of(t.begin(), t.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
+      ++non_ascii_deltas;
+    joined += t;
+  }
+  EXPECT_EQ(joined, ref["content"].get<std::string>());
+  EXPECT_GT(non_ascii_deltas, 0u) << "the sample had no non-ASCII text: " << joined;
+  std::printf("[ unicode ] %zu deltas with non-ASCII text; joined == non-streamed (%zu bytes)\n", non_ascii_deltas,
+              joined.size());
+  int status = server.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+}  // namespace
+}  // namespace pagoda::testing_http

@@ -1,0 +1,75 @@
+// A synchronous WebSocket client for tests (Boost.Beast over loopback) on
+// /v1/ws. Every read has a deadline (async read driven by run_for), so a
+// broken server fails a test instead of hanging it.
+#pragma once
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <nlohmann/json.hpp>
+
+namespace pagoda::testing_http {
+
+class WsClient {
+ public:
+  // rcvbuf > 0 sets SO_RCVBUF before connecting (a small window).
+  explicit WsClient(uint16_t port, int rcvbuf = 0) : ws_(ioc_) {
+    auto& sock = ws_.next_layer();
+    sock.open(boost::asio::ip::tcp::v4());
+    if (rcvbuf > 0) ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sock.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    ws_.handshake("127.0.0.1:" + std::to_string(port), "/v1/ws");
+  }
+
+  void send(const nlohmann::json& msg) { ws_.write(boost::asio::buffer(msg.dump())); }
+  void send_text(const std::string& text) { ws_.write(boost::asio::buffer(text)); }
+
+  // The next message; throws std::runtime_error on timeout or close.
+  nlohmann::json read(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    boost::beast::error_code ec;
+    bool done = false;
+    ws_.async_read(buf_, [&](boost::beast::error_code e, size_t) {
+      ec = e;
+      done = true;
+    });
+    ioc_.restart();
+    ioc_.run_for(timeout);
+    if (!done) {
+      boost::beast::error_code ignored;
+      ws_.next_layer().cancel(ignored);
+      ioc_.restart();
+      ioc_.run();
+      throw std::runtime_error("WebSocket read timed out");
+    }
+    if (ec) throw std::runtime_error("WebSocket read failed: " + ec.message());
+    std::string text = boost::beast::buffers_to_string(buf_.data());
+    buf_.consume(buf_.size());
+    return nlohmann::json::parse(text);
+  }
+
+  // A close frame (the client leaves on purpose).
+  void close() {
+    boost::beast::error_code ignored;
+    ws_.close(boost::beast::websocket::close_code::going_away, ignored);
+  }
+  // An abrupt loss: the TCP connection goes away without a close frame.
+  void drop() {
+    boost::beast::error_code ignored;
+    ws_.next_layer().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
+    ws_.next_layer().close(ignored);
+  }
+
+ private:
+  boost::asio::io_context ioc_;
+  boost::beast::websocket::stream<boost::asio::ip::tcp::socket> ws_;
+  boost::beast::flat_buffer buf_;
+};
+
+}  // namespace pagoda::testing_http

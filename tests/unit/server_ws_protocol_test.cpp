@@ -1,0 +1,117 @@
+// The /v1/ws message layer: envelope parsing, reuse of the HTTP API's
+// request parsing, and the server messages' exact shape.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "server/ws_protocol.h"
+// GCC 12's -Wrestrict false positive (GCC bug 105329) on the test model's
+// "[" + std::string, when -O3 inlines it into this file.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
+#include "tests/unit/protocol_test_model.h"
+#pragma GCC diagnostic pop
+
+namespace pagoda {
+namespace {
+
+using nlohmann::json;
+using T = WsClientMessage::Type;
+
+WsClientMessage ok(const std::string& text) {
+  auto r = parse_ws_message(text);
+  if (auto* e = std::get_if<WsMessageError>(&r)) ADD_FAILURE() << text << " → " << e->error.message;
+  return std::get<WsClientMessage>(r);
+}
+
+WsMessageError err(const std::string& text) {
+  auto r = parse_ws_message(text);
+  EXPECT_TRUE(std::holds_alternative<WsMessageError>(r)) << text;
+  return std::holds_alternative<WsMessageError>(r) ? std::get<WsMessageError>(r) : WsMessageError{};
+}
+
+TEST(WsProtocol, ParsesEveryClientMessageType) {
+  WsClientMessage m = ok(R"({"type":"chat","id":"a","messages":[],"resumable":false,"stream":false})");
+  EXPECT_EQ(m.type, T::kChat);
+  EXPECT_EQ(m.id, "a");
+  EXPECT_FALSE(m.resumable);
+  EXPECT_EQ(m.body, json::parse(R"({"messages":[]})"));  // envelope fields removed
+  EXPECT_EQ(ok(R"({"type":"completion","id":"b","prompt":"x"})").type, T::kCompletion);
+  EXPECT_TRUE(ok(R"({"type":"completion","id":"b","prompt":"x"})").resumable);
+  EXPECT_EQ(ok(R"({"type":"cancel","id":"b"})").type, T::kCancel);
+  m = ok(R"({"type":"resume","id":"b","after":7})");
+  EXPECT_EQ(m.type, T::kResume);
+  EXPECT_EQ(m.after, 7);
+  m = ok(R"({"type":"subscribe_stats","interval_ms":5})");
+  EXPECT_EQ(m.type, T::kSubscribeStats);
+  EXPECT_EQ(m.interval_ms, 100);  // clamped
+  EXPECT_EQ(ok(R"({"type":"unsubscribe_stats"})").type, T::kUnsubscribeStats);
+}
+
+TEST(WsProtocol, BadEnvelopesGetAnErrorWithTheirIdWhenKnown) {
+  EXPECT_EQ(err("not json").error.status, 400);
+  EXPECT_EQ(err("[1]").error.status, 400);
+  EXPECT_FALSE(err(R"({"type":"cancel"})").id.has_value());  // id required
+  WsMessageError e = err(R"({"type":"bogus","id":"q"})");
+  EXPECT_EQ(e.id, "q");
+  EXPECT_EQ(e.error.param, "type");
+  EXPECT_EQ(err(R"({"type":"resume","id":"q","after":-1})").error.param, "after");
+  EXPECT_EQ(err(R"({"type":"chat","id":""})").error.param, "id");
+  EXPECT_EQ(err(R"({"type":"chat","id":7})").error.param, "id");
+  EXPECT_EQ(err(fmt::format(R"({{"type":"chat","id":"{}"}})", std::string(300, 'x'))).error.param, "id");
+  EXPECT_EQ(err(R"({"type":"chat","id":"a","resumable":1})").error.param, "resumable");
+  std::string deep = std::string(100, '[') + std::string(100, ']');
+  EXPECT_EQ(err(fmt::format(R"({{"type":"chat","id":"a","x":{}}})", deep)).error.status, 400);
+}
+
+TEST(WsProtocol, GenerationFieldsGoThroughTheHttpApisParser) {
+  ServingModel model = testing_protocol::make_test_model();
+  WsClientMessage m = ok(R"({"type":"completion","id":"a","prompt":"hi","max_tokens":3,"temperature":0.5})");
+  ParseResult r = parse_ws_generation(m, model);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r));
+  const ParsedRequest& p = std::get<ParsedRequest>(r);
+  EXPECT_EQ(p.prompt_token_ids, (std::vector<int32_t>{1, 'h' + 3, 'i' + 3}));
+  EXPECT_EQ(p.sampling.max_tokens, 3);
+  EXPECT_FLOAT_EQ(p.sampling.temperature, 0.5f);
+  // The same validation (and message) as POST /v1/completions.
+  WsClientMessage bad = ok(R"({"type":"completion","id":"a","prompt":"hi","temperature":-1})");
+  ParseResult http = parse_completion_request(R"({"prompt":"hi","temperature":-1})", model);
+  ParseResult ws = parse_ws_generation(bad, model);
+  ASSERT_TRUE(std::holds_alternative<OpenAIError>(ws));
+  EXPECT_EQ(std::get<OpenAIError>(ws).body(), std::get<OpenAIError>(http).body());
+  WsClientMessage chat = ok(R"({"type":"chat","id":"c","messages":[{"role":"user","content":"yo"}]})");
+  ParseResult c = parse_ws_generation(chat, model);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(c));
+  EXPECT_EQ(std::get<ParsedRequest>(c).kind, ApiKind::kChat);
+}
+
+TEST(WsProtocol, ServerMessagesHaveTheDocumentedShape) {
+  WsDelta d{0, "你好🙂", {5, 6}};
+  EXPECT_EQ(json::parse(ws_delta_message("a", 4, d)),
+            json::parse(R"({"type":"delta","id":"a","seq":4,"index":0,"text":"你好🙂","token_ids":[5,6]})"));
+  RequestOutput f;
+  f.finished = true;
+  f.finish_reason = FinishReason::kLength;
+  f.prompt_tokens = 3;
+  f.completion_tokens = 5;
+  EXPECT_EQ(json::parse(ws_done_message("a", 6, f)),
+            json::parse(R"({"type":"done","id":"a","seq":6,"index":0,"finish_reason":"length","stop_reason":null,
+                            "usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})"));
+  json e = json::parse(ws_error_message(std::nullopt, bad_request("nope", "x")));
+  EXPECT_EQ(e["type"], "error");
+  EXPECT_TRUE(e["id"].is_null());
+  EXPECT_EQ(e["error"]["message"], "nope");
+  EXPECT_EQ(e["error"]["code"], 400);
+  // Invalid UTF-8 never reaches the socket (WebSocket text must be UTF-8).
+  EXPECT_NO_THROW(json::parse(ws_delta_message("a", 1, WsDelta{0, "\xff", {}})));
+  EngineStats before, now;
+  now.generation_tokens_total = 500;
+  now.time_to_first_token.observe(0.25);
+  json s = json::parse(ws_stats_message(now, before, 2.0));
+  EXPECT_EQ(s["type"], "stats");
+  EXPECT_DOUBLE_EQ(s["generation_tokens_per_s"].get<double>(), 250.0);
+  EXPECT_DOUBLE_EQ(s["mean_time_to_first_token_s"].get<double>(), 0.25);
+  EXPECT_TRUE(s["mean_inter_token_latency_s"].is_null());
+}
+
+}  // namespace
+}  // namespace pagoda

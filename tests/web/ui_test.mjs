@@ -1,0 +1,112 @@
+// Headless Chromium test of the chat UI (web/) against a running
+// `pagoda serve`: type a prompt, see tokens arrive, press Stop, check the
+// stats panel, save a screenshot. Then, on a mocked /v1/ws stream, check
+// that Chinese and emoji deltas render exactly while streaming.
+// Usage: node ui_test.mjs URL SCREENSHOT_PNG   (CHROMIUM=path to the browser)
+import { chromium } from "playwright-core";
+
+const [url, shot] = process.argv.slice(2);
+if (!url || !shot) {
+  console.error("usage: node ui_test.mjs URL SCREENSHOT_PNG");
+  process.exit(2);
+}
+const fail = (msg) => { throw new Error(msg); };
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1200, height: 760 } });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.waitForFunction(() => document.getElementById("conn").textContent === "connected", null, { timeout: 30000 });
+  await page.waitForFunction(() => document.getElementById("model").textContent === "stories260K", null, { timeout: 30000 });
+
+  await page.fill("#max_tokens", "480");
+  // stories260K streams ~1000 tokens/s here, faster than a driver round
+  // trip: an in-page observer records every state of the reply as deltas
+  // land and presses Stop (a real click on the button) once 40 characters
+  // have arrived.
+  await page.evaluate(() => {
+    window.__states = [];
+    const obs = new MutationObserver(() => {
+      const el = document.querySelector(".msg.assistant.streaming .body");
+      if (!el) return;
+      const t = el.textContent;
+      if (window.__states[window.__states.length - 1] !== t) window.__states.push(t);
+      if (t.length >= 40 && !window.__stopped) {
+        window.__stopped = true;
+        document.getElementById("stop").click();
+      }
+    });
+    obs.observe(document.getElementById("messages"), { subtree: true, childList: true, characterData: true });
+  });
+  await page.fill("#prompt", "Once upon a time");
+  await page.press("#prompt", "Enter");
+  // Tokens arrive: the reply is seen growing while it streams.
+  await page.waitForFunction(() => window.__stopped === true, null, { timeout: 30000 });
+  await page.waitForSelector(".msg.assistant:not(.streaming) .meta", { timeout: 30000 });
+  const meta = await page.textContent(".msg.assistant .meta");
+  const text = await page.textContent(".msg.assistant .body");
+  const states = await page.evaluate(() => window.__states);
+  if (states.length < 3) fail(`the reply was seen in only ${states.length} states: not streamed`);
+  for (let i = 1; i < states.length; ++i)
+    if (!states[i].startsWith(states[i - 1]) || states[i].length <= states[i - 1].length)
+      fail("the streamed text changed instead of growing");
+  if (!text.startsWith(states[states.length - 1])) fail("the final text is not the streamed one");
+  if (!/^stopped/.test(meta)) fail(`the reply did not end as stopped: '${meta}'`);
+  const tokens = parseInt(meta.split("·")[1], 10);
+  if (!(tokens > 0 && tokens < 480)) fail(`stopped reply has ${tokens} tokens (expected 0 < n < 480): '${meta}'`);
+  if (await page.isEnabled("#stop")) fail("Stop stays enabled after the reply ended");
+  if (!(await page.isEnabled("#send"))) fail("Send stays disabled after the reply ended");
+  // The live stats panel has numbers.
+  await page.waitForFunction(() => document.getElementById("stat-kv").textContent !== "–" &&
+                                   document.getElementById("stat-ttft").textContent !== "–" &&
+                                   document.getElementById("stat-tps").textContent !== "–", null, { timeout: 30000 });
+  const stats = await page.evaluate(() => ({
+    tps: document.getElementById("stat-tps").textContent,
+    ttft: document.getElementById("stat-ttft").textContent,
+    kv: document.getElementById("stat-kv").textContent,
+  }));
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`streamed ${text.length} chars in ${states.length} states, ${meta}; stats panel ${JSON.stringify(stats)}; screenshot ${shot}`);
+  if (errors.length) fail("page errors: " + errors.join("; "));
+
+  // Chinese and emoji while streaming, on a mocked socket: each delta's text
+  // must show up exactly, never as U+FFFD or a broken surrogate pair.
+  const mock = await browser.newPage();
+  const pieces = ["你", "好，", "世界", "🙂", "👩‍💻", " ok", "🎉"];
+  let seen = [];
+  await mock.routeWebSocket(/\/v1\/ws$/, (ws) => {
+    ws.onMessage(async (raw) => {
+      const m = JSON.parse(raw);
+      if (m.type !== "chat" && m.type !== "completion") return;
+      let seq = 0;
+      for (const p of pieces) {
+        ws.send(JSON.stringify({ type: "delta", id: m.id, seq: ++seq, index: 0, text: p, token_ids: [seq] }));
+        const expected = pieces.slice(0, seq).join("");
+        await mock.waitForFunction((e) => document.querySelector(".msg.assistant .body").textContent === e, expected,
+                                   { timeout: 10000 });
+        seen.push(expected);
+      }
+      ws.send(JSON.stringify({ type: "done", id: m.id, seq, index: 0, finish_reason: "stop", stop_reason: null,
+                               usage: { prompt_tokens: 1, completion_tokens: seq, total_tokens: seq + 1 } }));
+    });
+  });
+  await mock.route(/\/v1\/models$/, (r) => r.fulfill({ json: { object: "list", data: [{ id: "mock" }] } }));
+  await mock.goto(url);
+  await mock.waitForFunction(() => document.getElementById("conn").textContent === "connected");
+  await mock.fill("#prompt", "说点什么 🙂");
+  await mock.press("#prompt", "Enter");
+  await mock.waitForSelector(".msg.assistant:not(.streaming) .meta", { timeout: 30000 });
+  const final = await mock.textContent(".msg.assistant .body");
+  if (final !== pieces.join("")) fail(`mocked stream rendered '${final}'`);
+  if (seen.length !== pieces.length) fail("not every intermediate state was observed");
+  const user = await mock.textContent(".msg.user .body");
+  if (user !== "说点什么 🙂") fail(`user message rendered '${user}'`);
+  console.log(`mocked CJK/emoji stream rendered exactly at each of ${seen.length} deltas: '${final}'`);
+} finally {
+  await browser.close();
+}
