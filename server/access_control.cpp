@@ -83,6 +83,27 @@ std::optional<RouteResult> check_access(const AccessPolicy& policy, http::verb m
   return r;
 }
 
+bool websocket_access_ok(const AccessPolicy& policy, std::string_view target, std::string_view authorization) {
+  if (policy.api_key.empty()) return true;
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() >= kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer &&
+      constant_time_equal(authorization.substr(kBearer.size()), policy.api_key))
+    return true;
+  size_t q = target.find('?');
+  if (q == std::string_view::npos) return false;
+  std::string_view query = target.substr(q + 1);
+  bool ok = false;
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    constexpr std::string_view kKey = "api_key=";
+    if (kv.substr(0, kKey.size()) == kKey && constant_time_equal(kv.substr(kKey.size()), policy.api_key)) ok = true;
+    if (amp == std::string_view::npos) break;
+    query = query.substr(amp + 1);
+  }
+  return ok;
+}
+
 std::vector<std::string> parse_allowed_origins(const std::vector<std::string>& values) {
   std::vector<std::string> out;
   for (const std::string& v : values) {

@@ -48,6 +48,13 @@ std::optional<RouteResult> check_access(const AccessPolicy& policy, boost::beast
                                         std::string_view target, std::string_view authorization,
                                         std::string_view origin, std::string_view request_headers);
 
+// A WebSocket upgrade to /v1/ws (browsers cannot set Authorization on a
+// WebSocket): true when no key is set, or the Authorization header carries
+// it, or the target's query has `api_key=<key>` (exact, not URL-decoded;
+// constant-time compare). A query string can end up in proxy logs: prefer
+// the header where the client can set it.
+bool websocket_access_ok(const AccessPolicy& policy, std::string_view target, std::string_view authorization);
+
 // The CORS headers for a request from origin (empty when not allowed).
 HeaderList cors_headers(const AccessPolicy& policy, std::string_view origin);
 

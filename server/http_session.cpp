@@ -58,6 +58,19 @@ void HttpSession::handle(Request&& req) {
   // GET /v1/ws with an Upgrade: the connection becomes a WsSession.
   if (ctx_.streams && beast::websocket::is_upgrade(req) &&
       req.target().substr(0, req.target().find('?')) == "/v1/ws") {
+    if (!websocket_access_ok(ctx_.access, req.target(), req[http::field::authorization])) {
+      http_version_ = req.version();
+      keep_alive_ = false;
+      RouteResult r = RouteResult::error(make_error(401, "Unauthorized: /v1/ws needs 'Authorization: Bearer <key>' "
+                                                         "or the query parameter api_key=<key>"));
+      Response res{http::status::unauthorized, http_version_};
+      res.set(http::field::content_type, r.content_type);
+      res.set(http::field::www_authenticate, "Bearer");
+      res.body() = std::move(r.body);
+      res.keep_alive(false);
+      res.prepare_payload();
+      return send(std::move(res), /*close=*/true);
+    }
     std::make_shared<WsSession>(std::move(stream_), ctx_)->run(std::move(req));
     return;
   }

@@ -242,6 +242,20 @@ TEST(ProtocolSurface, ApiKeyGate) {
   EXPECT_FALSE(check_access(p, http::verb::get, "/health", "", "", ""));
 }
 
+TEST(ProtocolSurface, WebSocketUpgradeNeedsTheKeyInHeaderOrQuery) {
+  AccessPolicy p;
+  EXPECT_TRUE(websocket_access_ok(p, "/v1/ws", ""));  // no key configured
+  p.api_key = "k3y";
+  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws", ""));
+  EXPECT_TRUE(websocket_access_ok(p, "/v1/ws", "Bearer k3y"));
+  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws", "Bearer k3"));
+  EXPECT_TRUE(websocket_access_ok(p, "/v1/ws?api_key=k3y", ""));
+  EXPECT_TRUE(websocket_access_ok(p, "/v1/ws?x=1&api_key=k3y", ""));
+  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=k3yy", ""));
+  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?xapi_key=k3y", ""));
+  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=", ""));
+}
+
 TEST(ProtocolSurface, Cors) {
   namespace http = boost::beast::http;
   AccessPolicy p;
