@@ -13,7 +13,7 @@ PKGS=(
   libpcre2-dev              # byte-level BPE pre-tokenizer regex (optional)
   libutf8proc-dev           # NFC normalizer of BPE tokenizers (optional)
   python3
-  chromium nodejs npm       # headless UI test (tests/web: playwright-core from npm)
+  chromium                  # headless UI test (tests/web: playwright-core from npm)
 )
 missing=()
 for p in "${PKGS[@]}"; do
