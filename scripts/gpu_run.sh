@@ -78,6 +78,13 @@ if [ "$BENCH" = 1 ] && [ -d "$PRESETS" ]; then
   cat "$OUT/ops.md"
 fi
 
+# A peer on the same machine and shape: HF transformers (eager), PEER=0 skips.
+if [ "$BENCH" = 1 ] && [ "${PEER:-1}" = 1 ] && [ -d "$PRESETS" ]; then
+  PY=python3; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+  "$PY" scripts/bench_peer_hf.py --config "$PRESETS/llama-2-7b/config.json" > "$OUT/peer.md" 2> "$OUT/peer.log"
+  echo "peer bench (HF transformers): rc=$?"
+fi
+
 E2E_RC=0
 if [ "${E2E:-1}" = 1 ]; then
   echo
@@ -93,6 +100,7 @@ if [ "$BENCH" = 1 ]; then
   grep -E "ceiling:|batch 1, CUDA graph|batch 1, ctx|prefill attn 8 x 2048, 32/32 heads D128 bf16 \|" "$OUT/bench.md" 2>/dev/null
   cat "$OUT/engine.md"
   grep -E "^\| generate" "$OUT/e2e.md" 2>/dev/null
+  grep -E "^\| HF" "$OUT/peer.md" 2>/dev/null
 fi
 # Everything under one archive too (the device tool returns a few files only).
 [ -n "${ARCHIVE:-}" ] && tar czf "$ARCHIVE" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
