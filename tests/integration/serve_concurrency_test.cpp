@@ -126,7 +126,15 @@ TEST_F(ServeConcurrency, ClientDisconnectMidStreamAbortsTheRequest) {
     c.read_until("\"text\":");  // the stream has started
     c.close();
   }
-  std::string after = metrics_when_idle(port);
+  // The engine publishes its snapshot after the step that pushed the first
+  // delta, so a snapshot read right after the client saw that delta may
+  // predate the request: wait (bounded) until the abort is accounted.
+  std::string after;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  do {
+    after = metrics_when_idle(port);
+  } while (metric(after, "pagoda:request_success_total", "finished_reason=\"abort\"") < aborted_before + 1 &&
+           std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(metric(after, "pagoda:num_requests_running"), 0) << after;
   EXPECT_EQ(metric(after, "pagoda:kv_cache_usage_perc"), 0) << after;
   const double generated = metric(after, "pagoda:generation_tokens_total") - tokens_before;
