@@ -137,11 +137,12 @@ TEST_F(ServeStreamingLoad, FiftyClientsDroppingAfterTheirFirstDeltaFreeEverythin
 }
 
 struct LoadRun {
-  int64_t steps = 0;   // engine steps from the 20 streams' start to their last chunk read
-  double rate = 0;     // engine steps per second over that span
+  int64_t steps = 0;         // engine steps from the 20 streams' start to their last chunk read
+  int64_t other_tokens = 0;  // tokens generated over that span for the 21st stream
+  double rate = 0;           // engine steps per second over that span
 };
 
-// 20 full-speed SSE streams of 300 tokens while a 21st stream (480 tokens)
+// 20 full-speed SSE streams of 250 tokens while a 21st stream (480 tokens)
 // is read at 1 byte/ms (slow) or at full speed (baseline).
 LoadRun run_twenty(uint16_t port, bool slow) {
   HttpClient other(port);
@@ -167,20 +168,20 @@ LoadRun run_twenty(uint16_t port, bool slow) {
   // Connected first, so the 20 requests reach the server together.
   std::vector<std::unique_ptr<HttpClient>> conns;
   for (int i = 0; i < 20; ++i) conns.push_back(std::make_unique<HttpClient>(port));
-  const double s0 = scrape(port).value("pagoda:engine_steps_total");
+  const testing_prom::Exposition e0 = scrape(port);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<StreamResult> results(20);
   std::vector<std::thread> fast;
-  const json fast_body = {{"prompt", "The little dog"}, {"max_tokens", 300}, {"temperature", 0}, {"ignore_eos", true},
+  const json fast_body = {{"prompt", "The little dog"}, {"max_tokens", 250}, {"temperature", 0}, {"ignore_eos", true},
                           {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   for (int i = 0; i < 20; ++i)
     fast.emplace_back([&, i] { results[i] = parse_stream(conns[i]->post("/v1/completions", fast_body.dump())); });
   for (auto& t : fast) t.join();
   const auto t1 = std::chrono::steady_clock::now();
-  const double s1 = scrape(port).value("pagoda:engine_steps_total");
+  const testing_prom::Exposition e1 = scrape(port);
   for (const StreamResult& r : results) {
     EXPECT_TRUE(r.done);
-    EXPECT_EQ(r.usage["completion_tokens"], 300);
+    EXPECT_EQ(r.usage["completion_tokens"], 250);
   }
   // The 21st was still running (so the engine stepped the whole time).
   EXPECT_EQ(scrape(port).value("pagoda:num_requests_running"), 1);
@@ -188,31 +189,37 @@ LoadRun run_twenty(uint16_t port, bool slow) {
   other.close();  // unblocks the reader; the server aborts its request
   reader.join();
   LoadRun run;
-  run.steps = static_cast<int64_t>(s1 - s0);
+  run.steps = static_cast<int64_t>(e1.value("pagoda:engine_steps_total") - e0.value("pagoda:engine_steps_total"));
+  run.other_tokens = static_cast<int64_t>(e1.value("pagoda:generation_tokens_total") -
+                                          e0.value("pagoda:generation_tokens_total")) -
+                     20 * 250;
   run.rate = static_cast<double>(run.steps) / std::chrono::duration<double>(t1 - t0).count();
   return run;
 }
 
 TEST_F(ServeStreamingLoad, ASlowReaderSlowsNeitherTheOthersNorTheEngine) {
   const uint16_t port = server_->port();
-  int64_t base_steps = INT64_MAX, slow_steps = INT64_MAX;
   double base_rate = 0, slow_rate = 0;
   for (int k = 0; k < 3; ++k) {
     for (bool slow : {false, true}) {
       wait_idle(port);
       LoadRun r = run_twenty(port, slow);
-      std::printf("[ load    ] %s: %lld engine steps for the 20 streams, %.0f steps/s\n",
-                  slow ? "slow reader" : "baseline   ", static_cast<long long>(r.steps), r.rate);
-      (slow ? slow_steps : base_steps) = std::min(slow ? slow_steps : base_steps, r.steps);
+      std::printf("[ load    ] %s: %lld engine steps for the 20 streams, %lld tokens for the 21st, %.0f steps/s\n",
+                  slow ? "slow reader" : "baseline   ", static_cast<long long>(r.steps),
+                  static_cast<long long>(r.other_tokens), r.rate);
+      // 250 tokens each need >= 250 steps. (How many more depends on how far
+      // apart the 20 requests arrive, which the client threads' scheduling on
+      // a loaded machine decides, so the step count is not compared between
+      // runs.)
+      EXPECT_GE(r.steps, 250);
+      // The 21st stream is decoded in every one of those steps, slow reader or
+      // not: its consumer's pace throttles neither the engine nor that
+      // sequence; its deltas wait in the connection's buffer. (The scheduler
+      // decodes every running sequence in every step, beside any prefill.)
+      EXPECT_EQ(r.other_tokens, r.steps) << (slow ? "slow reader" : "baseline");
       (slow ? slow_rate : base_rate) = std::max(slow ? slow_rate : base_rate, r.rate);
     }
   }
-  // 300 tokens each need >= 300 steps (long enough that request-arrival
-  // jitter of a few steps stays well under 10 %).
-  EXPECT_GE(base_steps, 300);
-  EXPECT_LE(static_cast<double>(slow_steps), 1.10 * static_cast<double>(base_steps) + 5)
-      << "the 20 streams needed " << slow_steps << " engine steps beside a slow reader, " << base_steps
-      << " without";
   // Wall-clock step rates swing by +-40 % between identical runs on this
   // shared 2-core machine, so the rate bound is loose: it catches an engine
   // that waits for the slow socket (its rate would collapse to the
@@ -221,7 +228,6 @@ TEST_F(ServeStreamingLoad, ASlowReaderSlowsNeitherTheOthersNorTheEngine) {
   EXPECT_GE(slow_rate, 0.5 * base_rate) << "engine step rate " << slow_rate << "/s with a slow reader, "
                                         << base_rate << "/s without";
 }
-
 
 // Short limits: --ws-resume-grace 0.5 and --slow-reader-timeout 0.2.
 class ServeStreamingLimits : public ::testing::Test {
