@@ -113,17 +113,28 @@ std::string ws_delta_message(const std::string& id, int64_t seq, const WsDelta& 
                    {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}});
 }
 
-std::string ws_done_message(const std::string& id, int64_t seq, const RequestOutput& out) {
+std::string ws_done_message(const std::string& id, int64_t seq, const RequestOutput& out,
+                            const std::vector<RequestOutput>& choices) {
   json usage = {{"prompt_tokens", out.prompt_tokens},
                 {"completion_tokens", out.completion_tokens},
                 {"total_tokens", out.prompt_tokens + out.completion_tokens}};
-  return dump(json{{"type", "done"},
-                   {"id", id},
-                   {"seq", seq},
-                   {"index", out.index},
-                   {"finish_reason", finish_reason_str(out.finish_reason)},
-                   {"stop_reason", stop_reason_json(out)},
-                   {"usage", usage}});
+  json msg = {{"type", "done"},
+              {"id", id},
+              {"seq", seq},
+              {"index", out.index},
+              {"finish_reason", finish_reason_str(out.finish_reason)},
+              {"stop_reason", stop_reason_json(out)},
+              {"usage", usage}};
+  if (choices.size() > 1) {
+    json list = json::array();
+    for (size_t i = 0; i < choices.size(); ++i)
+      list.push_back({{"index", static_cast<int>(i)},
+                      {"finish_reason", finish_reason_str(choices[i].finish_reason)},
+                      {"stop_reason", stop_reason_json(choices[i])},
+                      {"completion_tokens", choices[i].completion_tokens}});
+    msg["choices"] = std::move(list);
+  }
+  return dump(msg);
 }
 
 std::string ws_error_message(const std::optional<std::string>& id, const OpenAIError& e) {

@@ -68,7 +68,12 @@ struct WsDelta {
 
 // Server messages (serialized; invalid UTF-8 replaced by U+FFFD).
 std::string ws_delta_message(const std::string& id, int64_t seq, const WsDelta& d);
-std::string ws_done_message(const std::string& id, int64_t seq, const RequestOutput& final_output);
+// {"type":"done", id, seq, index, finish_reason, stop_reason, usage}; with
+// more than one choice also "choices": [{index, finish_reason, stop_reason,
+// completion_tokens}] (one entry per choice, in index order) and usage
+// summing every choice's completion tokens (final_output carries the sum).
+std::string ws_done_message(const std::string& id, int64_t seq, const RequestOutput& final_output,
+                            const std::vector<RequestOutput>& choices = {});
 std::string ws_error_message(const std::optional<std::string>& id, const OpenAIError& e);
 
 // A stats message from the snapshot `now`, with rates and means over the

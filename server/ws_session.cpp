@@ -40,6 +40,21 @@ void WsSession::run(Request req) {
   }));
   ws_.read_message_max(ctx_.limits.max_body_bytes);
   auto self = shared_from_this();
+  // A close frame aborts the socket's requests at once. async_read reports
+  // error::closed only after Beast has answered the close, and that answer
+  // waits behind a pending write to a client that may no longer read; the
+  // control callback sees the frame when it arrives. It runs inside the read
+  // operation, so the teardown is posted rather than run there.
+  std::weak_ptr<WsSession> weak = self;
+  ws_.control_callback([weak](websocket::frame_type kind, beast::string_view) {
+    if (kind != websocket::frame_type::close) return;
+    if (auto s = weak.lock()) {
+      // A write failing after this (error::closed) must not detach the
+      // streams as if the connection had been lost.
+      s->close_received_ = true;
+      net::post(s->ws_.get_executor(), [s] { s->teardown(Teardown::kAbort, "client closed the WebSocket"); });
+    }
+  });
   ws_.async_accept(req, [self](beast::error_code ec) {
     if (ec) return self->teardown(Teardown::kAbort, "handshake failed");
     self->do_read();
@@ -262,7 +277,8 @@ std::string WsSession::next_stream_message(const std::string& id) {
       more = last < n || s->finished;
     } else if (s->finished) {
       const RequestOutput& f = s->final_output;
-      msg = f.error.empty() ? ws_done_message(id, n, f) : ws_error_message(id, error_for_output(f));
+      msg = f.error.empty() ? ws_done_message(id, n, f, s->choice_finals)
+                            : ws_error_message(id, error_for_output(f));
       done = true;
     }
   }
@@ -311,6 +327,7 @@ void WsSession::pump() {
 void WsSession::on_write(beast::error_code ec) {
   writing_ = false;
   slow_timer_.cancel();
+  if (ec == websocket::error::closed) return teardown(Teardown::kAbort, "client closed the WebSocket");
   if (ec) return teardown(Teardown::kDetach, "write failed");
   pump();
 }
@@ -318,6 +335,7 @@ void WsSession::on_write(beast::error_code ec) {
 void WsSession::teardown(Teardown mode, const char* why) {
   if (closed_) return;
   closed_ = true;
+  if (close_received_) mode = Teardown::kAbort;  // a close frame is never a lost connection
   stats_subscribed_ = false;
   stats_timer_.cancel();
   slow_timer_.cancel();

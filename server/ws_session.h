@@ -84,6 +84,7 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   std::string write_buf_;
   bool writing_ = false;
   bool closed_ = false;
+  bool close_received_ = false;  // the client sent a close frame (control callback)
   uint64_t write_gen_ = 0;
   boost::asio::steady_timer slow_timer_;
   boost::asio::steady_timer stats_timer_;

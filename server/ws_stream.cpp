@@ -1,5 +1,7 @@
 #include "server/ws_stream.h"
 
+#include <algorithm>
+
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
@@ -10,12 +12,26 @@ void WsStream::drain_locked() {
   for (RequestOutput& d : channel->drain()) {
     if (finished) continue;  // nothing follows the finished delta
     log.push_back(WsDelta{d.index, std::move(d.text), std::move(d.token_ids)});
-    if (d.finished) {
+    if (!d.finished) continue;
+    d.text.clear();
+    d.token_ids.clear();
+    d.logprobs.clear();
+    if (!d.error.empty()) {  // an error ends every choice
       finished = true;
       final_output = std::move(d);
-      final_output.text.clear();
-      final_output.token_ids.clear();
+      continue;
     }
+    const size_t n = static_cast<size_t>(std::max(1, channel->num_choices()));
+    if (choice_finals.size() < n) choice_finals.resize(n);
+    const size_t i = d.index >= 0 && static_cast<size_t>(d.index) < n ? static_cast<size_t>(d.index) : 0;
+    if (choice_finals[i].finished) continue;
+    choice_finals[i] = std::move(d);
+    if (++num_finished_choices < static_cast<int>(n)) continue;
+    finished = true;
+    // Usage: the prompt once, every choice's completion tokens.
+    final_output = choice_finals[0];
+    final_output.completion_tokens = 0;
+    for (const RequestOutput& c : choice_finals) final_output.completion_tokens += c.completion_tokens;
   }
 }
 

@@ -48,8 +48,12 @@ struct WsStream {
   boost::asio::any_io_executor owner_executor;  // the owner's strand
   Clock::time_point detached_at{};
   std::vector<WsDelta> log;        // log[seq - 1]
+  // Finished once every choice (OutputChannel::num_choices) has sent its
+  // finished delta, or at the first error delta.
   bool finished = false;
-  RequestOutput final_output;      // valid once finished (usage, finish/stop reason, error)
+  RequestOutput final_output;      // valid once finished (usage summed over choices, error)
+  std::vector<RequestOutput> choice_finals;  // per choice index: its finished delta (no text)
+  int num_finished_choices = 0;
 
   // Caller holds mu: moves the channel's pending deltas into the log.
   // Empty deltas (no text, no tokens) take a seq too, so seq counts engine

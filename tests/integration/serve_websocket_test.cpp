@@ -222,6 +222,69 @@ TEST_F(ServeWebSocket, NonResumableStreamsAreAbortedOnAnAbruptDrop) {
   EXPECT_EQ(e["error"]["code"], 404) << e.dump();
 }
 
+TEST_F(ServeWebSocket, NChoicesEachStreamToTheirEndAsOverHttp) {
+  json body = {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"n", 3}, {"seed", 5}, {"temperature", 1.0}};
+  json http = post_json(server_->port(), "/v1/completions", body);
+  ASSERT_EQ(http["choices"].size(), 3u) << http.dump();
+  WsClient ws(server_->port());
+  json m = body;
+  m["type"] = "completion";
+  m["id"] = "n3";
+  ws.send(m);
+  std::string text[3];
+  json done;
+  for (;;) {
+    json r = ws.read();
+    if (r["type"] == "delta") {
+      int index = r["index"];
+      ASSERT_TRUE(index >= 0 && index < 3) << r.dump();
+      text[index] += r["text"].get<std::string>();
+      continue;
+    }
+    ASSERT_EQ(r["type"], "done") << r.dump();
+    done = r;
+    break;
+  }
+  int64_t completion_tokens = 0;
+  for (const json& c : http["choices"]) {
+    const int i = c["index"];
+    SCOPED_TRACE(i);
+    EXPECT_EQ(text[i], c["text"].get<std::string>());
+    ASSERT_EQ(done["choices"].size(), 3u) << done.dump();
+    EXPECT_EQ(done["choices"][i]["finish_reason"], c["finish_reason"]) << done.dump();
+    completion_tokens += done["choices"][i]["completion_tokens"].get<int64_t>();
+  }
+  EXPECT_EQ(done["usage"]["completion_tokens"], http["usage"]["completion_tokens"]) << done.dump();
+  EXPECT_EQ(done["usage"]["completion_tokens"].get<int64_t>(), completion_tokens);
+}
+
+TEST_F(ServeWebSocket, ACloseFrameAbortsAtOnceEvenWhenTheClientNoLongerReads) {
+  const uint16_t port = server_->port();
+  auto scrape = [&] { return HttpClient(port).get("/metrics").body; };
+  const double before = metric(scrape(), "pagoda:request_success_total", "finished_reason=\"abort\"");
+  WsClient ws(port, /*rcvbuf=*/4096);
+  json m = completion("Once upon a time", 480);
+  m["n"] = 8;
+  m["type"] = "completion";
+  m["id"] = "closer";
+  ws.send(m);
+  ws.read();  // it streams
+  ws.send_close_frame_only();
+  const auto sent = std::chrono::steady_clock::now();
+  std::string text;
+  double waited_s = 0;
+  do {
+    text = scrape();
+    waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  } while (!(metric(text, "pagoda:request_success_total", "finished_reason=\"abort\"") == before + 1 &&
+             metric(text, "pagoda:num_requests_running") == 0 && metric(text, "pagoda:kv_cache_used_blocks") == 0) &&
+           waited_s < 1.0);
+  EXPECT_EQ(metric(text, "pagoda:request_success_total", "finished_reason=\"abort\""), before + 1) << text;
+  EXPECT_EQ(metric(text, "pagoda:num_requests_running"), 0) << text;
+  EXPECT_EQ(metric(text, "pagoda:kv_cache_used_blocks"), 0) << text;
+  std::printf("[ metrics ] close frame from a non-reading client: aborted and freed %.3f s later\n", waited_s);
+}
+
 TEST_F(ServeWebSocket, BadMessagesGetErrorsAndHarmNothingElse) {
   WsClient ws(server_->port());
   ws.send_text("{oops");

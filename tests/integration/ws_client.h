@@ -59,6 +59,15 @@ class WsClient {
     boost::beast::error_code ignored;
     ws_.close(boost::beast::websocket::close_code::going_away, ignored);
   }
+  // A close frame written straight to the socket: no close handshake is
+  // awaited and nothing more is read (a client that leaves and stops
+  // reading; the socket stays open until drop() or destruction).
+  void send_close_frame_only() {
+    // FIN + opcode 0x8, masked, 2-byte payload (close code 1001) with a zero
+    // mask key (RFC 6455 section 5.2: client frames must be masked).
+    const unsigned char frame[] = {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE9};
+    boost::asio::write(ws_.next_layer(), boost::asio::buffer(frame, sizeof frame));
+  }
   // An abrupt loss: the TCP connection goes away without a close frame.
   void drop() {
     boost::beast::error_code ignored;
