@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "tests/integration/serve_test_util.h"
@@ -165,17 +166,36 @@ LoadRun run_twenty(uint16_t port, bool slow) {
       }
     }
   });
-  // Connected first, so the 20 requests reach the server together.
-  std::vector<std::unique_ptr<HttpClient>> conns;
-  for (int i = 0; i < 20; ++i) conns.push_back(std::make_unique<HttpClient>(port));
-  const testing_prom::Exposition e0 = scrape(port);
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<StreamResult> results(20);
-  std::vector<std::thread> fast;
+  // Connected first, and each request sent but for its last byte, so the 20
+  // reach the server together: the span counted in engine steps is the
+  // streams' own (250 steps and their delivery), not how far apart 20
+  // client threads got to send on a loaded machine.
   const json fast_body = {{"prompt", "The little dog"}, {"max_tokens", 250}, {"temperature", 0}, {"ignore_eos", true},
                           {"stream", true}, {"stream_options", {{"include_usage", true}}}};
-  for (int i = 0; i < 20; ++i)
-    fast.emplace_back([&, i] { results[i] = parse_stream(conns[i]->post("/v1/completions", fast_body.dump())); });
+  std::string wire;
+  {
+    namespace http = boost::beast::http;
+    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    req.body() = fast_body.dump();
+    req.keep_alive(true);
+    req.prepare_payload();
+    std::ostringstream os;
+    os << req;
+    wire = os.str();
+  }
+  std::vector<std::unique_ptr<HttpClient>> conns;
+  for (int i = 0; i < 20; ++i) {
+    conns.push_back(std::make_unique<HttpClient>(port));
+    boost::asio::write(conns.back()->socket(), boost::asio::buffer(wire.data(), wire.size() - 1));
+  }
+  const testing_prom::Exposition e0 = scrape(port);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& c : conns) boost::asio::write(c->socket(), boost::asio::buffer(wire.data() + wire.size() - 1, 1));
+  std::vector<StreamResult> results(20);
+  std::vector<std::thread> fast;
+  for (int i = 0; i < 20; ++i) fast.emplace_back([&, i] { results[i] = parse_stream(conns[i]->read_response()); });
   for (auto& t : fast) t.join();
   const auto t1 = std::chrono::steady_clock::now();
   const testing_prom::Exposition e1 = scrape(port);
@@ -199,27 +219,33 @@ LoadRun run_twenty(uint16_t port, bool slow) {
 
 TEST_F(ServeStreamingLoad, ASlowReaderSlowsNeitherTheOthersNorTheEngine) {
   const uint16_t port = server_->port();
+  int64_t base_steps = INT64_MAX, slow_steps = INT64_MAX;
   double base_rate = 0, slow_rate = 0;
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 5; ++k) {
     for (bool slow : {false, true}) {
       wait_idle(port);
       LoadRun r = run_twenty(port, slow);
       std::printf("[ load    ] %s: %lld engine steps for the 20 streams, %lld tokens for the 21st, %.0f steps/s\n",
                   slow ? "slow reader" : "baseline   ", static_cast<long long>(r.steps),
                   static_cast<long long>(r.other_tokens), r.rate);
-      // 250 tokens each need >= 250 steps. (How many more depends on how far
-      // apart the 20 requests arrive, which the client threads' scheduling on
-      // a loaded machine decides, so the step count is not compared between
-      // runs.)
-      EXPECT_GE(r.steps, 250);
       // The 21st stream is decoded in every one of those steps, slow reader or
       // not: its consumer's pace throttles neither the engine nor that
       // sequence; its deltas wait in the connection's buffer. (The scheduler
       // decodes every running sequence in every step, beside any prefill.)
       EXPECT_EQ(r.other_tokens, r.steps) << (slow ? "slow reader" : "baseline");
+      (slow ? slow_steps : base_steps) = std::min(slow ? slow_steps : base_steps, r.steps);
       (slow ? slow_rate : base_rate) = std::max(slow ? slow_rate : base_rate, r.rate);
     }
   }
+  // 250 tokens each need >= 250 steps. The 20 are timed in engine steps (the
+  // engine's clock, which a loaded machine stretches for both runs alike):
+  // beside the slow reader they may need at most 10 % more. The best of five
+  // runs each way is compared: the client threads' own scheduling on a
+  // loaded 2-core machine adds tens of steps to single runs.
+  EXPECT_GE(base_steps, 250);
+  EXPECT_LE(static_cast<double>(slow_steps), 1.10 * static_cast<double>(base_steps) + 5)
+      << "the 20 streams needed " << slow_steps << " engine steps beside a slow reader, " << base_steps
+      << " without";
   // Wall-clock step rates swing by +-40 % between identical runs on this
   // shared 2-core machine, so the rate bound is loose: it catches an engine
   // that waits for the slow socket (its rate would collapse to the
