@@ -169,11 +169,20 @@ class EngineImpl {
       }
       timed.clear();
       for (const ScheduledSeq& s : out.seqs)
-        if (s.samples) timed.emplace_back(s.seq->request_id, s.seq->arrival_time);
+        if (s.samples) {
+          timed.push_back({s.seq->request_id, s.seq->index, s.seq->arrival_time, s.seq->num_prompt_tokens});
+          for (const Sequence* f : s.forks)
+            timed.push_back({f->request_id, f->index, f->arrival_time, f->num_prompt_tokens});
+        }
       PostprocessResult res = scheduler.postprocess(out, sampled);
       const auto now = std::chrono::steady_clock::now();
-      for (const auto& [id, arrival] : timed) latency.on_token(id, arrival, now, !scheduler.contains(id), local);
-      local.prompt_tokens_total += out.num_prefill_tokens;
+      // A request's prompt counts once, at its first token (as its usage
+      // does), not per sequence nor per recomputation after preemption.
+      for (const TimedToken& t : timed)
+        if (latency.on_token(t.request_id, t.seq_index, t.arrival, now, local))
+          local.prompt_tokens_total += t.num_prompt_tokens;
+      for (const TimedToken& t : timed)
+        if (!scheduler.contains(t.request_id)) latency.finish(t.request_id, t.arrival, now, local);
       local.generation_tokens_total += res.num_generated;
       local.steps_total++;
       for (FinishReason r : res.finished) local.requests_finished_total[finish_reason_str(r)]++;
@@ -274,7 +283,15 @@ class EngineImpl {
   std::vector<float> scratch;
   std::vector<int32_t> suppress;
   LatencyTracker latency;
-  std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>> timed;  // this step's sampling seqs
+  // This step's sampling sequences (forks included), copied before
+  // postprocess retires finished ones.
+  struct TimedToken {
+    std::string request_id;
+    int seq_index = 0;
+    std::chrono::steady_clock::time_point arrival;
+    int64_t num_prompt_tokens = 0;
+  };
+  std::vector<TimedToken> timed;
   EngineStats local;  // engine thread's
   mutable std::mutex stats_mu;
   EngineStats published;

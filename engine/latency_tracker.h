@@ -3,12 +3,18 @@
 // inter_token_latency_seconds, e2e_request_latency_seconds). Times are the
 // engine's: a token counts when the step that sampled it has been
 // postprocessed (its delta pushed), not when a client reads it.
-// Engine thread only.
+//
+// A request with n / best_of > 1 runs several sequences: its TTFT is
+// observed once (its first token, whichever sequence sampled it), each
+// sequence's later tokens observe ITL against that sequence's previous
+// token, and the end-to-end latency is observed once, when the last
+// sequence finishes. Engine thread only.
 #pragma once
 #include <chrono>
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/stats.h"
 
@@ -17,12 +23,18 @@ namespace pagoda {
 class LatencyTracker {
  public:
   using Clock = std::chrono::steady_clock;
-  // A token of request `id` (arrived at `arrival`) was sampled at `now`.
-  // The first one observes TTFT (now - arrival), later ones ITL (now - the
-  // previous token's time); `finished` (stop/length) also observes the
-  // end-to-end latency (now - arrival) and forgets the request.
-  void on_token(const std::string& id, Clock::time_point arrival, Clock::time_point now, bool finished,
+  // A token of sequence `seq_index` (in [0, best_of)) of request `id`
+  // (arrived at `arrival`) was sampled at `now`. The request's first token
+  // observes TTFT (now - arrival); a sequence's later tokens observe ITL
+  // (now - that sequence's previous token). True for the request's first
+  // token.
+  bool on_token(const std::string& id, int seq_index, Clock::time_point arrival, Clock::time_point now,
                 EngineStats& stats);
+  // Every sequence of request `id` is done: observes the end-to-end latency
+  // (now - arrival) and forgets the request. Does nothing for a request not
+  // tracked (already finished, or never sampled), so calling it once per
+  // finished sequence of a step observes the request once.
+  void finish(const std::string& id, Clock::time_point arrival, Clock::time_point now, EngineStats& stats);
   // The request ended without a token (abort): forget it.
   void forget(const std::string& id) { last_token_.erase(id); }
   // Forgets every request `alive` says is gone (requests that ended outside
@@ -32,7 +44,8 @@ class LatencyTracker {
   size_t size() const { return last_token_.size(); }
 
  private:
-  std::unordered_map<std::string, Clock::time_point> last_token_;
+  // Per request: each sequence's previous token time (epoch: none yet).
+  std::unordered_map<std::string, std::vector<Clock::time_point>> last_token_;
 };
 
 }  // namespace pagoda

@@ -48,7 +48,7 @@ struct EngineStats {
   int64_t num_preemptions_total = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
-  int64_t prompt_tokens_total = 0;      // prefilled tokens since start
+  int64_t prompt_tokens_total = 0;      // prompt tokens of requests that got a first token, each once
   int64_t generation_tokens_total = 0;  // sampled tokens since start
   int64_t steps_total = 0;
   std::map<std::string, int64_t> requests_finished_total;  // by finish reason

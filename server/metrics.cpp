@@ -63,7 +63,7 @@ std::string format_prometheus_metrics(const EngineStats& s, const std::string& m
   // _total included (what prometheus_client's generate_latest, and so vLLM,
   // writes; a strict parser such as Go's expfmt otherwise sees an untyped
   // family).
-  family(out, "prompt_tokens_total", "counter", "Number of prefill tokens processed.");
+  family(out, "prompt_tokens_total", "counter", "Number of prompt tokens (each request's prompt once, at its first token).");
   out += fmt::format("pagoda:prompt_tokens_total{{{}}} {}\n", labels, s.prompt_tokens_total);
   family(out, "generation_tokens_total", "counter", "Number of generation tokens processed.");
   out += fmt::format("pagoda:generation_tokens_total{{{}}} {}\n", labels, s.generation_tokens_total);

@@ -348,5 +348,33 @@ TEST(ParallelSampling, BadNBestOfLogprobsAndBiasAreRejected) {
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
+// Metrics count a request once however many sequences it runs: one TTFT
+// and one end-to-end observation, its prompt once; every sequence's tokens
+// after its first are inter-token gaps, and all of them are generation
+// tokens.
+TEST(ParallelSampling, LatencyHistogramsAndTokenCountersCountTheRequestOnce) {
+  Harness h(256);
+  struct Case {
+    int n;
+    int best_of;
+  };
+  for (Case c : {Case{3, 3}, Case{2, 4}, Case{1, 1}}) {
+    SCOPED_TRACE(fmt::format("n={} best_of={}", c.n, c.best_of));
+    const EngineStats before = h.engine->stats();
+    SamplingParams sp = seeded(c.n, 11, 6);
+    sp.best_of = c.best_of;
+    auto ch = h.add(fmt::format("m{}_{}", c.n, c.best_of), prompt_of(9, 7), sp);
+    h.engine->run_until_idle();
+    RequestOutput r = collect(*ch);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    const EngineStats after = h.engine->stats();
+    EXPECT_EQ(after.time_to_first_token.count - before.time_to_first_token.count, 1);
+    EXPECT_EQ(after.e2e_request_latency.count - before.e2e_request_latency.count, 1);
+    EXPECT_EQ(after.inter_token_latency.count - before.inter_token_latency.count, c.best_of * (6 - 1));
+    EXPECT_EQ(after.prompt_tokens_total - before.prompt_tokens_total, 7);
+    EXPECT_EQ(after.generation_tokens_total - before.generation_tokens_total, c.best_of * 6);
+  }
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -94,9 +94,10 @@ TEST(LatencyTracker, ObservesTtftThenItlThenE2e) {
   EngineStats s;
   LatencyTracker t;
   auto t0 = LatencyTracker::Clock::time_point{} + seconds(100);
-  t.on_token("a", t0, t0 + milliseconds(50), false, s);   // TTFT 50 ms
-  t.on_token("a", t0, t0 + milliseconds(60), false, s);   // ITL 10 ms
-  t.on_token("a", t0, t0 + milliseconds(90), true, s);    // ITL 30 ms, e2e 90 ms
+  t.on_token("a", 0, t0, t0 + milliseconds(50), s);  // TTFT 50 ms
+  t.on_token("a", 0, t0, t0 + milliseconds(60), s);  // ITL 10 ms
+  t.on_token("a", 0, t0, t0 + milliseconds(90), s);  // ITL 30 ms
+  t.finish("a", t0, t0 + milliseconds(90), s);       // e2e 90 ms
   EXPECT_EQ(s.time_to_first_token.count, 1);
   EXPECT_NEAR(s.time_to_first_token.sum, 0.050, 1e-9);
   EXPECT_EQ(s.inter_token_latency.count, 2);
@@ -105,12 +106,28 @@ TEST(LatencyTracker, ObservesTtftThenItlThenE2e) {
   EXPECT_NEAR(s.e2e_request_latency.sum, 0.090, 1e-9);
   EXPECT_EQ(t.size(), 0u);
   // One token that is also the last: TTFT and e2e, no ITL.
-  t.on_token("b", t0, t0 + milliseconds(5), true, s);
+  t.on_token("b", 0, t0, t0 + milliseconds(5), s);
+  t.finish("b", t0, t0 + milliseconds(5), s);
+  t.finish("b", t0, t0 + milliseconds(5), s);  // already finished: nothing
   EXPECT_EQ(s.time_to_first_token.count, 2);
   EXPECT_EQ(s.inter_token_latency.count, 2);
   EXPECT_EQ(s.e2e_request_latency.count, 2);
+  // Three sequences of one request: one TTFT (the first token), each
+  // sequence's gaps measured from its own previous token, one e2e.
+  t.on_token("c", 0, t0, t0 + milliseconds(20), s);  // TTFT 20 ms
+  t.on_token("c", 1, t0, t0 + milliseconds(20), s);
+  t.on_token("c", 2, t0, t0 + milliseconds(20), s);
+  t.on_token("c", 1, t0, t0 + milliseconds(27), s);  // ITL 7 ms
+  t.on_token("c", 0, t0, t0 + milliseconds(30), s);  // ITL 10 ms
+  t.on_token("c", 2, t0, t0 + milliseconds(33), s);  // ITL 13 ms
+  t.finish("c", t0, t0 + milliseconds(33), s);
+  EXPECT_EQ(s.time_to_first_token.count, 3);
+  EXPECT_NEAR(s.time_to_first_token.sum, 0.050 + 0.005 + 0.020, 1e-9);
+  EXPECT_EQ(s.inter_token_latency.count, 5);
+  EXPECT_NEAR(s.inter_token_latency.sum, 0.040 + 0.030, 1e-9);
+  EXPECT_EQ(s.e2e_request_latency.count, 3);
   // Pruning forgets requests that ended elsewhere.
-  for (int i = 0; i < 100; ++i) t.on_token(fmt::format("r{}", i), t0, t0 + milliseconds(1), false, s);
+  for (int i = 0; i < 100; ++i) t.on_token(fmt::format("r{}", i), 0, t0, t0 + milliseconds(1), s);
   t.prune(0, [](const std::string& id) { return id == "r7"; });
   EXPECT_EQ(t.size(), 1u);
 }
