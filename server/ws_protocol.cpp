@@ -82,8 +82,12 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
   if (m.type == T::kSubscribeStats) {
     auto iv = obj.find("interval_ms");
     if (iv != obj.end()) {
-      if (!iv->is_number()) return envelope_error(id, "'interval_ms' must be a number", "interval_ms");
-      m.interval_ms = std::clamp<int64_t>(static_cast<int64_t>(iv->get<double>()), 100, 60000);
+      // Range-checked as a double before any conversion (1e300 has no int64).
+      const double ms = iv->is_number() ? iv->get<double>() : -1;
+      if (!iv->is_number() || !(ms >= 100 && ms <= 60000))
+        return envelope_error(id, fmt::format("'interval_ms' must be a number from 100 to 60000, got {}", iv->dump()),
+                              "interval_ms");
+      m.interval_ms = static_cast<int64_t>(ms);
     }
   }
   if (m.type == T::kChat || m.type == T::kCompletion) {

@@ -39,7 +39,7 @@ struct WsClientMessage {
   std::string id;                // client-chosen; required except for (un)subscribe_stats
   int64_t after = 0;             // resume: the last seq the client has
   bool resumable = true;         // chat/completion: keep the stream after an abrupt disconnect
-  int64_t interval_ms = 1000;    // subscribe_stats: period, clamped to [100, 60000]
+  int64_t interval_ms = 1000;    // subscribe_stats: period in ms, [100, 60000] (else an error)
   nlohmann::json body;           // chat/completion: the HTTP body fields
 };
 

@@ -41,9 +41,10 @@ TEST(WsProtocol, ParsesEveryClientMessageType) {
   m = ok(R"({"type":"resume","id":"b","after":7})");
   EXPECT_EQ(m.type, T::kResume);
   EXPECT_EQ(m.after, 7);
-  m = ok(R"({"type":"subscribe_stats","interval_ms":5})");
+  m = ok(R"({"type":"subscribe_stats","interval_ms":250})");
   EXPECT_EQ(m.type, T::kSubscribeStats);
-  EXPECT_EQ(m.interval_ms, 100);  // clamped
+  EXPECT_EQ(m.interval_ms, 250);
+  EXPECT_EQ(ok(R"({"type":"subscribe_stats"})").interval_ms, 1000);
   EXPECT_EQ(ok(R"({"type":"unsubscribe_stats"})").type, T::kUnsubscribeStats);
 }
 
@@ -55,6 +56,11 @@ TEST(WsProtocol, BadEnvelopesGetAnErrorWithTheirIdWhenKnown) {
   EXPECT_EQ(e.id, "q");
   EXPECT_EQ(e.error.param, "type");
   EXPECT_EQ(err(R"({"type":"resume","id":"q","after":-1})").error.param, "after");
+  for (const char* iv : {"5", "99.9", "60001", "1e300", "-1e300", "\"500\"", "null"}) {
+    WsMessageError bad = err(fmt::format(R"({{"type":"subscribe_stats","id":"s","interval_ms":{}}})", iv));
+    EXPECT_EQ(bad.error.param, "interval_ms") << iv;
+    EXPECT_NE(bad.error.message.find("from 100 to 60000"), std::string::npos) << bad.error.message;
+  }
   EXPECT_EQ(err(R"({"type":"chat","id":""})").error.param, "id");
   EXPECT_EQ(err(R"({"type":"chat","id":7})").error.param, "id");
   EXPECT_EQ(err(fmt::format(R"({{"type":"chat","id":"{}"}})", std::string(300, 'x'))).error.param, "id");
