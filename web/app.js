@@ -10,7 +10,17 @@ const state = {
   history: [],          // chat messages [{role, content}]
   current: null,        // the streaming reply: {id, el, textNode, text, lastSeq, sentAt, firstAt, tokens, mode, retried}
   reconnectDelay: 250,
+  reconnectTimer: null,
+  // The server's --api-key, when it has one: kept for this tab only
+  // (sessionStorage), sent as the api_key query parameter of /v1/ws (a
+  // browser WebSocket cannot set headers) and as a Bearer header on fetch.
+  apiKey: sessionStorage.getItem("pagoda_api_key") || "",
+  needKey: false,       // the server refused us for want of the right key
 };
+
+function authHeaders() {
+  return state.apiKey ? { Authorization: "Bearer " + state.apiKey } : {};
+}
 
 function newId() {
   if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -29,10 +39,14 @@ function send(obj) {
 }
 
 function connect() {
-  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws";
+  state.reconnectTimer = null;
+  let url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws";
+  if (state.apiKey) url += "?api_key=" + encodeURIComponent(state.apiKey);
   const ws = new WebSocket(url);
   state.ws = ws;
+  let opened = false;
   ws.onopen = () => {
+    opened = true;
     setConn(true, "connected");
     state.reconnectDelay = 250;
     send({ type: "subscribe_stats", interval_ms: 500 });
@@ -48,12 +62,47 @@ function connect() {
     else if (m.type === "error") onError(m);
     else if (m.type === "stats") onStats(m);
   };
-  ws.onclose = () => {
-    setConn(false, "reconnecting");
+  ws.onclose = async () => {
+    if (state.ws !== ws) return;  // replaced (the key changed)
     state.ws = null;
-    setTimeout(connect, state.reconnectDelay);
+    // Refused before opening: a 401 (missing or wrong key) is not worth
+    // retrying until the key changes; the browser hides the upgrade's
+    // status, so ask /v1/models, which answers under the same policy.
+    if (!opened && (await keyRefused())) return;
+    setConn(false, "reconnecting");
+    state.reconnectTimer = setTimeout(connect, state.reconnectDelay);
     state.reconnectDelay = Math.min(state.reconnectDelay * 2, 5000);
   };
+}
+
+async function keyRefused() {
+  try {
+    const r = await fetch("/v1/models", { headers: authHeaders() });
+    if (r.status !== 401) return false;
+  } catch (e) {
+    return false;
+  }
+  state.needKey = true;
+  setConn(false, state.apiKey ? "wrong API key" : "API key required");
+  $("model").textContent = "(API key required)";
+  $("api_key").focus();
+  return true;
+}
+
+// A new key: drop the connection (if any) and start over with it.
+function setApiKey(key) {
+  state.apiKey = key.trim();
+  if (state.apiKey) sessionStorage.setItem("pagoda_api_key", state.apiKey);
+  else sessionStorage.removeItem("pagoda_api_key");
+  state.needKey = false;
+  if (state.reconnectTimer) clearTimeout(state.reconnectTimer);
+  const old = state.ws;
+  state.ws = null;
+  if (old) old.close();
+  state.reconnectDelay = 250;
+  setConn(false, "connecting");
+  loadModel();
+  connect();
 }
 
 function addMessage(role, text) {
@@ -184,7 +233,11 @@ function onStats(m) {
 
 async function loadModel() {
   try {
-    const r = await fetch("/v1/models");
+    const r = await fetch("/v1/models", { headers: authHeaders() });
+    if (r.status === 401) {
+      $("model").textContent = "(API key required)";
+      return;
+    }
     const j = await r.json();
     state.model = j.data[0].id;
     $("model").textContent = state.model;
@@ -219,6 +272,8 @@ function init() {
     const input = $(k);
     input.addEventListener("input", () => { $(k + "-val").textContent = input.value; });
   }
+  $("api_key").value = state.apiKey;
+  $("api_key").addEventListener("change", () => setApiKey($("api_key").value));
   loadModel();
   connect();
 }

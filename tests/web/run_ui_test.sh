@@ -28,15 +28,28 @@ if [ ! -d "$HERE/node_modules/playwright-core" ]; then
   }
 fi
 mkdir -p "$OUT"
-"$BIN" serve --host 127.0.0.1 --port 0 --disable-log-stats >"$OUT/serve.out" 2>"$OUT/serve.err" &
-PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null' EXIT
-PORT=""
-for _ in $(seq 1 1200); do  # up to 120 s for the listening line
-  PORT=$(sed -n 's|^Pagoda listening on http://[^:]*:\([0-9]*\)$|\1|p' "$OUT/serve.out")
-  [ -n "$PORT" ] && break
-  kill -0 $PID 2>/dev/null || { echo "pagoda serve exited:"; cat "$OUT/serve.err"; exit 1; }
-  sleep 0.1
-done
-[ -n "$PORT" ] || { echo "pagoda serve did not start"; exit 1; }
-CHROMIUM="$CHROMIUM" node "$HERE/ui_test.mjs" "http://127.0.0.1:$PORT/" "$OUT/chat_ui.png"
+PIDS=()
+trap 'kill "${PIDS[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
+# start_server NAME ARGS...: starts `pagoda serve` on a free port; sets PORT.
+start_server() {
+  local name=$1
+  shift
+  "$BIN" serve --host 127.0.0.1 --port 0 --disable-log-stats "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" &
+  local pid=$!
+  PIDS+=("$pid")
+  PORT=""
+  for _ in $(seq 1 1200); do  # up to 120 s for the listening line
+    PORT=$(sed -n 's|^Pagoda listening on http://[^:]*:\([0-9]*\)$|\1|p' "$OUT/$name.out")
+    [ -n "$PORT" ] && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "pagoda serve ($name) exited:"; cat "$OUT/$name.err"; exit 1; }
+    sleep 0.1
+  done
+  echo "pagoda serve ($name) did not start"
+  exit 1
+}
+start_server serve
+OPEN_PORT=$PORT
+start_server serve_key --api-key ui-test-key
+KEY_PORT=$PORT
+CHROMIUM="$CHROMIUM" node "$HERE/ui_test.mjs" "http://127.0.0.1:$OPEN_PORT/" "$OUT/chat_ui.png" \
+  "http://127.0.0.1:$KEY_PORT/" ui-test-key

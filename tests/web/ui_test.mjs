@@ -2,12 +2,14 @@
 // `pagoda serve`: type a prompt, see tokens arrive, press Stop, check the
 // stats panel, save a screenshot. Then, on a mocked /v1/ws stream, check
 // that Chinese and emoji deltas render exactly while streaming.
-// Usage: node ui_test.mjs URL SCREENSHOT_PNG   (CHROMIUM=path to the browser)
+// Last, against a server run with --api-key, the UI asks for the key,
+// refuses a wrong one, and streams once the right one is entered.
+// Usage: node ui_test.mjs URL SCREENSHOT_PNG KEY_URL KEY   (CHROMIUM=path to the browser)
 import { chromium } from "playwright-core";
 
-const [url, shot] = process.argv.slice(2);
-if (!url || !shot) {
-  console.error("usage: node ui_test.mjs URL SCREENSHOT_PNG");
+const [url, shot, keyUrl, key] = process.argv.slice(2);
+if (!url || !shot || !keyUrl || !key) {
+  console.error("usage: node ui_test.mjs URL SCREENSHOT_PNG KEY_URL KEY");
   process.exit(2);
 }
 const fail = (msg) => { throw new Error(msg); };
@@ -107,6 +109,34 @@ try {
   const user = await mock.textContent(".msg.user .body");
   if (user !== "说点什么 🙂") fail(`user message rendered '${user}'`);
   console.log(`mocked CJK/emoji stream rendered exactly at each of ${seen.length} deltas: '${final}'`);
+
+  // A server with --api-key: no key → asked for one (no reconnect loop);
+  // a wrong key → said so; the right key → connected and streaming.
+  const keyed = await browser.newPage();
+  const keyedErrors = [];
+  keyed.on("pageerror", (e) => keyedErrors.push(String(e)));
+  await keyed.goto(keyUrl);
+  const connIs = (t) => keyed.waitForFunction((e) => document.getElementById("conn").textContent === e, t,
+                                                { timeout: 30000 });
+  await connIs("API key required");
+  await keyed.fill("#api_key", "not-the-key");
+  await keyed.dispatchEvent("#api_key", "change");
+  await connIs("wrong API key");
+  await keyed.fill("#api_key", key);
+  await keyed.dispatchEvent("#api_key", "change");
+  await connIs("connected");
+  await keyed.waitForFunction(() => document.getElementById("model").textContent === "stories260K", null,
+                              { timeout: 30000 });
+  await keyed.fill("#max_tokens", "24");
+  await keyed.fill("#prompt", "Once upon a time");
+  await keyed.press("#prompt", "Enter");
+  await keyed.waitForSelector(".msg.assistant:not(.streaming) .meta", { timeout: 30000 });
+  const keyedMeta = await keyed.textContent(".msg.assistant .meta");
+  const keyedText = await keyed.textContent(".msg.assistant .body");
+  if (!keyedText.trim()) fail(`no reply with the right key ('${keyedMeta}')`);
+  if (/error/i.test(keyedMeta)) fail(`the keyed reply ended with an error: '${keyedMeta}'`);
+  if (keyedErrors.length) fail("page errors (keyed server): " + keyedErrors.join("; "));
+  console.log(`--api-key server: asked for the key, refused a wrong one, streamed ${keyedText.length} chars with it ('${keyedMeta}')`);
 } finally {
   await browser.close();
 }
