@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "engine/core/html_escape.h"
 #include "server/access_control.h"
 #include "server/api_docs.h"
 #include "server/generation_group.h"
@@ -297,6 +298,13 @@ TEST(ProtocolSurface, OpenApiDocumentListsEveryRoute) {
   std::string html = docs_html();
   EXPECT_NE(html.find("/v1/chat/completions"), std::string::npos);
   EXPECT_NE(html.find("top_logprobs"), std::string::npos);
+}
+
+// The docs page and Jinja's `escape` filter share one escaper, MarkupSafe's:
+// & < > " ' -> &amp; &lt; &gt; &#34; &#39; (markupsafe.escape("<a href=\"x\">'&'")).
+TEST(ProtocolSurface, HtmlEscapeMatchesMarkupSafe) {
+  EXPECT_EQ(html_escape("<a href=\"x\">'&'"), "&lt;a href=&#34;x&#34;&gt;&#39;&amp;&#39;");
+  EXPECT_EQ(html_escape("\xe4\xb8\xad plain"), "\xe4\xb8\xad plain");  // UTF-8 bytes pass through
 }
 
 // Records submitted requests; the test pushes their deltas by hand.
