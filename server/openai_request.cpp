@@ -22,19 +22,15 @@ std::string make_request_id(std::string_view prefix) {
 
 namespace {
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // Deepest JSON nesting a request may have: real requests need a handful of
 // levels; the limit keeps later recursive walks (copies, chat templates) off
 // the end of a network thread's stack.
 constexpr int kMaxJsonDepth = 64;
 struct TooDeep {};
 
-json parse_body(std::string_view body) {
+}  // namespace
+
+json parse_request_body(std::string_view body) {
   json obj;
   try {
     obj = json::parse(
@@ -50,6 +46,14 @@ json parse_body(std::string_view body) {
   if (obj.is_discarded()) fail("Request body is not valid JSON");
   if (!obj.is_object()) fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
   return obj;
+}
+
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::vector<int32_t> token_ids_from_json(const json& arr, const ServingModel& model) {
@@ -83,7 +87,8 @@ PromptInput prompt_from_text(const std::string& text, const json& obj, const Ser
   return p;
 }
 
-// prompt: string | [int] | [string] | [[int]] (OpenAI / vLLM).
+}  // namespace
+
 std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel& model) {
   const json* p = get(obj, "prompt");
   if (!p) fail("'prompt' is required", "prompt");
@@ -111,6 +116,8 @@ std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel&
   out.push_back(prompt_from_ids(token_ids_from_json(*p, model), model));
   return out;
 }
+
+namespace {
 
 void parse_completion_logprobs(const json& obj, ParsedRequest& req) {
   if (auto lp = get_int(obj, "logprobs")) {
@@ -231,7 +238,7 @@ void finish_common(const json& obj, const ServingModel& model, ParsedRequest& re
 
 ParseResult parse_completion_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_body(body);
+    json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kCompletion;
     req.model = check_model(obj, model);
@@ -252,7 +259,7 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
 
 ParseResult parse_generate_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_body(body);
+    json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kGenerate;
     req.model = model.served_model_name;
@@ -279,7 +286,7 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
 
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_body(body);
+    json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kChat;
     req.model = check_model(obj, model);

@@ -1,6 +1,8 @@
 // vLLM's POST /tokenize and POST /detokenize (vllm/entrypoints/openai/
 // serving_tokenization.py), pure functions of (body, ServingModel):
-//   /tokenize {"model"?, "prompt": string, "add_special_tokens": true}
+//   /tokenize {"model"?, "prompt": string | [int] (one prompt, parsed by
+//              completion_prompts as /v1/completions parses it),
+//              "add_special_tokens": true}
 //          or {"model"?, "messages": [...], "add_generation_prompt": true,
 //              "add_special_tokens": false}
 //     → {"count", "max_model_len", "tokens": [int], "token_strs": null}

@@ -218,6 +218,24 @@ TEST(ProtocolSurface, TokenizeAndDetokenize) {
   EXPECT_EQ(std::get<OpenAIError>(e).param, "prompt");
 }
 
+// /tokenize parses 'prompt' exactly as /v1/completions does: a token-id list
+// is taken as given, special-token text becomes its id, the same errors.
+TEST(ProtocolSurface, TokenizeParsesPromptsAsCompletionsDoes) {
+  ServingModel m = make_test_model();
+  for (const char* prompt : {R"("<s>ab")", R"([1, 100, 101])", R"(["ab"])", R"([[5, 6]])"}) {
+    std::string body = std::string(R"({"prompt": )") + prompt + "}";
+    auto t = tokenize_request(body, m);
+    ASSERT_TRUE(std::holds_alternative<json>(t)) << body << ": " << std::get<OpenAIError>(t).body();
+    ParsedRequest c = parse_ok(parse_completion_request(body, m));
+    EXPECT_EQ(std::get<json>(t)["tokens"], json(c.prompt_token_ids)) << body;
+  }
+  for (const char* body : {R"({"prompt": [1, 999]})", R"({"prompt": ["a", "b"]})", R"({"prompt": []})", R"({})"}) {
+    auto e = tokenize_request(body, m);
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(e)) << body;
+    EXPECT_EQ(std::get<OpenAIError>(e).param, "prompt") << body;
+  }
+}
+
 TEST(ProtocolSurface, ApiKeyGate) {
   namespace http = boost::beast::http;
   EXPECT_TRUE(constant_time_equal("abc", "abc"));
