@@ -218,6 +218,7 @@ void finish_common(const json& obj, const ServingModel& model, ParsedRequest& re
     if (!so->is_object()) fail(fmt::format("'stream_options' must be an object, got {}", type_name(*so)), "stream_options");
     if (!req.stream) fail("Stream options can only be defined when `stream=True`.", "stream_options");
     req.include_usage = get_bool(*so, "include_usage").value_or(false);
+    req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);
   }
   if (req.stream && req.sampling.best_of && *req.sampling.best_of > req.sampling.n)
     fail(fmt::format("best_of > n is not supported with stream=true (best_of={}, n={})",

@@ -48,6 +48,9 @@ struct ParsedRequest {
   SamplingParams sampling;              // max_tokens always set (prompts[0]'s)
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
+  // stream_options.continuous_usage_stats (vLLM extension), only honoured
+  // with include_usage: every chunk carries its choice's usage so far.
+  bool continuous_usage_stats = false;
   bool return_token_ids = false;        // vLLM extension: ids in the choices
   bool echo = false;                    // completions: prompt text first
   // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
