@@ -33,7 +33,14 @@ std::variant<json, OpenAIError> tokenize_request(std::string_view body, const Se
         fail(fmt::format("/tokenize takes one prompt, got a list of {}", prompts.size()), "prompt");
       ids = std::move(prompts.front().token_ids);
     }
-    return json{{"count", ids.size()}, {"max_model_len", model.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+    // vLLM: tokenizer.convert_ids_to_tokens(ids), the vocabulary's pieces.
+    json token_strs = nullptr;
+    if (get_bool(obj, "return_token_strs").value_or(false)) {
+      token_strs = json::array();
+      for (int32_t id : ids) token_strs.push_back(model.tokenizer->id_to_piece(id));
+    }
+    return json{{"count", ids.size()}, {"max_model_len", model.max_model_len}, {"tokens", ids},
+                {"token_strs", std::move(token_strs)}};
   } catch (const RequestFieldError& e) {
     return e.error;
   }
