@@ -8,6 +8,7 @@
 
 #include "engine/chat/chat_template.h"
 #include "server/openai_fields.h"
+#include "server/strict_json.h"
 
 namespace pagoda {
 
@@ -20,32 +21,12 @@ std::string make_request_id(std::string_view prefix) {
   return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
 }
 
-namespace {
-
-// Deepest JSON nesting a request may have: real requests need a handful of
-// levels; the limit keeps later recursive walks (copies, chat templates) off
-// the end of a network thread's stack.
-constexpr int kMaxJsonDepth = 64;
-struct TooDeep {};
-
-}  // namespace
-
 json parse_request_body(std::string_view body) {
-  json obj;
-  try {
-    obj = json::parse(
-        body,
-        [](int depth, json::parse_event_t, json&) {
-          if (depth > kMaxJsonDepth) throw TooDeep{};
-          return true;
-        },
-        /*allow_exceptions=*/false);
-  } catch (const TooDeep&) {
-    fail(fmt::format("Request body nests JSON deeper than {} levels", kMaxJsonDepth));
-  }
-  if (obj.is_discarded()) fail("Request body is not valid JSON");
+  std::variant<json, std::string> parsed = parse_strict_json(body, "Request body");
+  if (auto* message = std::get_if<std::string>(&parsed)) fail(std::move(*message));
+  json& obj = std::get<json>(parsed);
   if (!obj.is_object()) fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
-  return obj;
+  return std::move(obj);
 }
 
 namespace {
