@@ -36,6 +36,13 @@ bool origin_allowed(const AccessPolicy& policy, std::string_view origin) {
   return false;
 }
 
+// True when `authorization` is "Bearer <key>" with <key> equal to policy.api_key (compared in constant time).
+bool bearer_matches(const AccessPolicy& policy, std::string_view authorization) {
+  constexpr std::string_view kBearer = "Bearer ";
+  return authorization.size() >= kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer &&
+         constant_time_equal(authorization.substr(kBearer.size()), policy.api_key);
+}
+
 bool wildcard(const AccessPolicy& policy) {
   for (const std::string& o : policy.allowed_origins)
     if (o == "*") return true;
@@ -72,10 +79,7 @@ std::optional<RouteResult> check_access(const AccessPolicy& policy, http::verb m
     return r;
   }
   if (policy.api_key.empty() || !path_requires_key(target)) return std::nullopt;
-  constexpr std::string_view kBearer = "Bearer ";
-  bool ok = authorization.size() >= kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer &&
-            constant_time_equal(authorization.substr(kBearer.size()), policy.api_key);
-  if (ok) return std::nullopt;
+  if (bearer_matches(policy, authorization)) return std::nullopt;
   RouteResult r = RouteResult::error(make_error(
       401, authorization.empty() ? "Unauthorized: missing 'Authorization: Bearer <key>' header"
                                  : "Unauthorized: invalid API key"));
@@ -85,10 +89,7 @@ std::optional<RouteResult> check_access(const AccessPolicy& policy, http::verb m
 
 bool websocket_access_ok(const AccessPolicy& policy, std::string_view target, std::string_view authorization) {
   if (policy.api_key.empty()) return true;
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() >= kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer &&
-      constant_time_equal(authorization.substr(kBearer.size()), policy.api_key))
-    return true;
+  if (bearer_matches(policy, authorization)) return true;
   size_t q = target.find('?');
   if (q == std::string_view::npos) return false;
   std::string_view query = target.substr(q + 1);

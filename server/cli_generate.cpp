@@ -160,11 +160,13 @@ int run_generate(GenerateArgs a) {
     }
     std::fputc('\n', stderr);
 
+    size_t failed = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& j = jobs[i];
       json line = {{"index", i}, {"prompt", a.prompts[i]}};
       if (!j.error.empty()) {
         line["error"] = j.error;
+        ++failed;
       } else {
         line["text"] = j.merged.text;
         line["token_ids"] = j.merged.token_ids;
@@ -176,6 +178,12 @@ int run_generate(GenerateArgs a) {
       std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     }
     std::fflush(stdout);
+    if (failed > 0) {
+      // A run in which a prompt failed is a failed run (scripts check the
+      // status); each failed prompt's line on stdout carries its "error".
+      spdlog::error("{} of {} prompt(s) failed; their output lines carry the error", failed, jobs.size());
+      return 1;
+    }
     return 0;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

@@ -1,5 +1,6 @@
 #include "server/openai_fields.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <string>
@@ -174,32 +175,47 @@ void parse_sampling(const json& obj, const ServingModel& model, SamplingParams& 
   }
   parse_logit_bias(obj, model, sp);
 
-  sp.temperature = static_cast<float>(get_number(obj, "temperature").value_or(gc.temperature.value_or(1.0f)));
-  if (!(sp.temperature >= 0.0f)) fail(fmt::format("temperature must be non-negative, got {}.", sp.temperature), "temperature");
+  // Each range is checked on the number as sent (a double), and the message
+  // prints that number: checked after the conversion to float, 1e-300 read
+  // as 0 and 1.0000000001 as 1.
+  const double temperature = get_number(obj, "temperature").value_or(gc.temperature.value_or(1.0f));
+  if (!(temperature >= 0.0)) fail(fmt::format("temperature must be non-negative, got {}.", temperature), "temperature");
+  sp.temperature = static_cast<float>(temperature);
 
-  sp.top_p = static_cast<float>(get_number(obj, "top_p").value_or(gc.top_p.value_or(1.0f)));
-  if (!(sp.top_p > 0.0f && sp.top_p <= 1.0f)) fail(fmt::format("top_p must be in (0, 1], got {}.", sp.top_p), "top_p");
+  const double top_p = get_number(obj, "top_p").value_or(gc.top_p.value_or(1.0f));
+  if (!(top_p > 0.0 && top_p <= 1.0)) fail(fmt::format("top_p must be in (0, 1], got {}.", top_p), "top_p");
+  // A top_p below the smallest float keeps only the most likely token, as
+  // the smallest float does.
+  sp.top_p = std::max(static_cast<float>(top_p), std::numeric_limits<float>::denorm_min());
 
   int64_t top_k = get_int(obj, "top_k").value_or(gc.top_k.value_or(0));
   if (top_k < -1) fail(fmt::format("top_k must be -1 (disable), or at least 1, got {}.", top_k), "top_k");
   if (top_k > std::numeric_limits<int>::max()) top_k = 0;  // larger than any vocabulary: off
   sp.top_k = static_cast<int>(top_k);
 
-  sp.min_p = static_cast<float>(get_number(obj, "min_p").value_or(0.0));
-  if (!(sp.min_p >= 0.0f && sp.min_p <= 1.0f)) fail(fmt::format("min_p must be in [0, 1], got {}.", sp.min_p), "min_p");
+  const double min_p = get_number(obj, "min_p").value_or(0.0);
+  if (!(min_p >= 0.0 && min_p <= 1.0)) fail(fmt::format("min_p must be in [0, 1], got {}.", min_p), "min_p");
+  sp.min_p = static_cast<float>(min_p);
 
   if (auto seed = get_int(obj, "seed")) sp.seed = static_cast<uint64_t>(*seed);  // any int64, as vLLM
 
-  sp.presence_penalty = static_cast<float>(get_number(obj, "presence_penalty").value_or(0.0));
-  if (!(sp.presence_penalty >= -2.0f && sp.presence_penalty <= 2.0f))
-    fail(fmt::format("presence_penalty must be in [-2, 2], got {}.", sp.presence_penalty), "presence_penalty");
-  sp.frequency_penalty = static_cast<float>(get_number(obj, "frequency_penalty").value_or(0.0));
-  if (!(sp.frequency_penalty >= -2.0f && sp.frequency_penalty <= 2.0f))
-    fail(fmt::format("frequency_penalty must be in [-2, 2], got {}.", sp.frequency_penalty), "frequency_penalty");
-  sp.repetition_penalty = static_cast<float>(
-      get_number(obj, "repetition_penalty").value_or(gc.repetition_penalty.value_or(1.0f)));
-  if (!(sp.repetition_penalty > 0.0f && std::isfinite(sp.repetition_penalty)))
-    fail(fmt::format("repetition_penalty must be greater than zero, got {}.", sp.repetition_penalty), "repetition_penalty");
+  const double presence_penalty = get_number(obj, "presence_penalty").value_or(0.0);
+  if (!(presence_penalty >= -2.0 && presence_penalty <= 2.0))
+    fail(fmt::format("presence_penalty must be in [-2, 2], got {}.", presence_penalty), "presence_penalty");
+  sp.presence_penalty = static_cast<float>(presence_penalty);
+  const double frequency_penalty = get_number(obj, "frequency_penalty").value_or(0.0);
+  if (!(frequency_penalty >= -2.0 && frequency_penalty <= 2.0))
+    fail(fmt::format("frequency_penalty must be in [-2, 2], got {}.", frequency_penalty), "frequency_penalty");
+  sp.frequency_penalty = static_cast<float>(frequency_penalty);
+  const double repetition_penalty =
+      get_number(obj, "repetition_penalty").value_or(gc.repetition_penalty.value_or(1.0f));
+  if (!(repetition_penalty > 0.0))
+    fail(fmt::format("repetition_penalty must be greater than zero, got {}.", repetition_penalty), "repetition_penalty");
+  if (!(repetition_penalty <= std::numeric_limits<float>::max()))
+    fail(fmt::format("repetition_penalty must be at most {} (a float), got {}.", std::numeric_limits<float>::max(),
+                     repetition_penalty),
+         "repetition_penalty");
+  sp.repetition_penalty = std::max(static_cast<float>(repetition_penalty), std::numeric_limits<float>::denorm_min());
 
   parse_stop(obj, sp);
   parse_stop_token_ids(obj, model, sp);

@@ -8,6 +8,7 @@
 
 #include "engine/chat/chat_template.h"
 #include "server/openai_fields.h"
+#include "server/strict_json.h"
 
 namespace pagoda {
 
@@ -20,36 +21,20 @@ std::string make_request_id(std::string_view prefix) {
   return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
 }
 
+json parse_request_body(std::string_view body) {
+  std::variant<json, std::string> parsed = parse_strict_json(body, "Request body");
+  if (auto* message = std::get_if<std::string>(&parsed)) fail(std::move(*message));
+  json& obj = std::get<json>(parsed);
+  if (!obj.is_object()) fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
+  return std::move(obj);
+}
+
 namespace {
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Deepest JSON nesting a request may have: real requests need a handful of
-// levels; the limit keeps later recursive walks (copies, chat templates) off
-// the end of a network thread's stack.
-constexpr int kMaxJsonDepth = 64;
-struct TooDeep {};
-
-json parse_body(std::string_view body) {
-  json obj;
-  try {
-    obj = json::parse(
-        body,
-        [](int depth, json::parse_event_t, json&) {
-          if (depth > kMaxJsonDepth) throw TooDeep{};
-          return true;
-        },
-        /*allow_exceptions=*/false);
-  } catch (const TooDeep&) {
-    fail(fmt::format("Request body nests JSON deeper than {} levels", kMaxJsonDepth));
-  }
-  if (obj.is_discarded()) fail("Request body is not valid JSON");
-  if (!obj.is_object()) fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
-  return obj;
 }
 
 std::vector<int32_t> token_ids_from_json(const json& arr, const ServingModel& model) {
@@ -83,7 +68,8 @@ PromptInput prompt_from_text(const std::string& text, const json& obj, const Ser
   return p;
 }
 
-// prompt: string | [int] | [string] | [[int]] (OpenAI / vLLM).
+}  // namespace
+
 std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel& model) {
   const json* p = get(obj, "prompt");
   if (!p) fail("'prompt' is required", "prompt");
@@ -111,6 +97,8 @@ std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel&
   out.push_back(prompt_from_ids(token_ids_from_json(*p, model), model));
   return out;
 }
+
+namespace {
 
 void parse_completion_logprobs(const json& obj, ParsedRequest& req) {
   if (auto lp = get_int(obj, "logprobs")) {
@@ -211,6 +199,7 @@ void finish_common(const json& obj, const ServingModel& model, ParsedRequest& re
     if (!so->is_object()) fail(fmt::format("'stream_options' must be an object, got {}", type_name(*so)), "stream_options");
     if (!req.stream) fail("Stream options can only be defined when `stream=True`.", "stream_options");
     req.include_usage = get_bool(*so, "include_usage").value_or(false);
+    req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);
   }
   if (req.stream && req.sampling.best_of && *req.sampling.best_of > req.sampling.n)
     fail(fmt::format("best_of > n is not supported with stream=true (best_of={}, n={})",
@@ -231,7 +220,7 @@ void finish_common(const json& obj, const ServingModel& model, ParsedRequest& re
 
 ParseResult parse_completion_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_body(body);
+    json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kCompletion;
     req.model = check_model(obj, model);
@@ -252,7 +241,7 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
 
 ParseResult parse_generate_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_body(body);
+    json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kGenerate;
     req.model = model.served_model_name;
@@ -279,7 +268,7 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
 
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_body(body);
+    json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kChat;
     req.model = check_model(obj, model);

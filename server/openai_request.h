@@ -48,6 +48,9 @@ struct ParsedRequest {
   SamplingParams sampling;              // max_tokens always set (prompts[0]'s)
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
+  // stream_options.continuous_usage_stats (vLLM extension), only honoured
+  // with include_usage: every chunk carries its choice's usage so far.
+  bool continuous_usage_stats = false;
   bool return_token_ids = false;        // vLLM extension: ids in the choices
   bool echo = false;                    // completions: prompt text first
   // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
@@ -79,6 +82,19 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model)
 // vLLM's api_server POST /generate: {"prompt": string, "stream", sampling
 // fields}; max_tokens defaults to 16 (vLLM SamplingParams' default).
 ParseResult parse_generate_request(std::string_view body, const ServingModel& model);
+
+// The parts every JSON endpoint shares (completions, chat, /generate,
+// /tokenize, /detokenize). Both throw openai_fields::RequestFieldError (a 400
+// OpenAIError) on bad input.
+//
+// The request body as a JSON object: invalid JSON, nesting deeper than 64
+// levels, or a non-object top level are errors.
+nlohmann::json parse_request_body(std::string_view body);
+// obj["prompt"] as OpenAI / vLLM accept it: a string (tokenized with
+// add_special_tokens, default true), a list of token ids (each in
+// [0, vocab_size)), a list of strings or a list of token-id lists → one
+// PromptInput each (max_tokens left 0). An empty prompt is an error.
+std::vector<PromptInput> completion_prompts(const nlohmann::json& obj, const ServingModel& model);
 
 // "<prefix><32 random hex digits>" (vLLM's random_uuid), thread-safe.
 std::string make_request_id(std::string_view prefix);

@@ -144,7 +144,16 @@ json StreamFormatter::chunk(json choice) const {
             {"created", req_.created},
             {"model", req_.model},
             {"choices", json::array({std::move(choice)})}};
-  if (req_.include_usage) c["usage"] = nullptr;
+  if (req_.include_usage) {
+    c["usage"] = nullptr;
+    if (req_.continuous_usage_stats) {
+      // vLLM (serving_completion.py / serving_chat.py): the chunk's choice's
+      // prompt tokens and its completion tokens so far.
+      int index = c["choices"][0]["index"].get<int>();
+      c["usage"] = usage_json(static_cast<int64_t>(prompt_ids_of(req_, index).size()),
+                              choices_[static_cast<size_t>(index)].completion_tokens);
+    }
+  }
   return c;
 }
 

@@ -15,7 +15,10 @@
 // content: ""}; a choice's last chunk carries finish_reason/stop_reason;
 // with stream_options.include_usage every chunk has "usage": null and,
 // after all choices finished, a final chunk with "choices": [] carries the
-// usage; then `data: [DONE]\n\n`.
+// usage; then `data: [DONE]\n\n`. With stream_options.continuous_usage_stats
+// too (vLLM extension), each choice chunk's "usage" is instead that choice's
+// usage so far: {prompt_tokens (its prompt), completion_tokens (generated so
+// far; 0 in chat's role chunk and echo's prompt chunk), total_tokens}.
 // /generate (vLLM's api_server): {"text": [prompt + completion, ...]};
 // streamed, the same object with the texts so far after every update, each
 // followed by a NUL byte.

@@ -10,33 +10,9 @@ namespace pagoda {
 using nlohmann::json;
 using namespace openai_fields;
 
-namespace {
-
-struct TooDeep {};
-
-json parse_object(std::string_view body) {
-  json obj;
-  try {
-    obj = json::parse(
-        body,
-        [](int depth, json::parse_event_t, json&) {
-          if (depth > 64) throw TooDeep{};
-          return true;
-        },
-        /*allow_exceptions=*/false);
-  } catch (const TooDeep&) {
-    fail("Request body nests JSON deeper than 64 levels");
-  }
-  if (obj.is_discarded()) fail("Request body is not valid JSON");
-  if (!obj.is_object()) fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
-  return obj;
-}
-
-}  // namespace
-
 std::variant<json, OpenAIError> tokenize_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_object(body);
+    json obj = parse_request_body(body);
     check_model(obj, model);
     std::vector<int32_t> ids;
     if (get(obj, "messages")) {
@@ -50,11 +26,21 @@ std::variant<json, OpenAIError> tokenize_request(std::string_view body, const Se
       if (auto* e = std::get_if<OpenAIError>(&r)) return *e;
       ids = std::get<ParsedRequest>(r).prompt_token_ids;
     } else {
-      auto prompt = get_string(obj, "prompt");
-      if (!prompt) fail("'prompt' (a string) or 'messages' is required", "prompt");
-      ids = encode_prompt(*model.tokenizer, *prompt, get_bool(obj, "add_special_tokens").value_or(true));
+      // The completions path exactly: the same prompt parsing and tokenization.
+      if (!get(obj, "prompt")) fail("'prompt' or 'messages' is required", "prompt");
+      std::vector<PromptInput> prompts = completion_prompts(obj, model);
+      if (prompts.size() != 1)
+        fail(fmt::format("/tokenize takes one prompt, got a list of {}", prompts.size()), "prompt");
+      ids = std::move(prompts.front().token_ids);
     }
-    return json{{"count", ids.size()}, {"max_model_len", model.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+    // vLLM: tokenizer.convert_ids_to_tokens(ids), the vocabulary's pieces.
+    json token_strs = nullptr;
+    if (get_bool(obj, "return_token_strs").value_or(false)) {
+      token_strs = json::array();
+      for (int32_t id : ids) token_strs.push_back(model.tokenizer->id_to_piece(id));
+    }
+    return json{{"count", ids.size()}, {"max_model_len", model.max_model_len}, {"tokens", ids},
+                {"token_strs", std::move(token_strs)}};
   } catch (const RequestFieldError& e) {
     return e.error;
   }
@@ -62,7 +48,7 @@ std::variant<json, OpenAIError> tokenize_request(std::string_view body, const Se
 
 std::variant<json, OpenAIError> detokenize_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_object(body);
+    json obj = parse_request_body(body);
     check_model(obj, model);
     const json* t = get(obj, "tokens");
     if (!t) fail("'tokens' is required", "tokens");

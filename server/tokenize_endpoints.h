@@ -1,9 +1,14 @@
 // vLLM's POST /tokenize and POST /detokenize (vllm/entrypoints/openai/
 // serving_tokenization.py), pure functions of (body, ServingModel):
-//   /tokenize {"model"?, "prompt": string, "add_special_tokens": true}
+//   /tokenize {"model"?, "prompt": string | [int] (one prompt, parsed by
+//              completion_prompts as /v1/completions parses it),
+//              "add_special_tokens": true}
 //          or {"model"?, "messages": [...], "add_generation_prompt": true,
 //              "add_special_tokens": false}
-//     → {"count", "max_model_len", "tokens": [int], "token_strs": null}
+//     → {"count", "max_model_len", "tokens": [int], "token_strs"}: with
+//     "return_token_strs": true, token_strs is each id's vocabulary piece
+//     (Tokenizer::id_to_piece, as HF convert_ids_to_tokens: "▁Once",
+//     "<0x0A>", "Ġthe"), else null.
 //     (the chat form renders the chat template exactly as
 //     /v1/chat/completions does, so count is that request's prompt_tokens).
 //   /detokenize {"model"?, "tokens": [int]} → {"prompt": string} (special

@@ -6,15 +6,13 @@
 #include <fmt/format.h>
 
 #include "server/openai_response.h"
+#include "server/strict_json.h"
 
 namespace pagoda {
 
 using nlohmann::json;
 
 namespace {
-
-constexpr int kMaxJsonDepth = 64;
-struct TooDeep {};
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -25,19 +23,9 @@ WsMessageError envelope_error(std::optional<std::string> id, std::string message
 }  // namespace
 
 std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view text) {
-  json obj;
-  try {
-    obj = json::parse(
-        text,
-        [](int depth, json::parse_event_t, json&) {
-          if (depth > kMaxJsonDepth) throw TooDeep{};
-          return true;
-        },
-        /*allow_exceptions=*/false);
-  } catch (const TooDeep&) {
-    return envelope_error(std::nullopt, fmt::format("Message nests JSON deeper than {} levels", kMaxJsonDepth));
-  }
-  if (obj.is_discarded()) return envelope_error(std::nullopt, "Message is not valid JSON");
+  std::variant<json, std::string> parsed = parse_strict_json(text, "Message");
+  if (auto* message = std::get_if<std::string>(&parsed)) return envelope_error(std::nullopt, std::move(*message));
+  json obj = std::move(std::get<json>(parsed));
   if (!obj.is_object()) return envelope_error(std::nullopt, "Message must be a JSON object");
 
   WsClientMessage m;

@@ -9,6 +9,7 @@
 #include "engine/chat/jinja_builtins.h"
 #include "engine/chat/jinja_interpreter.h"
 #include "engine/chat/jinja_methods.h"
+#include "engine/core/html_escape.h"
 
 namespace pagoda::jinja {
 namespace {
@@ -42,21 +43,6 @@ Value attr_path(const Value& item, const std::string& path) {
 
 Value sort_key(const Value& v, bool case_sensitive) {
   return (!case_sensitive && v.is_string()) ? Value(utf8_lower(v.str())) : v;
-}
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 std::string jinja_title(const std::string& s) {

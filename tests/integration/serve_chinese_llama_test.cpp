@@ -6,10 +6,7 @@
 // add_special_tokens off).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <memory>
 
 #include "tests/integration/serve_reference_util.h"
 
@@ -18,53 +15,20 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kDir = "tiny-random-chinese-llama";
-
-class ServeChineseLlama : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new PagodaServer(reference_server_args(kDir, "chinese-llama"));
-    tok_ = load_tokenizer(model_path(kDir));
-  }
-  static void TearDownTestSuite() {
-    int status = server_->stop();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    delete server_;
-    tok_.reset();
-  }
-  static uint16_t port() { return server_->port(); }
-  static json reference() { return read_json_file(model_path(kDir) + "/reference.json"); }
-  static PagodaServer* server_;
-  static std::shared_ptr<Tokenizer> tok_;
+struct ChineseLlama {
+  static constexpr const char* kDir = "tiny-random-chinese-llama";
+  static constexpr const char* kName = "chinese-llama";
 };
-PagodaServer* ServeChineseLlama::server_ = nullptr;
-std::shared_ptr<Tokenizer> ServeChineseLlama::tok_;
+using ServeChineseLlama = ServeReferenceModel<ChineseLlama>;
 
 TEST_F(ServeChineseLlama, ChatCompletionsMatchTransformers) {
   const json ref = reference();
   ASSERT_EQ(ref["chat"].size(), 3u);
   for (const json& c : ref["chat"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
-    json body = {{"messages", c["messages"]},
-                 {"max_tokens", greedy.size()},
-                 {"temperature", 0},
-                 {"return_token_ids", true}};
-    json r = post_json(port(), "/v1/chat/completions", body);
     // 36, 40 and 35 prompt tokens: "<s>" → 1 (once), "</s>" → 2, and no "▁"
     // before the text that follows a special token ("[" is 29961, not 518).
-    EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_ids.size());
-    EXPECT_EQ(r["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), prompt_ids);
-    EXPECT_EQ(r["choices"][0]["token_ids"].get<std::vector<int32_t>>(), greedy);
-    EXPECT_EQ(r["choices"][0]["message"]["content"], served_text(*tok_, c));
-    EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
-
-    StreamChunks s = stream_chunks(port(), "/v1/chat/completions", body);
-    ASSERT_EQ(s.status, 200) << s.error_body;
-    EXPECT_TRUE(s.done);
-    expect_whole_characters(s);
-    EXPECT_EQ(s.joined, served_text(*tok_, c));
+    expect_chat_case_matches(port(), *tok_, c);
   }
 }
 
@@ -94,9 +58,7 @@ TEST_F(ServeChineseLlama, CompletionsMatchTransformers) {
   for (const json& c : ref["completion"]) {
     const std::string prompt = c["prompt"];
     SCOPED_TRACE(prompt);
-    const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
-    json body = {{"prompt", prompt}, {"max_tokens", greedy.size()}, {"temperature", 0}, {"return_token_ids", true}};
+    json sent = prompt;
     if (prompt == "法国的首都是") {
       // sentencepiece and HF's tokenizer (transformers 5's LlamaTokenizer is
       // the `tokenizers` one) break a score tie between two segmentations
@@ -109,19 +71,10 @@ TEST_F(ServeChineseLlama, CompletionsMatchTransformers) {
                                {{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}, {"return_token_ids", true}});
       auto ours = as_text["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>();
       EXPECT_EQ(tok_->decode(ours, true), prompt);
-      EXPECT_EQ(tok_->decode(prompt_ids, true), prompt);
-      body["prompt"] = prompt_ids;
+      EXPECT_EQ(tok_->decode(c["prompt_ids"].get<std::vector<int32_t>>(), true), prompt);
+      sent = c["prompt_ids"];
     }
-    json r = post_json(port(), "/v1/completions", body);
-    EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_ids.size());
-    EXPECT_EQ(r["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), prompt_ids);
-    EXPECT_EQ(r["choices"][0]["token_ids"].get<std::vector<int32_t>>(), greedy);
-    EXPECT_EQ(r["choices"][0]["text"], served_text(*tok_, c));
-
-    StreamChunks s = stream_chunks(port(), "/v1/completions", body);
-    ASSERT_EQ(s.status, 200) << s.error_body;
-    expect_whole_characters(s);
-    EXPECT_EQ(s.joined, r["choices"][0]["text"]);
+    expect_completion_case_matches(port(), *tok_, c, sent);
   }
 }
 

@@ -71,6 +71,66 @@ TEST_F(ServeStories, StreamedDeltasJoinToTheSameText) {
   EXPECT_EQ(s.usage["prompt_tokens"], 5);
 }
 
+// Checks a stream sent with stream_options {include_usage, continuous_usage_stats}
+// (vLLM's behaviour): every chunk with a choice carries usage {prompt_tokens of
+// that choice's prompt, completion_tokens = the ids that choice has streamed
+// so far (return_token_ids), total_tokens = their sum}; the last chunk before
+// [DONE] has no choices and the whole request's usage. Returns the choices'
+// completion token counts.
+std::vector<int64_t> check_continuous_usage(const HttpResponse& r, const std::vector<int64_t>& prompt_tokens) {
+  EXPECT_EQ(r.status, 200) << r.body;
+  std::vector<std::string> events = sse_payloads(r.body);
+  EXPECT_GE(events.size(), 3u);
+  if (events.size() < 3) return {};
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::vector<int64_t> streamed(prompt_tokens.size(), 0);
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    json j = json::parse(events[i]);
+    SCOPED_TRACE(events[i]);
+    EXPECT_EQ(j["choices"].size(), 1u);
+    if (j["choices"].size() != 1) continue;
+    size_t index = j["choices"][0]["index"].get<size_t>();
+    EXPECT_LT(index, prompt_tokens.size());
+    if (index >= prompt_tokens.size()) continue;
+    if (j["choices"][0].contains("token_ids")) streamed[index] += static_cast<int64_t>(j["choices"][0]["token_ids"].size());
+    EXPECT_EQ(j["usage"], (json{{"prompt_tokens", prompt_tokens[index]},
+                               {"completion_tokens", streamed[index]},
+                               {"total_tokens", prompt_tokens[index] + streamed[index]}}));
+  }
+  json last = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(last["choices"].empty()) << last.dump();
+  int64_t prompt_sum = 0, completion_sum = 0;
+  for (size_t i = 0; i < prompt_tokens.size(); ++i) {
+    prompt_sum += prompt_tokens[i];
+    completion_sum += streamed[i];
+  }
+  EXPECT_EQ(last["usage"], (json{{"prompt_tokens", prompt_sum},
+                                {"completion_tokens", completion_sum},
+                                {"total_tokens", prompt_sum + completion_sum}}));
+  return streamed;
+}
+
+TEST_F(ServeStories, ContinuousUsageStatsPutUsageSoFarInEveryChunk) {
+  json ref = read_json_file(shared_path("testvectors/stories260K_greedy.json"));
+  const int64_t dog_prompt_tokens = static_cast<int64_t>(ref["cases"][2]["prompt_ids"].size());  // "The little dog"
+  json body = {{"prompt", {"Once upon a time", "The little dog"}},
+               {"max_tokens", 32},
+               {"temperature", 0},
+               {"ignore_eos", true},
+               {"return_token_ids", true},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}}};
+  HttpClient c(port());
+  std::vector<int64_t> streamed = check_continuous_usage(c.post("/v1/completions", body.dump()), {5, dog_prompt_tokens});
+  EXPECT_EQ(streamed, (std::vector<int64_t>{32, 32}));
+  // Without continuous_usage_stats only the final chunk has usage.
+  body["stream_options"] = {{"include_usage", true}};
+  HttpClient c2(port());
+  std::vector<std::string> events = sse_payloads(c2.post("/v1/completions", body.dump()).body);
+  ASSERT_GE(events.size(), 3u);
+  for (size_t i = 0; i + 2 < events.size(); ++i) EXPECT_TRUE(json::parse(events[i])["usage"].is_null()) << events[i];
+}
+
 TEST_F(ServeStories, TokenIdPromptsGiveTheReferenceGreedyIds) {
   json ref = read_json_file(shared_path("testvectors/stories260K_greedy.json"));
   auto tok = load_tokenizer(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K");
@@ -224,6 +284,20 @@ TEST_F(ServeChat, ChatCompletionWithTemplateStreamedAndNot) {
   EXPECT_EQ(s.text, r["choices"][0]["message"]["content"]);
   EXPECT_EQ(s.finish_reason, "length");
   EXPECT_TRUE(s.done);
+
+  // stream_options.continuous_usage_stats: the role chunk has 0 completion
+  // tokens, every later chunk the tokens streamed so far.
+  json cont = body;
+  cont["stream"] = true;
+  cont["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
+  HttpClient c(server_->port());
+  HttpResponse cr = c.post("/v1/chat/completions", cont.dump());
+  std::vector<int64_t> streamed =
+      check_continuous_usage(cr, {static_cast<int64_t>(r["choices"][0]["prompt_token_ids"].size())});
+  EXPECT_EQ(streamed, std::vector<int64_t>{40});
+  json role_chunk = json::parse(sse_payloads(cr.body).at(0));
+  EXPECT_EQ(role_chunk["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(role_chunk["usage"]["completion_tokens"], 0);
 
   // The template's own error (roles must alternate) is a 400 with its text.
   json bad = post_json(server_->port(), "/v1/chat/completions",

@@ -19,54 +19,20 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kDir = "tiny-random-qwen2-chat";
-
-class ServeQwen2Chat : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new PagodaServer(reference_server_args(kDir, "qwen"));
-    tok_ = load_tokenizer(model_path(kDir));
-  }
-  static void TearDownTestSuite() {
-    int status = server_->stop();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    delete server_;
-    tok_.reset();
-  }
-  static uint16_t port() { return server_->port(); }
-  static json reference() { return read_json_file(model_path(kDir) + "/reference.json"); }
-  static PagodaServer* server_;
-  static std::shared_ptr<Tokenizer> tok_;
+struct Qwen2Chat {
+  static constexpr const char* kDir = "tiny-random-qwen2-chat";
+  static constexpr const char* kName = "qwen";
 };
-PagodaServer* ServeQwen2Chat::server_ = nullptr;
-std::shared_ptr<Tokenizer> ServeQwen2Chat::tok_;
+using ServeQwen2Chat = ServeReferenceModel<Qwen2Chat>;
 
 TEST_F(ServeQwen2Chat, ChatCompletionsMatchTransformers) {
   const json ref = reference();
   ASSERT_EQ(ref["chat"].size(), 3u);
   for (const json& c : ref["chat"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
-    json body = {{"messages", c["messages"]},
-                 {"max_tokens", greedy.size()},
-                 {"temperature", 0},
-                 {"return_token_ids", true}};
-    json r = post_json(port(), "/v1/chat/completions", body);
     // The rendered template's <|im_start|>/<|im_end|> text became those ids
     // (27, 33 and 55 prompt tokens), nothing added.
-    EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_ids.size());
-    EXPECT_EQ(r["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), prompt_ids);
-    EXPECT_EQ(r["choices"][0]["token_ids"].get<std::vector<int32_t>>(), greedy);
-    EXPECT_EQ(r["choices"][0]["message"]["content"], served_text(*tok_, c));
-    EXPECT_EQ(r["usage"]["completion_tokens"], greedy.size());
-    EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
-
-    StreamChunks s = stream_chunks(port(), "/v1/chat/completions", body);
-    ASSERT_EQ(s.status, 200) << s.error_body;
-    EXPECT_TRUE(s.done);
-    expect_whole_characters(s);
-    EXPECT_EQ(s.joined, served_text(*tok_, c));
+    expect_chat_case_matches(port(), *tok_, c);
   }
 }
 
@@ -75,22 +41,7 @@ TEST_F(ServeQwen2Chat, CompletionsMatchTransformers) {
   ASSERT_EQ(ref["completion"].size(), 5u);
   for (const json& c : ref["completion"]) {
     SCOPED_TRACE(c["prompt"].get<std::string>());
-    const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
-    json body = {{"prompt", c["prompt"]},
-                 {"max_tokens", greedy.size()},
-                 {"temperature", 0},
-                 {"return_token_ids", true}};
-    json r = post_json(port(), "/v1/completions", body);
-    EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_ids.size());
-    EXPECT_EQ(r["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), prompt_ids);
-    EXPECT_EQ(r["choices"][0]["token_ids"].get<std::vector<int32_t>>(), greedy);
-    EXPECT_EQ(r["choices"][0]["text"], served_text(*tok_, c));
-
-    StreamChunks s = stream_chunks(port(), "/v1/completions", body);
-    ASSERT_EQ(s.status, 200) << s.error_body;
-    expect_whole_characters(s);
-    EXPECT_EQ(s.joined, r["choices"][0]["text"]);
+    expect_completion_case_matches(port(), *tok_, c, c["prompt"]);
   }
 }
 
@@ -112,11 +63,11 @@ TEST_F(ServeQwen2Chat, SpecialTextInCompletionPromptIsSplitByTheTokenizer) {
 // the "en" chat's system turn (that very system prompt) and the "multi"
 // chat from its first user turn on.
 TEST(ServeQwen2ChatTemplateOverride, ChatTemplateFileReplacesTheModelsTemplate) {
-  std::vector<std::string> args = reference_server_args(kDir, "qwen");
+  std::vector<std::string> args = reference_server_args(Qwen2Chat::kDir, Qwen2Chat::kName);
   args.push_back("--chat-template");
   args.push_back(shared_path("chat_templates/qwen2-instruct.jinja"));
   PagodaServer server(args);
-  const json ref = read_json_file(model_path(kDir) + "/reference.json");
+  const json ref = read_json_file(model_path(Qwen2Chat::kDir) + "/reference.json");
   const json& en = ref["chat"][0];
   const json& multi = ref["chat"][2];
   ASSERT_EQ(multi["messages"][0]["role"], "user");  // no system message: the template adds one

@@ -2,9 +2,13 @@
 // reference (shared/models/<dir>/reference.json: chat cases with messages,
 // rendered prompt, prompt_ids, greedy_ids, greedy_text; completion cases
 // with prompt, prompt_ids, greedy_ids, greedy_text): the request for a case,
-// the text the server should return for it, and a stream split into its
-// chunks' texts so each can be checked on its own.
+// the text the server should return for it, a stream split into its
+// chunks' texts so each can be checked on its own, a fixture serving one
+// model, and the checks of one chat / completion case.
 #pragma once
+#include <sys/wait.h>
+
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -88,6 +92,75 @@ inline void expect_whole_characters(const StreamChunks& s) {
     EXPECT_TRUE(test::is_valid_utf8(s.texts[i])) << "chunk " << i;
     EXPECT_EQ(s.texts[i].find(test::kReplacement), std::string::npos) << "chunk " << i << ": " << s.texts[i];
   }
+}
+
+// A test suite against one reference model served for the whole suite.
+// Model gives kDir (under shared/models) and kName (--served-model-name).
+template <class Model>
+class ServeReferenceModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new PagodaServer(reference_server_args(Model::kDir, Model::kName));
+    tok_ = load_tokenizer(model_path(Model::kDir));
+  }
+  static void TearDownTestSuite() {
+    int status = server_->stop();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    delete server_;
+    server_ = nullptr;
+    tok_.reset();
+  }
+  static uint16_t port() { return server_->port(); }
+  static nlohmann::json reference() { return read_json_file(model_path(Model::kDir) + "/reference.json"); }
+  inline static PagodaServer* server_ = nullptr;
+  inline static std::shared_ptr<Tokenizer> tok_;
+};
+
+// One reference chat case c through /v1/chat/completions, greedy for
+// len(greedy_ids) tokens: the prompt ids and their count, the greedy ids,
+// completion_tokens, the text, finish_reason "length"; streamed: [DONE],
+// whole characters in every chunk, the same text.
+inline void expect_chat_case_matches(uint16_t port, const Tokenizer& tok, const nlohmann::json& c) {
+  const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+  const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
+  nlohmann::json body = {{"messages", c["messages"]},
+                         {"max_tokens", greedy.size()},
+                         {"temperature", 0},
+                         {"return_token_ids", true}};
+  nlohmann::json r = post_json(port, "/v1/chat/completions", body);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_ids.size());
+  EXPECT_EQ(r["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), prompt_ids);
+  EXPECT_EQ(r["choices"][0]["token_ids"].get<std::vector<int32_t>>(), greedy);
+  EXPECT_EQ(r["choices"][0]["message"]["content"], served_text(tok, c));
+  EXPECT_EQ(r["usage"]["completion_tokens"], greedy.size());
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+
+  StreamChunks s = stream_chunks(port, "/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200) << s.error_body;
+  EXPECT_TRUE(s.done);
+  expect_whole_characters(s);
+  EXPECT_EQ(s.joined, served_text(tok, c));
+}
+
+// One reference completion case c through /v1/completions with `prompt`
+// (c["prompt"], or the reference's prompt_ids where the text tokenizes
+// differently): the prompt ids and their count, the greedy ids, the text;
+// streamed: whole characters in every chunk, the same text.
+inline void expect_completion_case_matches(uint16_t port, const Tokenizer& tok, const nlohmann::json& c,
+                                           const nlohmann::json& prompt) {
+  const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+  const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
+  nlohmann::json body = {{"prompt", prompt}, {"max_tokens", greedy.size()}, {"temperature", 0}, {"return_token_ids", true}};
+  nlohmann::json r = post_json(port, "/v1/completions", body);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_ids.size());
+  EXPECT_EQ(r["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), prompt_ids);
+  EXPECT_EQ(r["choices"][0]["token_ids"].get<std::vector<int32_t>>(), greedy);
+  EXPECT_EQ(r["choices"][0]["text"], served_text(tok, c));
+
+  StreamChunks s = stream_chunks(port, "/v1/completions", body);
+  ASSERT_EQ(s.status, 200) << s.error_body;
+  expect_whole_characters(s);
+  EXPECT_EQ(s.joined, r["choices"][0]["text"]);
 }
 
 }  // namespace pagoda::testing_http

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "engine/core/html_escape.h"
 #include "server/access_control.h"
 #include "server/api_docs.h"
 #include "server/generation_group.h"
@@ -217,6 +218,24 @@ TEST(ProtocolSurface, TokenizeAndDetokenize) {
   EXPECT_EQ(std::get<OpenAIError>(e).param, "prompt");
 }
 
+// /tokenize parses 'prompt' exactly as /v1/completions does: a token-id list
+// is taken as given, special-token text becomes its id, the same errors.
+TEST(ProtocolSurface, TokenizeParsesPromptsAsCompletionsDoes) {
+  ServingModel m = make_test_model();
+  for (const char* prompt : {R"("<s>ab")", R"([1, 100, 101])", R"(["ab"])", R"([[5, 6]])"}) {
+    std::string body = std::string(R"({"prompt": )") + prompt + "}";
+    auto t = tokenize_request(body, m);
+    ASSERT_TRUE(std::holds_alternative<json>(t)) << body << ": " << std::get<OpenAIError>(t).body();
+    ParsedRequest c = parse_ok(parse_completion_request(body, m));
+    EXPECT_EQ(std::get<json>(t)["tokens"], json(c.prompt_token_ids)) << body;
+  }
+  for (const char* body : {R"({"prompt": [1, 999]})", R"({"prompt": ["a", "b"]})", R"({"prompt": []})", R"({})"}) {
+    auto e = tokenize_request(body, m);
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(e)) << body;
+    EXPECT_EQ(std::get<OpenAIError>(e).param, "prompt") << body;
+  }
+}
+
 TEST(ProtocolSurface, ApiKeyGate) {
   namespace http = boost::beast::http;
   EXPECT_TRUE(constant_time_equal("abc", "abc"));
@@ -297,6 +316,13 @@ TEST(ProtocolSurface, OpenApiDocumentListsEveryRoute) {
   std::string html = docs_html();
   EXPECT_NE(html.find("/v1/chat/completions"), std::string::npos);
   EXPECT_NE(html.find("top_logprobs"), std::string::npos);
+}
+
+// The docs page and Jinja's `escape` filter share one escaper, MarkupSafe's:
+// & < > " ' -> &amp; &lt; &gt; &#34; &#39; (markupsafe.escape("<a href=\"x\">'&'")).
+TEST(ProtocolSurface, HtmlEscapeMatchesMarkupSafe) {
+  EXPECT_EQ(html_escape("<a href=\"x\">'&'"), "&lt;a href=&#34;x&#34;&gt;&#39;&amp;&#39;");
+  EXPECT_EQ(html_escape("\xe4\xb8\xad plain"), "\xe4\xb8\xad plain");  // UTF-8 bytes pass through
 }
 
 // Records submitted requests; the test pushes their deltas by hand.

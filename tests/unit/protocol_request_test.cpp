@@ -1,6 +1,8 @@
 // Protocol layer, request side: JSON body → ParsedRequest or OpenAI error.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "engine/chat/chat_template.h"
 #include "server/openai_request.h"
 #include "tests/unit/protocol_test_model.h"
@@ -102,6 +104,16 @@ TEST(ProtocolCompletion, GenerationConfigSuppliesDefaultsTheRequestOmits) {
   EXPECT_EQ(r2.sampling.top_k, -1);
 }
 
+// A top_p (or repetition_penalty) in range but below the smallest float is
+// accepted, as vLLM accepts it, and becomes the smallest positive float (the
+// nucleus keeps only the most likely token either way), not 0.
+TEST(ProtocolCompletion, TinyPositiveTopPIsAcceptedNotReadAsZero) {
+  ParsedRequest r = ok_completion(R"({"prompt": "x", "top_p": 1e-300, "repetition_penalty": 1e-300})");
+  EXPECT_GT(r.sampling.top_p, 0.0f);
+  EXPECT_EQ(r.sampling.top_p, std::numeric_limits<float>::denorm_min());
+  EXPECT_GT(r.sampling.repetition_penalty, 0.0f);
+}
+
 struct ErrorCase {
   const char* body;
   int status;
@@ -141,6 +153,20 @@ TEST(ProtocolCompletion, EachBadInputGetsItsStatusTypeAndParam) {
       {R"({"prompt": "x", "temperature": "hot"})", 400, "BadRequestError", "temperature", "must be a number, got string"},
       {R"({"prompt": "x", "top_p": 0})", 400, "BadRequestError", "top_p", "(0, 1]"},
       {R"({"prompt": "x", "top_p": 1.5})", 400, "BadRequestError", "top_p", "(0, 1]"},
+      // Ranges are checked, and the value printed, as sent: as floats,
+      // -1e-300 read as -0 and 1.0000000001 as 1 (accepted).
+      {R"({"prompt": "x", "top_p": -1e-300})", 400, "BadRequestError", "top_p", "top_p must be in (0, 1], got -1e-300."},
+      {R"({"prompt": "x", "top_p": 1.0000000001})", 400, "BadRequestError", "top_p",
+       "top_p must be in (0, 1], got 1.0000000001."},
+      {R"({"prompt": "x", "temperature": -1e-300})", 400, "BadRequestError", "temperature",
+       "temperature must be non-negative, got -1e-300."},
+      {R"({"prompt": "x", "min_p": 1.0000000001})", 400, "BadRequestError", "min_p", "got 1.0000000001."},
+      {R"({"prompt": "x", "presence_penalty": 2.0000000001})", 400, "BadRequestError", "presence_penalty",
+       "got 2.0000000001."},
+      {R"({"prompt": "x", "frequency_penalty": -2.0000000001})", 400, "BadRequestError", "frequency_penalty",
+       "got -2.0000000001."},
+      {R"({"prompt": "x", "repetition_penalty": -1e-300})", 400, "BadRequestError", "repetition_penalty",
+       "greater than zero, got -1e-300."},
       {R"({"prompt": "x", "top_k": -2})", 400, "BadRequestError", "top_k", "top_k"},
       {R"({"prompt": "x", "min_p": 2})", 400, "BadRequestError", "min_p", "[0, 1]"},
       {R"({"prompt": "x", "n": 129})", 400, "BadRequestError", "n", "at most 128"},

@@ -67,6 +67,12 @@ TEST(WsProtocol, BadEnvelopesGetAnErrorWithTheirIdWhenKnown) {
   EXPECT_EQ(err(R"({"type":"chat","id":"a","resumable":1})").error.param, "resumable");
   std::string deep = std::string(100, '[') + std::string(100, ']');
   EXPECT_EQ(err(fmt::format(R"({{"type":"chat","id":"a","x":{}}})", deep)).error.status, 400);
+  // The HTTP bodies' strict parse: a key twice in one object, a lone surrogate.
+  EXPECT_NE(err(R"({"type":"completion","id":"a","prompt":"x","prompt":"y"})").error.message.find(
+                "Message has the key 'prompt' twice"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"type":"completion","id":"a","prompt":"\ud800"})").error.message.find("surrogate"),
+            std::string::npos);
 }
 
 TEST(WsProtocol, GenerationFieldsGoThroughTheHttpApisParser) {

@@ -1,0 +1,63 @@
+#include "server/strict_json.h"
+
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace pagoda {
+
+using nlohmann::json;
+
+namespace {
+
+struct TooDeep {};
+struct DuplicateKey {
+  std::string key;
+};
+
+// nlohmann's what() without its "[json.exception.parse_error.101] " tag.
+std::string parse_error_text(const json::parse_error& e) {
+  std::string s = e.what();
+  if (!s.empty() && s.front() == '[') {
+    size_t close = s.find("] ");
+    if (close != std::string::npos) s.erase(0, close + 2);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::variant<json, std::string> parse_strict_json(std::string_view text, std::string_view what) {
+  // The keys seen so far in each object being parsed, innermost last.
+  std::vector<std::set<std::string>> open_objects;
+  try {
+    return json::parse(text, [&open_objects](int depth, json::parse_event_t event, json& parsed) {
+      if (depth > kMaxJsonDepth) throw TooDeep{};
+      switch (event) {
+        case json::parse_event_t::object_start:
+          open_objects.emplace_back();
+          break;
+        case json::parse_event_t::key:
+          if (!open_objects.empty() && !open_objects.back().insert(parsed.get<std::string>()).second)
+            throw DuplicateKey{parsed.get<std::string>()};
+          break;
+        case json::parse_event_t::object_end:
+          if (!open_objects.empty()) open_objects.pop_back();
+          break;
+        default:
+          break;
+      }
+      return true;
+    });
+  } catch (const TooDeep&) {
+    return fmt::format("{} nests JSON deeper than {} levels", what, kMaxJsonDepth);
+  } catch (const DuplicateKey& d) {
+    std::string key = d.key.size() > 100 ? d.key.substr(0, 100) + "..." : d.key;
+    return fmt::format("{} has the key '{}' twice in one JSON object (each key may appear once)", what, key);
+  } catch (const json::parse_error& e) {
+    return fmt::format("{} is not valid JSON: {}", what, parse_error_text(e));
+  }
+}
+
+}  // namespace pagoda

@@ -1,0 +1,81 @@
+// `pagoda generate` (the real binary, PAGODA_BIN, on the bundled
+// stories260K): one JSON line per prompt on stdout, and an exit status that
+// says whether every prompt completed.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/serve_test_util.h"
+
+namespace pagoda::testing_http {
+namespace {
+
+using nlohmann::json;
+
+struct GenerateRun {
+  int exit_status = -1;  // WEXITSTATUS, -1 if it did not exit normally
+  std::vector<json> lines;  // stdout, one JSON object a line
+  std::string err;          // stderr
+};
+
+// Runs `pagoda generate --prompts-file <prompts> <args>`.
+GenerateRun run_generate_cli(const std::string& name, const std::vector<std::string>& prompts, const std::string& args) {
+  const std::string dir = ::testing::TempDir();
+  const std::string pf = dir + "pagoda_generate_" + name + ".txt", out = pf + ".out", err = pf + ".err";
+  {
+    std::ofstream f(pf);
+    for (const std::string& p : prompts) f << p << "\n";
+  }
+  std::string cmd = std::string(PAGODA_BIN) + " generate --prompts-file '" + pf + "' " + args + " >'" + out +
+                    "' 2>'" + err + "'";
+  int status = std::system(cmd.c_str());
+  GenerateRun r;
+  if (status != -1 && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
+  std::istringstream lines(read_text_file(out));
+  for (std::string line; std::getline(lines, line);) r.lines.push_back(json::parse(line));
+  r.err = read_text_file(err);
+  return r;
+}
+
+TEST(CliGenerate, EveryPromptCompletedExitsZero) {
+  GenerateRun r = run_generate_cli("ok", {"Once upon a time", "The little dog"}, "--max-tokens 4 --temperature 0");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 2u) << r.err;
+  for (const json& l : r.lines) {
+    EXPECT_FALSE(l.contains("error")) << l.dump();
+    EXPECT_EQ(l["usage"]["completion_tokens"], 4) << l.dump();
+  }
+}
+
+TEST(CliGenerate, EveryPromptRejectedExitsNonZeroWithAMessage) {
+  GenerateRun r = run_generate_cli("all_rejected", {"Once upon a time", "The little dog"}, "--temperature -1");
+  EXPECT_NE(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.exit_status, -1) << "did not exit normally";
+  ASSERT_EQ(r.lines.size(), 2u) << r.err;
+  for (const json& l : r.lines) EXPECT_NE(l.value("error", "").find("temperature"), std::string::npos) << l.dump();
+  EXPECT_NE(r.err.find("2 of 2 prompt(s) failed"), std::string::npos) << r.err;
+}
+
+TEST(CliGenerate, OnePromptRejectedExitsNonZeroAfterTheOthersComplete) {
+  // 600 words: longer than stories260K's max_model_len (512) on their own.
+  std::string too_long;
+  for (int i = 0; i < 600; ++i) too_long += "dog ";
+  GenerateRun r = run_generate_cli("one_rejected", {"Once upon a time", too_long}, "--max-tokens 4 --temperature 0");
+  EXPECT_NE(r.exit_status, 0) << r.err;
+  EXPECT_NE(r.exit_status, -1) << "did not exit normally";
+  ASSERT_EQ(r.lines.size(), 2u) << r.err;
+  EXPECT_EQ(r.lines[0]["usage"]["completion_tokens"], 4) << r.lines[0].dump();
+  EXPECT_TRUE(r.lines[1].contains("error")) << r.lines[1].dump();
+  EXPECT_NE(r.err.find("1 of 2 prompt(s) failed"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pagoda::testing_http
