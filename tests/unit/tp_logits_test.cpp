@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <ostream>
 
 #include "tests/unit/tp_test_helpers.h"
 
@@ -18,6 +19,7 @@ struct Case {
   const char* model;
   int tp;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " TP=" << c.tp; }
 
 class TpLogits : public ::testing::TestWithParam<Case> {};
 
