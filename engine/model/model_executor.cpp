@@ -387,8 +387,9 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
   ex->run_ranks([&](int r) { ex->rank(r).model->allocate_kv_cache(blocks, bs); });
   spdlog::info("# {} blocks: {}{}", use_cuda ? "GPU" : "CPU", blocks,
                tp > 1 ? " per rank (" + std::to_string(config.num_key_value_heads / tp) + " KV heads each)" : "");
-  spdlog::info("KV cache: {} tokens ({:.1f} MiB, {} bytes per block of {}); maximum concurrency for {} tokens per request: {:.2f}x",
-               blocks * bs, static_cast<double>(blocks) * static_cast<double>(per_block) / (1 << 20), per_block, bs,
+  spdlog::info("KV cache: {} tokens ({:.1f} MiB{}, {} bytes per block of {}); maximum concurrency for {} tokens per request: {:.2f}x",
+               blocks * bs, static_cast<double>(blocks) * static_cast<double>(per_block) / (1 << 20),
+               tp > 1 ? " on each of " + std::to_string(tp) + " ranks" : "", per_block, bs,
                opts.max_model_len, static_cast<double>(blocks) / static_cast<double>(blocks_per_seq));
 #ifdef PAGODA_HAVE_CUDA
   if (use_cuda) ex->init_cuda_extras();
