@@ -81,6 +81,22 @@ TEST(TpLoad, EachRankReadsOnlyItsShards) {
   }
 }
 
+// A bad batch is refused before it reaches the ranks (no rank waits in an
+// all-reduce for another that threw), and the executor keeps working.
+TEST(TpErrors, BadBatchHarmsNothing) {
+  auto one = cpu_executor(shared_model("stories260K"), 1);
+  auto two = cpu_executor(shared_model("stories260K"), 2);
+  std::vector<float> logits, want;
+  EXPECT_THROW(two->execute(one_seq_batch({1, 9999}, 0, 0, 1), logits), std::invalid_argument);  // id >= vocab
+  ForwardBatch no_blocks = one_seq_batch({1, 2}, 0, 0, 1);
+  no_blocks.block_tables = {4096};  // outside the cache
+  EXPECT_THROW(two->execute(no_blocks, logits), std::invalid_argument);
+  two->execute(one_seq_batch({1, 403, 407}, 0, 0, 1), logits);
+  one->execute(one_seq_batch({1, 403, 407}, 0, 0, 1), want);
+  ASSERT_EQ(logits.size(), want.size());
+  EXPECT_LT(max_rel_diff(logits, want), 1e-5);
+}
+
 TEST(TpErrors, SizesThatDoNotFit) {
   const std::string dir = shared_model("stories260K");  // 8 heads, 4 KV heads, I = 172
   auto message = [&](int tp) {
