@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "gpu/device_info.h"
@@ -24,6 +25,12 @@ std::string device_description(int index) {
                 static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
   return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
          std::to_string(prop.minor) + ", " + mem + ")";
+}
+
+void set_current_device(int index) {
+  const cudaError_t e = cudaSetDevice(index);
+  if (e != cudaSuccess)
+    throw std::runtime_error("cudaSetDevice(" + std::to_string(index) + ") failed: " + cudaGetErrorString(e));
 }
 
 }  // namespace pagoda::cuda

@@ -9,3 +9,9 @@ int device_count();
 // "NVIDIA H200 (sm_90, 139.8 GiB)" for device `index`; "" if unavailable.
 std::string device_description(int index);
 }  // namespace pagoda::cuda
+
+namespace pagoda::cuda {
+// cudaSetDevice(index) for the calling thread (a tensor-parallel rank's
+// thread); throws std::runtime_error naming the device on failure.
+void set_current_device(int index);
+}  // namespace pagoda::cuda

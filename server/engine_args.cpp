@@ -40,6 +40,21 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
       ->transform(CLI::AsSizeValue(true));
   app.add_flag("--enforce-eager", a.enforce_eager, "No CUDA graphs");
   app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
+  app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
+                 "Tensor-parallel ranks (alias -tp): CPU threads, or one GPU each over NCCL");
+}
+
+std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  bool rest = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string s = argv[i];
+    if (!rest && s == "--") rest = true;
+    if (!rest && s == "-tp") s = "--tensor-parallel-size";
+    else if (!rest && s.rfind("-tp=", 0) == 0) s = "--tensor-parallel-size=" + s.substr(4);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 namespace {
@@ -102,6 +117,7 @@ std::string resolve_model_dir(const std::string& given) {
 LoadedModel load_model(const EngineArgs& a) {
   LoadedModel m;
   m.config = ModelConfig::from_dir(a.model_dir);
+  validate_tensor_parallel(m.config, a.tensor_parallel_size);  // before the slow loads
   m.generation_config = GenerationConfig::from_dir(a.model_dir);
   m.tokenizer_config = TokenizerConfig::from_dir(a.model_dir);
   m.tokenizer = load_tokenizer(a.model_dir);
@@ -138,6 +154,7 @@ LoadedModel load_model(const EngineArgs& a) {
   eo.kv_cache_memory_bytes = a.kv_cache_memory;
   eo.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.enforce_eager = a.enforce_eager;
+  eo.tensor_parallel_size = static_cast<int>(a.tensor_parallel_size);
   std::unique_ptr<ModelExecutor> executor = make_model_executor(m.config, eo);
   m.backend = executor->describe();
 

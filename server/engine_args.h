@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "engine/chat/chat_template.h"
 #include "engine/engine.h"
@@ -38,10 +39,17 @@ struct EngineArgs {
   uint64_t kv_cache_memory = 0;          // CPU KV budget, bytes (0 → backend default)
   bool enforce_eager = false;
   bool disable_log_stats = false;
+  int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)
 };
 
 // Registers the shared flags on a CLI11 (sub)command.
 void add_engine_flags(CLI::App& app, EngineArgs& args);
+
+// argv with vLLM's multi-letter short aliases spelled out, for CLI11 (which
+// takes one-letter short names only): "-tp N" / "-tp=N" become
+// "--tensor-parallel-size N" / "--tensor-parallel-size=N". Everything else,
+// and anything after "--", is left as given.
+std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv);
 
 // MODEL_DIR as given, or (empty) the bundled models/stories260K looked up
 // relative to the current directory, then the executable, then
@@ -62,7 +70,9 @@ struct LoadedModel {
 };
 
 // Throws std::runtime_error with a clear message (missing files, bad
-// template, max_model_len beyond the model's, no GPU for --device cuda).
+// template, max_model_len beyond the model's, no GPU for --device cuda,
+// a tensor_parallel_size that is < 1, does not divide the heads, or needs
+// NCCL or GPUs the build/machine lacks).
 LoadedModel load_model(const EngineArgs& args);
 
 // The ServingModel the protocol layer reads (chat rendering serialized by a

@@ -7,6 +7,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <string>
+#include <vector>
+
 #include "server/cli.h"
 #include "server/version.h"
 
@@ -24,7 +27,12 @@ int main(int argc, char** argv) {
   CLI::App* gen_cmd = app.add_subcommand("generate", "Generate offline for a batch of prompts (no server)");
   pagoda::add_generate_command(*gen_cmd, gen);
 
-  CLI11_PARSE(app, argc, argv);
+  // "-tp N" (vLLM's alias) is spelled out for CLI11.
+  std::vector<std::string> args = pagoda::expand_flag_aliases(argc, argv);
+  std::vector<char*> argv2;
+  for (std::string& s : args) argv2.push_back(s.data());
+  argv2.push_back(nullptr);
+  CLI11_PARSE(app, argc, argv2.data());
   if (serve_cmd->parsed()) return pagoda::run_serve(std::move(serve));
   return pagoda::run_generate(std::move(gen));
 }

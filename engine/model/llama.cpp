@@ -18,8 +18,19 @@ std::string layer_name(int64_t l, const char* rest) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(const ModelConfig& config, Backend& backend)
-    : config_(config), backend_(backend) {}
+LlamaModel::LlamaModel(const ModelConfig& config, Backend& backend, TensorParallel tp, Communicator* comm)
+    : config_(config), backend_(backend), tp_(tp), comm_(comm) {
+  validate_tensor_parallel(config_, tp_.size);
+  if (tp_.rank < 0 || tp_.rank >= tp_.size)
+    throw std::invalid_argument("LlamaModel: tensor-parallel rank " + std::to_string(tp_.rank) + " outside 0.." +
+                                std::to_string(tp_.size - 1));
+  if (tp_.size > 1 && (!comm_ || comm_->world_size() != tp_.size || comm_->rank() != tp_.rank))
+    throw std::invalid_argument("LlamaModel: tensor-parallel size " + std::to_string(tp_.size) +
+                                " needs a communicator of that size for rank " + std::to_string(tp_.rank));
+  local_heads_ = config_.num_attention_heads / tp_.size;
+  local_kv_heads_ = config_.num_key_value_heads / tp_.size;
+  local_intermediate_ = config_.intermediate_size / tp_.size;
+}
 
 LlamaModel::~LlamaModel() { free_all(); }
 
@@ -48,44 +59,57 @@ void LlamaModel::free_all() {
 void LlamaModel::load_from(const FillFn& fill) {
   const ModelConfig& c = config_;
   const DType dt = backend_.act_dtype();
-  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads, V = c.vocab_size;
+  const int64_t H = c.hidden_size, D = c.head_dim, V = c.vocab_size;
+  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads, I = c.intermediate_size;
+  // This rank's share and where it starts (rank * share).
+  const int64_t hq = local_heads_, hk = local_kv_heads_, il = local_intermediate_, r = tp_.rank;
+  const Shard whole{};
+  auto rows = [](int64_t begin, int64_t n) { return Shard{0, begin, n}; };
+  auto cols = [](int64_t begin, int64_t n) { return Shard{1, begin, n}; };
   free_all();
   try {
+    // Replicated on every rank (vocab-parallel is a later optimisation).
     embed_tokens_ = backend_.alloc(dt, {V, H});
-    fill("model.embed_tokens.weight", {V, H}, embed_tokens_);
+    fill("model.embed_tokens.weight", {V, H}, whole, embed_tokens_);
     final_norm_ = backend_.alloc(dt, {H});
-    fill("model.norm.weight", {H}, final_norm_);
+    fill("model.norm.weight", {H}, whole, final_norm_);
     if (c.tie_word_embeddings) {
       lm_head_ = embed_tokens_;
     } else {
       lm_head_ = backend_.alloc(dt, {V, H});
-      fill("lm_head.weight", {V, H}, lm_head_);
+      fill("lm_head.weight", {V, H}, whole, lm_head_);
     }
     layers_.resize(static_cast<size_t>(c.num_hidden_layers));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       Layer& L = layers_[static_cast<size_t>(l)];
       L.input_norm = backend_.alloc(dt, {H});
-      fill(layer_name(l, "input_layernorm.weight"), {H}, L.input_norm);
+      fill(layer_name(l, "input_layernorm.weight"), {H}, whole, L.input_norm);
       L.post_attn_norm = backend_.alloc(dt, {H});
-      fill(layer_name(l, "post_attention_layernorm.weight"), {H}, L.post_attn_norm);
-      L.qkv_w = backend_.alloc(dt, {(Hq + 2 * Hk) * D, H});
-      fill(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, H}, L.qkv_w.slice_rows(0, Hq * D));
-      fill(layer_name(l, "self_attn.k_proj.weight"), {Hk * D, H}, L.qkv_w.slice_rows(Hq * D, Hk * D));
-      fill(layer_name(l, "self_attn.v_proj.weight"), {Hk * D, H}, L.qkv_w.slice_rows((Hq + Hk) * D, Hk * D));
+      fill(layer_name(l, "post_attention_layernorm.weight"), {H}, whole, L.post_attn_norm);
+      // Column-parallel q/k/v: this rank's heads are contiguous output rows.
+      L.qkv_w = backend_.alloc(dt, {(hq + 2 * hk) * D, H});
+      fill(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, H}, rows(r * hq * D, hq * D),
+           L.qkv_w.slice_rows(0, hq * D));
+      fill(layer_name(l, "self_attn.k_proj.weight"), {Hk * D, H}, rows(r * hk * D, hk * D),
+           L.qkv_w.slice_rows(hq * D, hk * D));
+      fill(layer_name(l, "self_attn.v_proj.weight"), {Hk * D, H}, rows(r * hk * D, hk * D),
+           L.qkv_w.slice_rows((hq + hk) * D, hk * D));
       if (c.attention_bias) {
-        L.qkv_b = backend_.alloc(dt, {(Hq + 2 * Hk) * D});
-        fill(layer_name(l, "self_attn.q_proj.bias"), {Hq * D}, L.qkv_b.slice_rows(0, Hq * D));
-        fill(layer_name(l, "self_attn.k_proj.bias"), {Hk * D}, L.qkv_b.slice_rows(Hq * D, Hk * D));
-        fill(layer_name(l, "self_attn.v_proj.bias"), {Hk * D}, L.qkv_b.slice_rows((Hq + Hk) * D, Hk * D));
+        L.qkv_b = backend_.alloc(dt, {(hq + 2 * hk) * D});
+        fill(layer_name(l, "self_attn.q_proj.bias"), {Hq * D}, rows(r * hq * D, hq * D), L.qkv_b.slice_rows(0, hq * D));
+        fill(layer_name(l, "self_attn.k_proj.bias"), {Hk * D}, rows(r * hk * D, hk * D),
+             L.qkv_b.slice_rows(hq * D, hk * D));
+        fill(layer_name(l, "self_attn.v_proj.bias"), {Hk * D}, rows(r * hk * D, hk * D),
+             L.qkv_b.slice_rows((hq + hk) * D, hk * D));
       }
-      L.o_w = backend_.alloc(dt, {H, Hq * D});
-      fill(layer_name(l, "self_attn.o_proj.weight"), {H, Hq * D}, L.o_w);
-      L.gate_up_w = backend_.alloc(dt, {2 * I, H});
-      fill(layer_name(l, "mlp.gate_proj.weight"), {I, H}, L.gate_up_w.slice_rows(0, I));
-      fill(layer_name(l, "mlp.up_proj.weight"), {I, H}, L.gate_up_w.slice_rows(I, I));
-      L.down_w = backend_.alloc(dt, {H, I});
-      fill(layer_name(l, "mlp.down_proj.weight"), {H, I}, L.down_w);
+      // Row-parallel o_proj: the input columns of this rank's heads.
+      L.o_w = backend_.alloc(dt, {H, hq * D});
+      fill(layer_name(l, "self_attn.o_proj.weight"), {H, Hq * D}, cols(r * hq * D, hq * D), L.o_w);
+      L.gate_up_w = backend_.alloc(dt, {2 * il, H});
+      fill(layer_name(l, "mlp.gate_proj.weight"), {I, H}, rows(r * il, il), L.gate_up_w.slice_rows(0, il));
+      fill(layer_name(l, "mlp.up_proj.weight"), {I, H}, rows(r * il, il), L.gate_up_w.slice_rows(il, il));
+      L.down_w = backend_.alloc(dt, {H, il});
+      fill(layer_name(l, "mlp.down_proj.weight"), {H, I}, cols(r * il, il), L.down_w);
     }
   } catch (...) {
     free_all();
@@ -95,7 +119,9 @@ void LlamaModel::load_from(const FillFn& fill) {
 
 void LlamaModel::load_weights(const std::string& model_dir) {
   SafetensorsModel st(model_dir);
-  load_from([&](const std::string& name, const std::vector<int64_t>& shape, Tensor dst) {
+  load_stats_ = {};
+  std::vector<unsigned char> strided;  // a column shard, packed
+  load_from([&](const std::string& name, const std::vector<int64_t>& shape, const Shard& shard, Tensor dst) {
     const SafetensorsTensor& t = st.get(name);  // throws naming file + tensor
     if (t.shape != shape) {
       std::string ws = "[";
@@ -103,7 +129,17 @@ void LlamaModel::load_weights(const std::string& model_dir) {
       throw std::runtime_error("weights " + t.file + ": tensor '" + name + "' has shape " +
                                t.shape_str() + ", config expects " + ws + "]");
     }
-    backend_.copy_from_host(dst, t.data, t.dtype);
+    const size_t bytes = static_cast<size_t>(dst.numel()) * dtype_size(t.dtype);
+    if (shard.dim < 0 || tp_.size == 1) {
+      backend_.copy_from_host(dst, t.data, t.dtype);
+    } else if (shard.dim == 0) {  // a contiguous range of the mapping
+      backend_.copy_from_host(dst, safetensors_rows(t, shard.begin, shard.count), t.dtype);
+    } else {  // strided reads from the mapping
+      safetensors_columns(t, shard.begin, shard.count, strided);
+      backend_.copy_from_host(dst, strided.data(), t.dtype);
+      backend_.synchronize();  // `strided` is reused by the next column shard
+    }
+    (shard.dim < 0 ? load_stats_.replicated_bytes : load_stats_.sharded_bytes) += bytes;
   });
   backend_.synchronize();  // the mmap'd sources go away with `st`
 }
@@ -111,25 +147,30 @@ void LlamaModel::load_weights(const std::string& model_dir) {
 void LlamaModel::load_dummy_weights(uint64_t seed) {
   // Matrices: Backend::fill_normal (drawn on the device by the CUDA backend,
   // so a 7B model fills in about a second instead of a minute of host RNG),
-  // one seed per tensor derived from `seed`. Norm weights: ones.
+  // one seed per tensor derived from `seed` (and the rank: with tensor
+  // parallelism each rank draws its own shard, so dummy weights differ
+  // from the TP=1 ones; they are for benchmarks). Norm weights: ones.
   uint64_t index = 0;
   std::vector<float> ones;
-  load_from([&](const std::string& name, const std::vector<int64_t>& shape, Tensor dst) {
+  load_from([&](const std::string& name, const std::vector<int64_t>& shape, const Shard& shard, Tensor dst) {
     (void)shape;
     ++index;
     if (name.find("norm") != std::string::npos) {
       ones.assign(static_cast<size_t>(dst.numel()), 1.0f);
       backend_.copy_from_host(dst, ones.data(), DType::F32);  // waits: `ones` is reused
     } else {
-      backend_.fill_normal(dst, 0.0f, 0.02f, seed * 1000003u + index);
+      const uint64_t rank_salt = shard.dim < 0 ? 0 : static_cast<uint64_t>(tp_.rank) * 7919u;
+      backend_.fill_normal(dst, 0.0f, 0.02f, seed * 1000003u + index + rank_salt * 1000u);
     }
   });
   backend_.synchronize();
 }
 
-size_t LlamaModel::kv_bytes_per_block(const ModelConfig& c, int64_t block_size, DType dtype) {
+size_t LlamaModel::kv_bytes_per_block(const ModelConfig& c, int64_t block_size, DType dtype, int64_t tp_size) {
+  validate_tensor_parallel(c, tp_size);
   return 2 * static_cast<size_t>(c.num_hidden_layers) * static_cast<size_t>(block_size) *
-         static_cast<size_t>(c.num_key_value_heads) * static_cast<size_t>(c.head_dim) * dtype_size(dtype);
+         static_cast<size_t>(c.num_key_value_heads / tp_size) * static_cast<size_t>(c.head_dim) *
+         dtype_size(dtype);
 }
 
 void LlamaModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size) {
@@ -143,8 +184,8 @@ void LlamaModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size) {
   }
   num_kv_blocks_ = 0;
   for (Layer& L : layers_) {
-    L.kv.k = backend_.alloc(dt, {num_blocks, block_size, config_.num_key_value_heads, config_.head_dim});
-    L.kv.v = backend_.alloc(dt, {num_blocks, block_size, config_.num_key_value_heads, config_.head_dim});
+    L.kv.k = backend_.alloc(dt, {num_blocks, block_size, local_kv_heads_, config_.head_dim});
+    L.kv.v = backend_.alloc(dt, {num_blocks, block_size, local_kv_heads_, config_.head_dim});
     backend_.fill_zero(L.kv.k);
     backend_.fill_zero(L.kv.v);
   }
@@ -158,8 +199,8 @@ void LlamaModel::allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs
   const ModelConfig& c = config_;
   const DType dt = backend_.act_dtype();
   const int64_t T = max_num_tokens, L = std::min(max_num_seqs, max_num_tokens);
-  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads;
+  const int64_t H = c.hidden_size, I = local_intermediate_, D = c.head_dim;
+  const int64_t Hq = local_heads_, Hk = local_kv_heads_;
   for (Tensor* t : {&ws_.hidden, &ws_.residual, &ws_.normed, &ws_.qkv, &ws_.q, &ws_.attn_out,
                     &ws_.gate_up, &ws_.mlp_act, &ws_.last_hidden, &ws_.logits, &rope_.cos_sin})
     if (!t->empty()) backend_.free(*t);
@@ -194,7 +235,8 @@ Tensor LlamaModel::forward(const DeviceBatch& b) {
   if (L > max_num_logits_)
     throw std::invalid_argument("LlamaModel::forward: " + std::to_string(L) +
                                 " logits rows (workspace holds " + std::to_string(max_num_logits_) + ")");
-  const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads, D = c.head_dim;
+  const int64_t Hq = local_heads_, Hk = local_kv_heads_, D = c.head_dim;  // this rank's heads
+  const bool reduce = tp_.size > 1;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   Tensor hidden = ws_.hidden.first_rows(T), residual = ws_.residual.first_rows(T);
@@ -211,10 +253,12 @@ Tensor LlamaModel::forward(const DeviceBatch& b) {
     backend_.rope_and_cache(qkv, rope_, b, Hq, Hk, D, q, ly.kv);
     backend_.attention(q, ly.kv, b, Hq, Hk, D, scale, attn);
     backend_.linear(attn, ly.o_w, nullptr, hidden);
+    if (reduce) comm_->all_reduce_sum(hidden);  // row-parallel o_proj: sum the ranks' partials
     backend_.add_rms_norm(hidden, residual, ly.post_attn_norm, eps, normed);
     backend_.linear(normed, ly.gate_up_w, nullptr, gate_up);
     backend_.silu_mul(gate_up, act);
     backend_.linear(act, ly.down_w, nullptr, hidden);
+    if (reduce) comm_->all_reduce_sum(hidden);  // row-parallel down_proj
   }
   Tensor logits = ws_.logits.first_rows(L);
   if (L == 0) return logits;

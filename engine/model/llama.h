@@ -7,12 +7,29 @@
 //   x += a·Woᵀ; h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
 // then final rms_norm, gather the rows that need logits, lm_head (tied to the
 // embedding when tie_word_embeddings).
+//
+// Tensor parallelism (Megatron-LM, arXiv:1909.08053, section 3) as a row of
+// options on this same definition: with TensorParallel{rank, size > 1}
+//  * q/k/v (and their Qwen2 biases) and gate/up are column-parallel: this
+//    rank holds the output rows of its Hq/size query heads, Hk/size KV heads
+//    and I/size intermediate units, so attention and SwiGLU run on local
+//    heads/units with no communication;
+//  * o_proj and down_proj are row-parallel: this rank holds the input columns
+//    matching its heads/units, produces a partial [T, H] sum, and the
+//    Communicator all-reduces it (two all-reduces per layer);
+//  * the embedding, the norms and lm_head are replicated on every rank (every
+//    rank computes the same logits; the executor samples rank 0's). A
+//    vocabulary-parallel embedding/lm_head would save V*H*(size-1)/size
+//    weights per rank at the cost of a gather; a later optimisation;
+//  * the KV cache holds only this rank's Hk/size heads.
+// Each rank reads only its shards from the safetensors mapping.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "engine/dist/communicator.h"
 #include "engine/model/backend.h"
 #include "engine/model/model_config.h"
 
@@ -20,7 +37,12 @@ namespace pagoda {
 
 class LlamaModel {
  public:
-  LlamaModel(const ModelConfig& config, Backend& backend);
+  // tp.size > 1 needs `comm` (rank tp.rank of tp.size; not owned, outlives
+  // the model). Throws std::runtime_error when tp does not divide the heads,
+  // KV heads or intermediate size (validate_tensor_parallel), and
+  // std::invalid_argument when comm is missing or does not match tp.
+  LlamaModel(const ModelConfig& config, Backend& backend, TensorParallel tp = {},
+             Communicator* comm = nullptr);
   ~LlamaModel();
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
@@ -37,8 +59,10 @@ class LlamaModel {
   // benchmarks (`--load-format dummy`).
   void load_dummy_weights(uint64_t seed);
 
-  // Bytes of KV cache one block takes over all layers (K and V).
-  static size_t kv_bytes_per_block(const ModelConfig& config, int64_t block_size, DType dtype);
+  // Bytes of KV cache one block takes over all layers (K and V) on one rank
+  // of tp_size (num_key_value_heads / tp_size heads).
+  static size_t kv_bytes_per_block(const ModelConfig& config, int64_t block_size, DType dtype,
+                                   int64_t tp_size = 1);
   // Allocates num_blocks blocks of block_size tokens for every layer.
   void allocate_kv_cache(int64_t num_blocks, int64_t block_size);
   // Activation buffers for up to max_num_tokens tokens and max_num_seqs
@@ -50,12 +74,22 @@ class LlamaModel {
   Tensor forward(const DeviceBatch& batch);
 
   const ModelConfig& config() const { return config_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
+  // Checkpoint bytes load_weights read (in the file's dtype): of the
+  // tensors split among ranks (q/k/v[+bias], o, gate/up, down) and of those
+  // every rank holds whole (embedding, norms, lm_head).
+  struct LoadStats {
+    size_t sharded_bytes = 0;
+    size_t replicated_bytes = 0;
+  };
+  const LoadStats& load_stats() const { return load_stats_; }
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
   int64_t block_size() const { return block_size_; }
 
  private:
   struct Layer {
     Tensor input_norm, post_attn_norm;  // [H]
+    // Hq, Hk, I below are this rank's share (the config's / tp.size).
     Tensor qkv_w, qkv_b;                // [(Hq+2Hk)*D, H], [(Hq+2Hk)*D] or empty
     Tensor o_w;                         // [H, Hq*D]
     Tensor gate_up_w;                   // [2I, H]
@@ -73,15 +107,26 @@ class LlamaModel {
   };
 
   void free_all();
+  // The part of an HF tensor this rank holds: all of it (dim -1), rows
+  // [begin, begin+count) (dim 0) or columns [begin, begin+count) (dim 1).
+  struct Shard {
+    int dim = -1;
+    int64_t begin = 0, count = 0;
+  };
   // Allocates every parameter in the fused layout and calls fill(hf_name,
-  // hf_shape, destination) for each HF tensor (a destination is a whole
-  // parameter or a row slice of a fused one). Used by both loaders.
-  using FillFn =
-      std::function<void(const std::string& name, const std::vector<int64_t>& shape, Tensor dst)>;
+  // hf_shape, shard, destination) for each HF tensor (hf_shape is the whole
+  // tensor's; a destination is a whole parameter or a row slice of a fused
+  // one, shaped as the shard). Used by both loaders.
+  using FillFn = std::function<void(const std::string& name, const std::vector<int64_t>& shape,
+                                    const Shard& shard, Tensor dst)>;
   void load_from(const FillFn& fill);
 
   ModelConfig config_;
   Backend& backend_;
+  TensorParallel tp_;
+  Communicator* comm_ = nullptr;
+  int64_t local_heads_ = 0, local_kv_heads_ = 0, local_intermediate_ = 0;  // this rank's share
+  LoadStats load_stats_;
   Tensor embed_tokens_, final_norm_, lm_head_;  // lm_head_ aliases embed_tokens_ when tied
   std::vector<Layer> layers_;
   RopeTable rope_;

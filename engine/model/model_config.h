@@ -50,4 +50,17 @@ struct ModelConfig {
   static ModelConfig from_json_text(const std::string& text, const std::string& source);
 };
 
+// Megatron-style tensor parallelism (arXiv:1909.08053): rank `rank` of
+// `size` holds heads [rank*Hq/size, (rank+1)*Hq/size), KV heads likewise,
+// and intermediate columns [rank*I/size, (rank+1)*I/size). size 1 = no TP.
+struct TensorParallel {
+  int rank = 0;
+  int size = 1;
+};
+
+// Throws std::runtime_error naming the numbers when tp_size < 1 or when
+// num_attention_heads, num_key_value_heads or intermediate_size is not
+// divisible by tp_size (KV heads are not replicated across ranks).
+void validate_tensor_parallel(const ModelConfig& config, int64_t tp_size);
+
 }  // namespace pagoda

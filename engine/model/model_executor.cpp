@@ -5,10 +5,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
+#include "engine/dist/communicator.h"
+#include "engine/dist/rank_threads.h"
 #include "engine/model/backend.h"
+#include "engine/model/batch_validation.h"
 #include "engine/model/llama.h"
 
 #ifdef PAGODA_HAVE_CUDA
@@ -16,6 +20,9 @@
 #include "gpu/cuda_graphs.h"
 #include "gpu/device_info.h"
 #include "gpu/gpu_sampler.h"
+#endif
+#ifdef PAGODA_HAVE_NCCL
+#include "gpu/nccl_communicator.h"
 #endif
 
 namespace pagoda {
@@ -49,66 +56,92 @@ bool cuda_available() {
 #endif
 }
 
-// Checks a step's metadata against the model and the cache so a bad batch
-// is an exception, never an out-of-bounds access on any backend.
-void validate_batch(const ForwardBatch& b, int64_t vocab, int64_t num_blocks, int64_t block_size,
-                    int64_t max_tokens, int64_t max_logits, int64_t max_model_len) {
-  auto fail = [](const std::string& w) { throw std::invalid_argument("ModelExecutor::execute: " + w); };
-  const int64_t T = b.num_tokens(), B = b.num_seqs();
-  if (T <= 0 || T > max_tokens)
-    fail(std::to_string(T) + " tokens (1.." + std::to_string(max_tokens) + " allowed)");
-  if (static_cast<int64_t>(b.logits_indices.size()) > max_logits)
-    fail(std::to_string(b.logits_indices.size()) + " logits rows (max " + std::to_string(max_logits) + ")");
-  if (b.positions.size() != static_cast<size_t>(T) || b.slot_mapping.size() != static_cast<size_t>(T))
-    fail("positions/slot_mapping must have one entry per token");
-  if (B < 1 || b.query_start_loc.front() != 0 || b.query_start_loc.back() != T)
-    fail("query_start_loc must run from 0 to num_tokens");
-  if (b.context_lens.size() != static_cast<size_t>(B) || b.max_blocks_per_seq < 1 ||
-      b.block_tables.size() != static_cast<size_t>(B * b.max_blocks_per_seq))
-    fail("context_lens/block_tables do not match num_seqs");
-  for (int32_t id : b.input_ids)
-    if (id < 0 || id >= vocab) fail("token id " + std::to_string(id) + " outside the vocabulary");
-  for (int32_t s : b.slot_mapping)
-    if (s >= num_blocks * block_size) fail("slot " + std::to_string(s) + " outside the KV cache");
-  for (int32_t l : b.logits_indices)
-    if (l < 0 || l >= T) fail("logits index " + std::to_string(l) + " out of range");
-  for (int64_t i = 0; i < B; ++i) {
-    const int32_t q0 = b.query_start_loc[static_cast<size_t>(i)], q1 = b.query_start_loc[static_cast<size_t>(i + 1)];
-    if (q1 < q0) fail("query_start_loc must be non-decreasing");
-    int32_t last = -1;
-    for (int32_t t = q0; t < q1; ++t) {
-      const int32_t p = b.positions[static_cast<size_t>(t)];
-      if (p < 0 || p >= max_model_len) fail("position " + std::to_string(p) + " outside max_model_len");
-      last = std::max(last, p);
-    }
-    const int64_t nblk = (static_cast<int64_t>(last) + block_size) / block_size;
-    if (nblk > b.max_blocks_per_seq) fail("block table too short for position " + std::to_string(last));
-    for (int64_t k = 0; k < nblk && last >= 0; ++k) {
-      const int32_t blk = b.block_tables[static_cast<size_t>(i * b.max_blocks_per_seq + k)];
-      if (blk < 0 || blk >= num_blocks) fail("block id " + std::to_string(blk) + " outside the KV cache");
-    }
-  }
-}
+// One rank of the model: its backend (device), its shard of the weights,
+// its KV cache (num_kv_heads / tp heads per block) and, on CUDA, its graphs.
+struct Rank {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<LlamaModel> model;
+#ifdef PAGODA_HAVE_CUDA
+  std::unique_ptr<cuda::DecodeGraphs> graphs;
+#endif
+};
 
+// The executor of `tensor_parallel_size` ranks, one thread each (RankThreads;
+// TP=1 runs on the caller's thread). Every rank gets the same ForwardBatch
+// (the scheduler and block manager run once, in the engine), uploads it to
+// its own device and runs its forward in parallel with the others, meeting
+// them in the all-reduces; rank 0's logits are returned or sampled.
 class BackendModelExecutor final : public ModelExecutor {
  public:
-  BackendModelExecutor(std::unique_ptr<Backend> backend, const ModelConfig& config,
-                       const ExecutorOptions& opts, std::string description)
-      : backend_(std::move(backend)), model_(config, *backend_), opts_(opts),
-        description_(std::move(description)) {}
+  BackendModelExecutor(const ModelConfig& config, const ExecutorOptions& opts, bool use_cuda, DType want,
+                       std::vector<std::unique_ptr<Communicator>> comms)
+      : config_(config), opts_(opts), tp_(std::max(1, opts.tensor_parallel_size)), comms_(std::move(comms)),
+        ranks_(static_cast<size_t>(tp_)),
+        threads_(tp_, use_cuda ? std::function<void(int)>(set_device) : std::function<void(int)>{},
+                 [this] {
+                   for (auto& c : comms_) c->abort();
+                 }) {
+    // Backends and models are made on their rank's thread (CUDA: its device).
+    const int threads = opts.num_threads > 0 ? opts.num_threads
+                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int per_rank = std::max(1, threads / tp_);
+    (void)want;  // CUDA only
+    run_ranks([&](int r) {
+      Rank& k = rank(r);
+#ifdef PAGODA_HAVE_CUDA
+      if (use_cuda) k.backend = make_cuda_backend(r, want);
+#endif
+      if (!use_cuda) k.backend = make_cpu_backend(tp_ == 1 ? opts.num_threads : per_rank);
+      // NCCL communicators need the backends first: attach_communicators
+      // makes those models.
+      if (tp_ == 1 || !comms_.empty())
+        k.model = std::make_unique<LlamaModel>(config_, *k.backend, TensorParallel{r, tp_},
+                                               tp_ > 1 ? comms_.at(static_cast<size_t>(r)).get() : nullptr);
+    });
+  }
+  ~BackendModelExecutor() override {
+    // Free every rank's buffers on its own thread (CUDA: its device) before
+    // the threads stop.
+    try {
+      run_ranks([&](int r) {
+#ifdef PAGODA_HAVE_CUDA
+        rank(r).graphs.reset();
+        if (r == 0) sampler_.reset();
+#endif
+        rank(r).model.reset();
+        rank(r).backend.reset();
+      });
+    } catch (...) {  // a destructor must not throw; the members free the rest
+    }
+  }
 
-  LlamaModel& model() { return model_; }
-  Backend& backend() { return *backend_; }
+  Rank& rank(int r) { return ranks_[static_cast<size_t>(r)]; }
+  int tp() const { return tp_; }
+  void run_ranks(const std::function<void(int)>& fn) { threads_.run(fn); }
+  void set_description(std::string d) { description_ = std::move(d); }
+  // NCCL communicators are made once the backends exist (they need their
+  // devices and streams); the models are rebuilt to use them.
+  void attach_communicators(std::vector<std::unique_ptr<Communicator>> comms) {
+    comms_ = std::move(comms);
+    run_ranks([&](int r) {
+      rank(r).model = std::make_unique<LlamaModel>(config_, *rank(r).backend, TensorParallel{r, tp_},
+                                                   comms_.at(static_cast<size_t>(r)).get());
+    });
+  }
 
-  int64_t vocab_size() const override { return model_.config().vocab_size; }
-  int64_t num_kv_blocks() const override { return model_.num_kv_blocks(); }
-  int64_t block_size() const override { return model_.block_size(); }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t num_kv_blocks() const override { return ranks_[0].model->num_kv_blocks(); }
+  int64_t block_size() const override { return ranks_[0].model->block_size(); }
   std::string describe() const override { return description_; }
 
   void execute(const ForwardBatch& batch, std::vector<float>& logits) override {
-    Tensor out = forward(batch);
-    logits.resize(static_cast<size_t>(out.numel()));
-    backend_->copy_to_host(logits.data(), out);
+    check(batch);
+    run_ranks([&](int r) {
+      Tensor out = forward(r, batch);
+      if (r != 0) return;  // every rank computes the same logits; rank 0's are used
+      logits.resize(static_cast<size_t>(out.numel()));
+      rank(0).backend->copy_to_host(logits.data(), out);
+    });
   }
 
 #ifdef PAGODA_HAVE_CUDA
@@ -119,63 +152,89 @@ class BackendModelExecutor final : public ModelExecutor {
     if (!sampler_) ModelExecutor::execute_and_sample(batch, params, token_ids);
     if (params.size() != batch.logits_indices.size())
       throw std::invalid_argument("execute_and_sample: one DeviceSampleParams per logits row expected");
-    Tensor out = forward(batch);
+    check(batch);
     sample_params_.resize(params.size());
     for (size_t i = 0; i < params.size(); ++i)
       sample_params_[i] = {params[i].temperature, params[i].top_k, params[i].top_p, params[i].min_p, params[i].seed};
-    sampler_->sample(out, sample_params_, token_ids);
+    run_ranks([&](int r) {
+      Tensor out = forward(r, batch);
+      if (r == 0) sampler_->sample(out, sample_params_, token_ids);
+    });
   }
 
-  // CUDA graphs of the decode step (vLLM's capture_model) and the device
-  // sampler; called once the KV cache is allocated.
+  // CUDA graphs of the decode step (vLLM's capture_model), captured per rank
+  // concurrently (thread-local capture mode; the NCCL all-reduces are
+  // captured into each rank's graph), and the device sampler on rank 0;
+  // called once the KV cache is allocated.
   void init_cuda_extras() {
-    sampler_ = std::make_unique<cuda::GpuSampler>(*backend_);
+    run_ranks([&](int r) {
+      if (r == 0) sampler_ = std::make_unique<cuda::GpuSampler>(*rank(0).backend);
+    });
     if (opts_.enforce_eager) {
       spdlog::info("CUDA graphs off (--enforce-eager): every step runs eagerly");
       return;
     }
     const int64_t max_size = std::min(opts_.max_num_seqs, opts_.max_num_batched_tokens);
-    graphs_ = std::make_unique<cuda::DecodeGraphs>(
-        *backend_, [this](const DeviceBatch& b) { return model_.forward(b); });
-    const ModelConfig& c = model_.config();
-    graphs_->capture(cuda::DecodeGraphs::capture_sizes(max_size), opts_.max_num_batched_tokens,
-                     (opts_.max_model_len + block_size() - 1) / block_size(), opts_.max_model_len,
-                     static_cast<int>(c.num_attention_heads), static_cast<int>(c.head_dim));
+    run_ranks([&](int r) {
+      Rank& k = rank(r);
+      LlamaModel* model = k.model.get();
+      k.graphs = std::make_unique<cuda::DecodeGraphs>(*k.backend,
+                                                      [model](const DeviceBatch& b) { return model->forward(b); });
+      k.graphs->capture(cuda::DecodeGraphs::capture_sizes(max_size), opts_.max_num_batched_tokens,
+                        (opts_.max_model_len + block_size() - 1) / block_size(), opts_.max_model_len,
+                        static_cast<int>(config_.num_attention_heads / tp_), static_cast<int>(config_.head_dim));
+    });
   }
-  int64_t num_cuda_graphs() const override { return graphs_ ? graphs_->num_graphs() : 0; }
+  int64_t num_cuda_graphs() const override { return ranks_[0].graphs ? ranks_[0].graphs->num_graphs() : 0; }
 #endif
 
  private:
-  // Validates, then runs the step: replays a captured graph for a decode
-  // batch that fits one, else runs eagerly. Returns the logits rows of the
-  // batch ([L, vocab] F32 on the device).
-  Tensor forward(const ForwardBatch& batch) {
-    validate_batch(batch, vocab_size(), num_kv_blocks(), block_size(), opts_.max_num_batched_tokens,
-                   std::min(opts_.max_num_seqs, opts_.max_num_batched_tokens), opts_.max_model_len);
+  static void set_device(int r) {
 #ifdef PAGODA_HAVE_CUDA
-    if (graphs_) {
-      const int64_t size = graphs_->padded_size(batch);
-      if (size > 0) return graphs_->replay(graphs_->pad(batch, size)).first_rows(batch.num_seqs());
-    }
+    cuda::set_current_device(r);
+#else
+    (void)r;
 #endif
-    return model_.forward(backend_->upload_batch(batch));
   }
 
-  std::unique_ptr<Backend> backend_;
-  LlamaModel model_;
-  ExecutorOptions opts_;
-  std::string description_;
+  void check(const ForwardBatch& batch) const {
+    validate_batch(batch, vocab_size(), num_kv_blocks(), block_size(), opts_.max_num_batched_tokens,
+                   std::min(opts_.max_num_seqs, opts_.max_num_batched_tokens), opts_.max_model_len);
+  }
+
+  // Rank r's step (on its thread): replays a captured graph for a decode
+  // batch that fits one, else runs eagerly. Every rank makes the same choice
+  // (same batch, same captured sizes), so the all-reduces pair up. Returns
+  // the logits rows ([L, vocab] F32 on the rank's device).
+  Tensor forward(int r, const ForwardBatch& batch) {
+    Rank& k = rank(r);
 #ifdef PAGODA_HAVE_CUDA
-  std::unique_ptr<cuda::DecodeGraphs> graphs_;
+    if (k.graphs) {
+      const int64_t size = k.graphs->padded_size(batch);
+      if (size > 0) return k.graphs->replay(k.graphs->pad(batch, size)).first_rows(batch.num_seqs());
+    }
+#endif
+    return k.model->forward(k.backend->upload_batch(batch));
+  }
+
+  ModelConfig config_;
+  ExecutorOptions opts_;
+  const int tp_;
+  std::string description_;
+  std::vector<std::unique_ptr<Communicator>> comms_;  // outlive the models that use them
+  std::vector<Rank> ranks_;
+#ifdef PAGODA_HAVE_CUDA
   std::unique_ptr<cuda::GpuSampler> sampler_;
   std::vector<cuda::GpuSampleParams> sample_params_;
 #endif
+  RankThreads threads_;  // declared last: joined first
 };
 
 #ifdef PAGODA_HAVE_CUDA
 // vLLM's profile run: one forward over max_num_batched_tokens tokens split
 // into up to max_num_seqs sequences (each at most max_model_len), on a
-// temporary KV cache just big enough for it. Returns that cache's bytes.
+// temporary KV cache just big enough for it, on every rank at once. Returns
+// that cache's bytes (per rank).
 size_t profile_run(BackendModelExecutor& ex, const ExecutorOptions& o, size_t bytes_per_block) {
   const int64_t bs = o.block_size;
   const int64_t S = std::max<int64_t>(1, std::min(o.max_num_seqs, o.max_num_batched_tokens));
@@ -199,9 +258,12 @@ size_t profile_run(BackendModelExecutor& ex, const ExecutorOptions& o, size_t by
     b.context_lens.push_back(static_cast<int32_t>(n));
     b.logits_indices.push_back(b.num_tokens() - 1);
   }
-  ex.model().allocate_kv_cache(next_block, bs);
-  ex.model().forward(ex.backend().upload_batch(b));
-  ex.backend().synchronize();
+  ex.run_ranks([&](int r) {
+    Rank& k = ex.rank(r);
+    k.model->allocate_kv_cache(next_block, bs);
+    k.model->forward(k.backend->upload_batch(b));
+    k.backend->synchronize();
+  });
   return static_cast<size_t>(next_block) * bytes_per_block;
 }
 #endif
@@ -231,45 +293,84 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
   }
   const DType want = resolve_dtype(opts.dtype, config, use_cuda);
 
-  std::unique_ptr<Backend> backend;
+  // Tensor parallelism: validated before anything is loaded.
+  const int tp = opts.tensor_parallel_size;
+  validate_tensor_parallel(config, tp);  // tp >= 1, divides heads / KV heads / intermediate
+  std::vector<std::unique_ptr<Communicator>> comms;
+  if (use_cuda && tp > 1) {
+#ifndef PAGODA_HAVE_NCCL
+    throw std::runtime_error("tensor_parallel_size " + std::to_string(tp) +
+                             " on CUDA needs NCCL, and this build has none (install NCCL and rebuild; CMake "
+                             "enables -DPAGODA_NCCL when it finds nccl.h and libnccl), or use --device cpu");
+#endif
+#ifdef PAGODA_HAVE_CUDA
+    const int gpus = cuda::device_count();
+    if (tp > gpus)
+      throw std::runtime_error("tensor_parallel_size " + std::to_string(tp) + " needs " + std::to_string(tp) +
+                               " GPUs (one per rank) but " + std::to_string(gpus) + " are present");
+#endif
+  } else if (tp > 1) {
+    comms = make_cpu_communicators(tp);
+  }
+
+  if (!use_cuda && want != DType::F32)
+    spdlog::info("CPU backend computes in float32 (requested {})", short_dtype(want));
+  auto ex = std::make_unique<BackendModelExecutor>(config, opts, use_cuda, want, std::move(comms));
+#ifdef PAGODA_HAVE_NCCL
+  if (use_cuda && tp > 1) {
+    std::vector<Backend*> backends;
+    for (int r = 0; r < tp; ++r) backends.push_back(ex->rank(r).backend.get());
+    ex->attach_communicators(cuda::make_nccl_communicators(backends));
+  }
+#endif
   std::string description;
   if (use_cuda) {
 #ifdef PAGODA_HAVE_CUDA
-    backend = make_cuda_backend(0, want);
     description = std::string("cuda ") + short_dtype(want) + " (" + cuda::device_description(0) + ")";
 #endif
   } else {
-    if (want != DType::F32)
-      spdlog::info("CPU backend computes in float32 (requested {})", short_dtype(want));
-    backend = make_cpu_backend(opts.num_threads);
     const int threads = opts.num_threads > 0 ? opts.num_threads
                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     description = "cpu fp32 (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
   }
-  const DType act = backend->act_dtype();
-  auto ex = std::make_unique<BackendModelExecutor>(std::move(backend), config, opts, description);
+  if (tp > 1) description += ", tensor parallel " + std::to_string(tp);
+  ex->set_description(description);
+  const DType act = ex->rank(0).backend->act_dtype();
 
-  if (opts.load_format == "dummy") ex->model().load_dummy_weights(opts.seed);
-  else ex->model().load_weights(opts.model_dir);
-  ex->model().allocate_workspace(opts.max_num_batched_tokens, opts.max_num_seqs, opts.max_model_len);
+  ex->run_ranks([&](int r) {
+    LlamaModel& m = *ex->rank(r).model;
+    if (opts.load_format == "dummy") m.load_dummy_weights(opts.seed);
+    else m.load_weights(opts.model_dir);  // each rank reads only its shards
+    m.allocate_workspace(opts.max_num_batched_tokens, opts.max_num_seqs, opts.max_model_len);
+  });
 
   const int64_t bs = opts.block_size;
-  const size_t per_block = LlamaModel::kv_bytes_per_block(config, bs, act);
+  // Per rank: each holds num_key_value_heads / tp heads of every block.
+  const size_t per_block = LlamaModel::kv_bytes_per_block(config, bs, act, tp);
   const int64_t blocks_per_seq = (opts.max_model_len + bs - 1) / bs;
   int64_t blocks = 0;
   if (opts.num_gpu_blocks_override > 0) {
     blocks = opts.num_gpu_blocks_override;
   } else if (!use_cuda) {
+    // The CPU ranks share one RAM: the budget covers all of them.
     const size_t budget = opts.kv_cache_memory_bytes > 0 ? opts.kv_cache_memory_bytes : kDefaultCpuKvBytes;
-    blocks = static_cast<int64_t>(budget / per_block);
+    blocks = static_cast<int64_t>(budget / (per_block * static_cast<size_t>(tp)));
     blocks = std::min(blocks, opts.max_num_seqs * blocks_per_seq);  // never more than can be used
   } else {
 #ifdef PAGODA_HAVE_CUDA
+    // Every rank profiles its own device; the block count is the smallest
+    // any rank can hold (block tables are identical on all ranks).
     const size_t profile_kv = profile_run(*ex, opts, per_block);
-    Backend& be = ex->backend();
-    const double total = static_cast<double>(be.total_memory_bytes());
-    const double used = total - static_cast<double>(be.free_memory_bytes()) - static_cast<double>(profile_kv);
-    const double avail = opts.gpu_memory_utilization * total - used;
+    std::vector<double> used_r(static_cast<size_t>(tp)), avail_r(static_cast<size_t>(tp));
+    ex->run_ranks([&](int r) {
+      Backend& be = *ex->rank(r).backend;
+      const double total = static_cast<double>(be.total_memory_bytes());
+      used_r[static_cast<size_t>(r)] = total - static_cast<double>(be.free_memory_bytes()) - static_cast<double>(profile_kv);
+      avail_r[static_cast<size_t>(r)] = opts.gpu_memory_utilization * total - used_r[static_cast<size_t>(r)];
+    });
+    const size_t worst = static_cast<size_t>(std::min_element(avail_r.begin(), avail_r.end()) - avail_r.begin());
+    const double total = static_cast<double>(ex->rank(0).backend->total_memory_bytes());
+    const double used = used_r[worst], avail = avail_r[worst];
     blocks = avail > 0 ? static_cast<int64_t>(avail / static_cast<double>(per_block)) : 0;
     spdlog::info("Memory profiling: {:.2f} GiB in use besides the KV cache, {:.2f} GiB for the KV cache "
                  "(gpu_memory_utilization {:.2f} of {:.2f} GiB)",
@@ -283,10 +384,12 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
         std::to_string(static_cast<double>(blocks_per_seq * static_cast<int64_t>(per_block)) / (1 << 20)) +
         " MiB) but only " + std::to_string(std::max<int64_t>(0, blocks)) +
         " fit; raise the KV budget (gpu_memory_utilization / kv cache memory) or lower max_model_len");
-  ex->model().allocate_kv_cache(blocks, bs);
-  spdlog::info("# {} blocks: {}", use_cuda ? "GPU" : "CPU", blocks);
-  spdlog::info("KV cache: {} tokens ({:.1f} MiB, {} bytes per block of {}); maximum concurrency for {} tokens per request: {:.2f}x",
-               blocks * bs, static_cast<double>(blocks) * static_cast<double>(per_block) / (1 << 20), per_block, bs,
+  ex->run_ranks([&](int r) { ex->rank(r).model->allocate_kv_cache(blocks, bs); });
+  spdlog::info("# {} blocks: {}{}", use_cuda ? "GPU" : "CPU", blocks,
+               tp > 1 ? " per rank (" + std::to_string(config.num_key_value_heads / tp) + " KV heads each)" : "");
+  spdlog::info("KV cache: {} tokens ({:.1f} MiB{}, {} bytes per block of {}); maximum concurrency for {} tokens per request: {:.2f}x",
+               blocks * bs, static_cast<double>(blocks) * static_cast<double>(per_block) / (1 << 20),
+               tp > 1 ? " on each of " + std::to_string(tp) + " ranks" : "", per_block, bs,
                opts.max_model_len, static_cast<double>(blocks) / static_cast<double>(blocks_per_seq));
 #ifdef PAGODA_HAVE_CUDA
   if (use_cuda) ex->init_cuda_extras();

@@ -66,12 +66,18 @@ struct ExecutorOptions {
   size_t kv_cache_memory_bytes = 0;   // CPU: KV budget (0 = 256 MiB default)
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;
-  int num_threads = 0;                // CPU backend threads (0 = all cores)
+  int num_threads = 0;                // CPU backend threads (0 = all cores), shared by the ranks
+  // Megatron-style tensor parallelism (engine/model/llama.h): this many
+  // ranks, one thread each (engine/dist/communicator.h); CPU: in-process
+  // all-reduce; CUDA: one GPU per rank (devices 0..N-1) over NCCL.
+  int tensor_parallel_size = 1;
 };
 
 // Loads the model for opts.device ("auto": CUDA when a GPU is present and the
 // CUDA backend is built in, else CPU). Throws std::runtime_error with a clear
-// message (missing files, unsupported architecture, no GPU for "cuda").
+// message (missing files, unsupported architecture, no GPU for "cuda";
+// tensor_parallel_size < 1, not dividing the heads/KV heads/intermediate
+// size, > 1 on CUDA in a build without NCCL, or more than the GPUs present).
 std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config,
                                                    const ExecutorOptions& opts);
 

@@ -240,4 +240,33 @@ std::vector<std::string> SafetensorsModel::names() const {
   return out;
 }
 
+namespace {
+size_t row_bytes(const SafetensorsTensor& t) {
+  size_t b = element_size(t.dtype_name);
+  for (size_t i = 1; i < t.shape.size(); ++i) b *= static_cast<size_t>(t.shape[i]);
+  return b;
+}
+void check_range(const SafetensorsTensor& t, int64_t begin, int64_t n, int64_t dim_size, const char* what) {
+  if (begin < 0 || n < 0 || begin + n > dim_size)
+    fail(t.file, "tensor '" + t.name + "' " + t.shape_str() + ": " + what + " [" + std::to_string(begin) + ", " +
+                     std::to_string(begin + n) + ") out of range");
+}
+}  // namespace
+
+const void* safetensors_rows(const SafetensorsTensor& t, int64_t begin, int64_t n) {
+  if (t.shape.empty()) fail(t.file, "tensor '" + t.name + "': cannot slice rows of a scalar");
+  check_range(t, begin, n, t.shape[0], "rows");
+  return static_cast<const unsigned char*>(t.data) + static_cast<size_t>(begin) * row_bytes(t);
+}
+
+void safetensors_columns(const SafetensorsTensor& t, int64_t begin, int64_t n, std::vector<unsigned char>& out) {
+  if (t.shape.size() != 2) fail(t.file, "tensor '" + t.name + "' " + t.shape_str() + ": column slice needs 2-D");
+  check_range(t, begin, n, t.shape[1], "columns");
+  const size_t es = element_size(t.dtype_name), rows = static_cast<size_t>(t.shape[0]);
+  const size_t src_stride = static_cast<size_t>(t.shape[1]) * es, len = static_cast<size_t>(n) * es;
+  out.resize(rows * len);
+  const auto* src = static_cast<const unsigned char*>(t.data) + static_cast<size_t>(begin) * es;
+  for (size_t r = 0; r < rows; ++r) std::memcpy(out.data() + r * len, src + r * src_stride, len);
+}
+
 }  // namespace pagoda

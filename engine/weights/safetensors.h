@@ -85,4 +85,17 @@ class SafetensorsModel {
   std::map<std::string, const SafetensorsFile*> where_;  // tensor -> its file
 };
 
+// Tensor-parallel shard reads straight from the mapping (no copy of the
+// whole tensor). `t` must be 2-D ([rows, cols], row-major) for the column
+// form; the row form also takes 1-D tensors (a bias). Both throw
+// std::runtime_error naming the file and tensor when the range is outside
+// the tensor.
+//
+// Rows [begin, begin+n): one contiguous range; returns a pointer into the
+// mapping (valid while the reader lives), n * row bytes long.
+const void* safetensors_rows(const SafetensorsTensor& t, int64_t begin, int64_t n);
+// Columns [begin, begin+n) of every row: rows strided reads of n elements,
+// packed into `out` ([rows, n] in the file's dtype; resized).
+void safetensors_columns(const SafetensorsTensor& t, int64_t begin, int64_t n, std::vector<unsigned char>& out);
+
 }  // namespace pagoda
