@@ -4,6 +4,7 @@
 
 #include "server/openai_fields.h"
 #include "server/openai_request.h"
+#include "server/prompt_tokenizer.h"
 
 namespace pagoda {
 
@@ -25,9 +26,14 @@ std::variant<json, OpenAIError> tokenize_request(std::string_view body, const Se
       ParseResult r = parse_chat_request(chat.dump(), model);
       if (auto* e = std::get_if<OpenAIError>(&r)) return *e;
       ids = std::get<ParsedRequest>(r).prompt_token_ids;
+    } else if (const json* prompt = get(obj, "prompt"); prompt && prompt->is_string() &&
+                                                         prompt->get_ref<const std::string&>().empty()) {
+      // "" is a fair question here, unlike for generation (where it is a
+      // 400): vLLM answers count 0, or the BOS alone with special tokens on.
+      ids = encode_prompt(*model.tokenizer, "", get_bool(obj, "add_special_tokens").value_or(true));
     } else {
       // The completions path exactly: the same prompt parsing and tokenization.
-      if (!get(obj, "prompt")) fail("'prompt' or 'messages' is required", "prompt");
+      if (!prompt) fail("'prompt' or 'messages' is required", "prompt");
       std::vector<PromptInput> prompts = completion_prompts(obj, model);
       if (prompts.size() != 1)
         fail(fmt::format("/tokenize takes one prompt, got a list of {}", prompts.size()), "prompt");

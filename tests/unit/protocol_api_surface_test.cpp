@@ -234,6 +234,13 @@ TEST(ProtocolSurface, TokenizeParsesPromptsAsCompletionsDoes) {
     ASSERT_TRUE(std::holds_alternative<OpenAIError>(e)) << body;
     EXPECT_EQ(std::get<OpenAIError>(e).param, "prompt") << body;
   }
+  // "" is tokenized (vLLM: count 0, or the BOS alone), though generation refuses it.
+  auto empty = tokenize_request(R"({"prompt": "", "add_special_tokens": false})", m);
+  ASSERT_TRUE(std::holds_alternative<json>(empty)) << std::get<OpenAIError>(empty).body();
+  EXPECT_EQ(std::get<json>(empty)["count"], 0);
+  auto bos = tokenize_request(R"({"prompt": ""})", m);
+  ASSERT_TRUE(std::holds_alternative<json>(bos)) << std::get<OpenAIError>(bos).body();
+  EXPECT_EQ(std::get<json>(bos)["tokens"], json(m.tokenizer->encode("", true)));
 }
 
 TEST(ProtocolSurface, ApiKeyGate) {
