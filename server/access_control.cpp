@@ -1,6 +1,8 @@
 #include "server/access_control.h"
 
+#include <optional>
 #include <stdexcept>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -87,6 +89,36 @@ std::optional<RouteResult> check_access(const AccessPolicy& policy, http::verb m
   return r;
 }
 
+namespace {
+
+// RFC 3986 section 2.1 percent-decoding of a query value ("%2F" -> "/").
+// '+' stays '+' (browsers' encodeURIComponent writes a '+' as "%2B", and a
+// key typed raw into a URL keeps its '+'). nullopt for a malformed escape.
+std::optional<std::string> percent_decode(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
 bool websocket_access_ok(const AccessPolicy& policy, std::string_view target, std::string_view authorization) {
   if (policy.api_key.empty()) return true;
   if (bearer_matches(policy, authorization)) return true;
@@ -98,7 +130,10 @@ bool websocket_access_ok(const AccessPolicy& policy, std::string_view target, st
     size_t amp = query.find('&');
     std::string_view kv = query.substr(0, amp);
     constexpr std::string_view kKey = "api_key=";
-    if (kv.substr(0, kKey.size()) == kKey && constant_time_equal(kv.substr(kKey.size()), policy.api_key)) ok = true;
+    if (kv.substr(0, kKey.size()) == kKey) {
+      const std::optional<std::string> value = percent_decode(kv.substr(kKey.size()));
+      if (value && constant_time_equal(*value, policy.api_key)) ok = true;
+    }
     if (amp == std::string_view::npos) break;
     query = query.substr(amp + 1);
   }

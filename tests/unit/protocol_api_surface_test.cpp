@@ -280,6 +280,13 @@ TEST(ProtocolSurface, WebSocketUpgradeNeedsTheKeyInHeaderOrQuery) {
   EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=k3yy", ""));
   EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?xapi_key=k3y", ""));
   EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=", ""));
+  // The query value is percent-decoded (browsers: encodeURIComponent).
+  EXPECT_TRUE(websocket_access_ok(p, "/v1/ws?api_key=k%33y", ""));
+  p.api_key = "k/y+z=1 @%";
+  EXPECT_TRUE(websocket_access_ok(p, "/v1/ws?api_key=k%2Fy%2Bz%3D1%20%40%25", ""));
+  EXPECT_TRUE(websocket_access_ok(p, "/v1/ws?api_key=k/y+z=1%20@%25", ""));
+  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=k%2Fy%2Bz%3D1%20%40%2", ""));  // cut escape
+  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=k%2Fy%2Bz%3D1%20%40%zz", ""));  // bad escape
 }
 
 TEST(ProtocolSurface, Cors) {

@@ -49,7 +49,7 @@ start_server() {
 }
 start_server serve
 OPEN_PORT=$PORT
-start_server serve_key --api-key ui-test-key
+start_server serve_key --api-key "ui/test+key=1 @"
 KEY_PORT=$PORT
 CHROMIUM="$CHROMIUM" node "$HERE/ui_test.mjs" "http://127.0.0.1:$OPEN_PORT/" "$OUT/chat_ui.png" \
-  "http://127.0.0.1:$KEY_PORT/" ui-test-key
+  "http://127.0.0.1:$KEY_PORT/" "ui/test+key=1 @"
