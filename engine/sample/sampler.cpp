@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -25,31 +26,41 @@ std::vector<double> filtered_probs(std::span<const float> logits, const Sampling
   }
   for (double& p : prob) p /= sum;
 
-  // Tokens sorted by probability, most likely first (ties: lower id first).
-  std::vector<int32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)];
-  });
+  // No full-vocabulary sort unless top-p needs one: min_p needs only the
+  // maximum, top_k the k-th largest (nth_element, O(vocab)), and top_p an
+  // order over the tokens min_p/top_k kept (ties: lower id first). Plain
+  // temperature sampling sorts nothing (a 151,936-entry sort per token made
+  // it 6x slower than greedy on the CPU backend).
   std::vector<bool> keep(vocab, true);
-  const double top = prob[static_cast<size_t>(order[0])];
-  if (sp.min_p > 0.0f)
+  if (sp.min_p > 0.0f) {
+    const double top = *std::max_element(prob.begin(), prob.end());
     for (size_t i = 0; i < vocab; ++i)
       if (prob[i] < sp.min_p * top) keep[i] = false;
+  }
   if (sp.top_k > 0 && static_cast<size_t>(sp.top_k) < vocab) {
-    const double kth = prob[static_cast<size_t>(order[static_cast<size_t>(sp.top_k) - 1])];
+    std::vector<double> sorted(prob);
+    const auto kth_it = sorted.begin() + (sp.top_k - 1);
+    std::nth_element(sorted.begin(), kth_it, sorted.end(), std::greater<double>());
+    const double kth = *kth_it;
     for (size_t i = 0; i < vocab; ++i)
       if (prob[i] < kth) keep[i] = false;
   }
   if (sp.top_p < 1.0f) {
     // Renormalise over what min_p/top_k kept, then keep the head whose mass
     // before each token is still below top_p (the first token always stays).
+    std::vector<int32_t> order;
     double kept_sum = 0.0;
-    for (size_t i = 0; i < vocab; ++i) kept_sum += keep[i] ? prob[i] : 0.0;
+    for (size_t i = 0; i < vocab; ++i) {
+      if (!keep[i]) continue;
+      order.push_back(static_cast<int32_t>(i));
+      kept_sum += prob[i];
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)];
+    });
     double cum = 0.0;
     for (int32_t id : order) {
-      size_t u = static_cast<size_t>(id);
-      if (!keep[u]) continue;
+      const size_t u = static_cast<size_t>(id);
       if (cum >= sp.top_p * kept_sum) keep[u] = false;
       cum += prob[u];
     }
