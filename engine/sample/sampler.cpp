@@ -55,15 +55,28 @@ std::vector<double> filtered_probs(std::span<const float> logits, const Sampling
       order.push_back(static_cast<int32_t>(i));
       kept_sum += prob[i];
     }
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)];
-    });
-    double cum = 0.0;
-    for (int32_t id : order) {
-      const size_t u = static_cast<size_t>(id);
-      if (cum >= sp.top_p * kept_sum) keep[u] = false;
-      cum += prob[u];
+    // Most likely first, ties by lower id (a strict total order). Only the
+    // head up to the cut is sorted: the top 256 (nth_element + sort), then
+    // twice as many, until the cut falls inside (a peaked distribution
+    // needs one round; a flat one ends as a full sort).
+    auto before = [&](int32_t a, int32_t b) {
+      const double pa = prob[static_cast<size_t>(a)], pb = prob[static_cast<size_t>(b)];
+      return pa > pb || (pa == pb && a < b);
+    };
+    const double target = sp.top_p * kept_sum;
+    size_t cut = order.size();
+    for (size_t k = std::min<size_t>(256, order.size());; k = std::min(2 * k, order.size())) {
+      if (k < order.size()) std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);
+      std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), before);
+      double cum = 0.0;
+      size_t i = 0;
+      for (; i < k && cum < target; ++i) cum += prob[static_cast<size_t>(order[i])];
+      if (cum >= target || k == order.size()) {
+        cut = i;  // tokens before i carried the mass below top_p; the first always stays
+        break;
+      }
     }
+    for (size_t i = std::max<size_t>(cut, 1); i < order.size(); ++i) keep[static_cast<size_t>(order[i])] = false;
   }
   double total = 0.0;
   for (size_t i = 0; i < vocab; ++i) total += keep[i] ? prob[i] : 0.0;

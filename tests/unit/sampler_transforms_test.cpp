@@ -4,7 +4,9 @@
 // Sampler::sample_with_logprobs (raw logprobs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "engine/sample/sampler.h"
@@ -203,6 +205,59 @@ TEST(SamplerTransforms, SampleDrawsFromTheReportedDistribution) {
   for (size_t i = 0; i < base.size(); ++i) {
     if (p[i] == 0.0) EXPECT_EQ(f[i], 0.0) << i;
     else EXPECT_NEAR(f[i], p[i], 0.015) << i;
+  }
+}
+
+// Large vocabularies (where top_p sorts only the head, in rounds of 256,
+// 512, ...): the kept set equals a full stable sort's, ties included.
+TEST(SamplerTransforms, TopPOnALargeVocabularyKeepsWhatAFullSortKeeps) {
+  std::mt19937_64 gen(5);
+  for (int shape = 0; shape < 3; ++shape) {
+    const size_t vocab = 5000;
+    std::vector<float> base(vocab);
+    for (size_t i = 0; i < vocab; ++i) {
+      const double u = Sampler::uniform(gen);
+      // 0: flat with many exact ties; 1: peaked; 2: gently sloped.
+      base[i] = shape == 0 ? static_cast<float>(static_cast<int>(u * 4)) * 0.01f
+                : shape == 1 ? static_cast<float>(u * 12.0)
+                             : static_cast<float>(u * 2.0);
+    }
+    for (float top_p : {0.05f, 0.5f, 0.9f, 0.999f}) {
+      SCOPED_TRACE(::testing::Message() << "shape " << shape << " top_p " << top_p);
+      SamplingParams sp;
+      sp.temperature = 1.0f;
+      sp.top_p = top_p;
+      std::vector<float> l = base;
+      const std::vector<double> p = Sampler::probabilities(l, {&sp});
+      // Reference: softmax, full stable sort (ties: lower id first), keep
+      // while the mass before a token is below top_p.
+      double mx = -1e300, sum = 0.0;
+      for (float x : base) mx = std::max(mx, static_cast<double>(x));
+      std::vector<double> q(vocab);
+      for (size_t i = 0; i < vocab; ++i) sum += q[i] = std::exp(static_cast<double>(base[i]) - mx);
+      for (double& x : q) x /= sum;
+      std::vector<int32_t> order(vocab);
+      for (size_t i = 0; i < vocab; ++i) order[i] = static_cast<int32_t>(i);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return q[a] > q[b]; });
+      std::vector<bool> keep(vocab, false);
+      double cum = 0.0;
+      size_t kept = 0;
+      for (int32_t id : order) {
+        if (cum >= top_p && kept > 0) break;
+        keep[static_cast<size_t>(id)] = true;
+        cum += q[static_cast<size_t>(id)];
+        ++kept;
+      }
+      size_t ours = 0;
+      for (size_t i = 0; i < vocab; ++i) {
+        ASSERT_EQ(p[i] > 0.0, keep[i]) << "token " << i << " of " << kept << " kept";
+        ours += p[i] > 0.0;
+      }
+      EXPECT_EQ(ours, kept);
+      if (shape == 0 && top_p >= 0.5f) {
+        EXPECT_GT(kept, 512u);  // the doubling rounds ran
+      }
+    }
   }
 }
 
