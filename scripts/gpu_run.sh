@@ -23,6 +23,11 @@ done
 
 { date -u; git rev-parse HEAD 2>/dev/null || cat COMMIT 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; } 2>&1 | tee "$OUT/env.txt"
 
+# Libraries the GPU image lacks (PCRE2, utf8proc for Qwen2's tokenizer),
+# staged by scripts/stage_device_deps.sh and carried in .devcarry/deps.
+DEPS=${PAGODA_DEPS_DIR:-$PWD/.devcarry/deps}
+[ -d "$DEPS/lib/pkgconfig" ] && export PKG_CONFIG_PATH="$DEPS/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DPAGODA_SHARED_DIR="$SHARED" > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
