@@ -8,7 +8,9 @@
 //       optional "resumable" (bool, default true);
 //   {"type": "cancel", "id"}            aborts that request;
 //   {"type": "resume", "id", "after"}   re-attaches a stream, replaying the
-//                                       deltas with seq > after;
+//                                       deltas with seq > after (taking it
+//                                       over from another live socket, which
+//                                       gets a 409 error for the id);
 //   {"type": "subscribe_stats", "interval_ms"?} / {"type": "unsubscribe_stats"}.
 // Server → client:
 //   {"type": "delta", "id", "seq", "index", "text", "token_ids"}

@@ -118,9 +118,15 @@ void WsSession::start_generation(const WsClientMessage& m) {
     s->owner = weak_from_this();
     s->owner_executor = ws_.get_executor();
   }
+  // The new message is rejected; the request already holding the id (on
+  // this socket or another, or detached and resumable) is left untouched.
   if (!ctx_.streams->add(s))
     return queue_control(ws_error_message(
-        m.id, make_error(409, fmt::format("id '{}' is already in use by a running or resumable request", m.id), "id")));
+        m.id, make_error(409,
+                         fmt::format("Rejected: id '{}' is already in flight (a running or resumable request); "
+                                     "that request continues",
+                                     m.id),
+                         "id")));
   attached_[m.id] = Attached{s, 0};
 
   // Engine thread: only posts onto the owner's strand (whoever owns the
@@ -170,11 +176,16 @@ void WsSession::resume(const WsClientMessage& m) {
         m.id, not_found(fmt::format("No resumable stream with id '{}' (finished and delivered, cancelled, or its "
                                     "grace period passed)", m.id), "id")));
   int64_t last = 0;
+  std::shared_ptr<WsSession> previous;  // another live socket the stream is taken from
+  net::any_io_executor previous_executor;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     s->drain_locked();
     last = static_cast<int64_t>(s->log.size());
     if (m.after <= last) {
+      previous = s->owner.lock();
+      if (previous.get() == this) previous.reset();
+      else if (previous) previous_executor = s->owner_executor;
       s->owner = weak_from_this();
       s->owner_executor = ws_.get_executor();
       s->detached_at = {};
@@ -183,6 +194,10 @@ void WsSession::resume(const WsClientMessage& m) {
   if (m.after > last)
     return queue_control(ws_error_message(
         m.id, bad_request(fmt::format("'after' ({}) is beyond the stream's last seq ({})", m.after, last), "after")));
+  // A takeover (the client reconnected before the server saw its old
+  // connection die): the old socket is told, so its client does not wait
+  // for a done that will never come there.
+  if (previous) net::post(previous_executor, [previous, s] { previous->on_stream_moved(s); });
   attach(s, m.after);
 }
 
@@ -233,6 +248,19 @@ void WsSession::on_stream_ready(const std::shared_ptr<WsStream>& s) {
   }
   mark_dirty(s->client_id);
   pump();
+}
+
+void WsSession::on_stream_moved(const std::shared_ptr<WsStream>& s) {
+  if (closed_) return;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->owner.lock().get() == this) return;  // resumed back here meanwhile
+  }
+  auto it = attached_.find(s->client_id);
+  if (it != attached_.end() && it->second.stream == s) attached_.erase(it);
+  queue_control(ws_error_message(
+      s->client_id,
+      make_error(409, fmt::format("stream {} was resumed on another connection", s->client_id), "id")));
 }
 
 void WsSession::mark_dirty(const std::string& id) {

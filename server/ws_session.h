@@ -16,6 +16,11 @@
 //     "resumable": false → the requests are aborted at once (freed within
 //     one engine step). An abrupt loss (EOF, reset) leaves resumable
 //     streams in the StreamHub for the grace period (WsStream).
+//   - Resume of a stream attached to another live socket: allowed (the
+//     client reconnected before the server saw the old connection die); the
+//     stream moves here and the old socket gets a 409 error for its id.
+//   - A new request with an id already in flight: a 409 error for that id;
+//     the running request is not touched.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -64,6 +69,9 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
 
   // Owner side of a stream's notifier.
   void on_stream_ready(const std::shared_ptr<WsStream>& s);
+  // Former owner side of a resume elsewhere: forgets the stream and sends
+  // the client a 409 error for its id (unless the stream came back here).
+  void on_stream_moved(const std::shared_ptr<WsStream>& s);
   void attach(const std::shared_ptr<WsStream>& s, int64_t sent_seq);
   void mark_dirty(const std::string& id);
   void queue_control(std::string message);

@@ -103,7 +103,9 @@ TEST_F(ServeWebSocket, ThreeInterleavedRequestsEqualTheirNonStreamedResults) {
     EXPECT_EQ(j.done["type"], "done");
     EXPECT_EQ(j.done["finish_reason"], "length");
     EXPECT_EQ(j.done["usage"]["completion_tokens"], bodies[i]["max_tokens"]);
-    EXPECT_GE(j.done["seq"].get<int64_t>(), j.last_seq);
+    // The finishing token's engine delta is the last one: done repeats the
+    // last delta message's seq (docs/WEBSOCKET.md).
+    EXPECT_EQ(j.done["seq"].get<int64_t>(), j.last_seq);
   }
   // Interleaved: each request streamed before the first one finished.
   size_t first_done = 0;
@@ -193,6 +195,41 @@ TEST_F(ServeWebSocket, ResumeAfterAForcedDisconnectYieldsExactlyTheMissingDeltas
   json e = ws2.read();
   EXPECT_EQ(e["type"], "error");
   EXPECT_EQ(e["error"]["code"], 404);
+}
+
+// A resume of a stream still attached to another live socket (a client
+// that reconnected before the server saw its old connection die) takes it
+// over; the old socket is told with a 409 error for the id.
+TEST_F(ServeWebSocket, ResumeFromAnotherLiveSocketTakesOverAndTellsTheOldOne) {
+  const json body = completion("Once upon a time", 480);
+  json ref = reference(body);
+  WsClient a(server_->port()), b(server_->port());
+  json m = body;
+  m["type"] = "completion";
+  m["id"] = "moved";
+  a.send(m);
+  json first = a.read();
+  ASSERT_EQ(first["type"], "delta") << first.dump();
+  b.send({{"type", "resume"}, {"id", "moved"}, {"after", 0}});
+  auto rest = read_until_done(b, {"moved"});
+  const Joined& r = rest["moved"];
+  ASSERT_EQ(r.done["type"], "done") << r.done.dump();
+  EXPECT_EQ(r.done["finish_reason"], "length");
+  EXPECT_EQ(r.text, ref["text"].get<std::string>());
+  EXPECT_EQ(r.token_ids, ids_of(ref));
+  EXPECT_TRUE(r.seq_increasing);
+  // A: perhaps a few more deltas it was already sent, then the 409, never a done.
+  json x;
+  for (x = a.read(); x["type"] == "delta"; x = a.read()) EXPECT_EQ(x["id"], "moved");
+  ASSERT_EQ(x["type"], "error") << x.dump();
+  EXPECT_EQ(x["id"], "moved");
+  EXPECT_EQ(x["error"]["code"], 409);
+  EXPECT_EQ(x["error"]["type"], "ConflictError");
+  EXPECT_EQ(x["error"]["message"], "stream moved was resumed on another connection");
+  // A still serves.
+  a.send({{"type", "completion"}, {"id", "after-move"}, {"prompt", "Once"}, {"max_tokens", 5}, {"temperature", 0}});
+  auto more = read_until_done(a, {"after-move"});
+  EXPECT_EQ(more["after-move"].done["usage"]["completion_tokens"], 5);
 }
 
 TEST_F(ServeWebSocket, NonResumableStreamsAreAbortedOnAnAbruptDrop) {
@@ -306,19 +343,26 @@ TEST_F(ServeWebSocket, BadMessagesGetErrorsAndHarmNothingElse) {
   // A duplicate id while the first runs.
   ws.send({{"type", "completion"}, {"id", "dup"}, {"prompt", "Once"}, {"max_tokens", 200}, {"temperature", 0}});
   ws.send({{"type", "completion"}, {"id", "dup"}, {"prompt", "Once"}, {"max_tokens", 5}, {"temperature", 0}});
-  bool conflict = false;
+  json conflict;
   auto joined = read_until_done(ws, {"dup"});
   // The 409 came before or after the done; read_until_done stops at the
   // first done/error for the id.
   if (joined["dup"].done["type"] == "error") {
-    conflict = joined["dup"].done["error"]["code"] == 409;
-    joined = read_until_done(ws, {"dup"});
+    conflict = joined["dup"].done;
+    joined = read_until_done(ws, {"dup"}, nullptr, joined);
   } else {
-    json x = ws.read();
-    conflict = x["type"] == "error" && x["error"]["code"] == 409;
+    conflict = ws.read();
   }
-  EXPECT_TRUE(conflict);
+  EXPECT_EQ(conflict["type"], "error") << conflict.dump();
+  EXPECT_EQ(conflict["error"]["code"], 409) << conflict.dump();
+  // The error says the running request is not ended by it ...
+  EXPECT_NE(conflict["error"]["message"].get<std::string>().find("that request continues"), std::string::npos)
+      << conflict.dump();
+  // ... and indeed the original streams on to its done, all 200 tokens.
+  EXPECT_EQ(joined["dup"].done["type"], "done") << joined["dup"].done.dump();
+  EXPECT_EQ(joined["dup"].done["finish_reason"], "length") << joined["dup"].done.dump();
   EXPECT_EQ(joined["dup"].done["usage"]["completion_tokens"], 200);
+  EXPECT_EQ(joined["dup"].token_ids.size(), 200u);
   // Plain GET /v1/ws: 426.
   HttpClient c(server_->port());
   EXPECT_EQ(c.get("/v1/ws").status, 426);
