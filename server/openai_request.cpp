@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <utility>
@@ -228,9 +229,14 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
     parse_completion_logprobs(obj, req);
     auto requested = get_int(obj, "max_tokens");
     req.prompts = completion_prompts(obj, model);
-    for (PromptInput& p : req.prompts)
+    // Unset max_tokens: 16, as vLLM's CompletionRequest and OpenAI's legacy
+    // completions, capped by the room left in the context (vLLM's
+    // get_max_tokens takes the smaller). Chat keeps max_model_len - prompt.
+    for (PromptInput& p : req.prompts) {
       p.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
                                         "prompt", "max_tokens");
+      if (!requested) p.max_tokens = std::min(p.max_tokens, kCompletionDefaultMaxTokens);
+    }
     finish_common(obj, model, req);
     req.request_id = make_request_id("cmpl-");
     return req;
