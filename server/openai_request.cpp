@@ -148,7 +148,7 @@ void reject_chat_unsupported(const json& obj) {
   get_bool(obj, "parallel_tool_calls");  // type-checked; moot without tools
 }
 
-// Messages with content normalized to a string (or null), other keys kept.
+// Messages with content normalized to a string (null or missing: ""), other keys kept.
 json chat_messages(const json& obj) {
   const json* msgs = get(obj, "messages");
   if (!msgs) fail("'messages' is required", "messages");
@@ -165,7 +165,9 @@ json chat_messages(const json& obj) {
     json msg = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
-      msg["content"] = nullptr;
+      // OpenAI allows null content (an assistant turn beside tool_calls);
+      // vLLM renders it, and a missing one, as "" (an empty part list).
+      msg["content"] = "";
     } else if (content->is_array()) {
       std::string text;
       for (size_t j = 0; j < content->size(); ++j) {

@@ -77,8 +77,8 @@ inline constexpr int64_t kCompletionDefaultMaxTokens = 16;
 ParseResult parse_completion_request(std::string_view body, const ServingModel& model);
 
 // POST /v1/chat/completions. messages: [{role, content}] with content a
-// string, null, or a list of {"type": "text", "text"} parts (joined with
-// "\n", as vLLM does); rendered with model.chat_renderer and tokenized
+// string, null or missing (rendered as "", as vLLM does), or a list of
+// {"type": "text", "text"} parts (joined with "\n", as vLLM does); rendered with model.chat_renderer and tokenized
 // WITHOUT adding special tokens (the template writes BOS itself;
 // transformers' behaviour), unless the request sets add_special_tokens
 // true. Special-token text in prompts ("<s>") becomes its id
