@@ -21,7 +21,7 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: the bundled stories260K)");
   app.add_option("--prompt", a.prompts, "A prompt (repeatable)");
   app.add_option("--prompts-file", a.prompts_file, "A file with one prompt per line")->check(CLI::ExistingFile);
-  app.add_option("--max-tokens", a.max_tokens, "Most tokens per completion (default: up to max_model_len)");
+  app.add_option("--max-tokens", a.max_tokens, "Most tokens per completion (default: 16, as /v1/completions and vLLM; capped by max_model_len)");
   app.add_option("--temperature", a.temperature, "Sampling temperature (0 = greedy)");
   app.add_option("--top-p", a.top_p, "Nucleus sampling");
   app.add_option("--top-k", a.top_k, "Top-k sampling (0/-1 = off)");

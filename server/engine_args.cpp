@@ -18,6 +18,7 @@ namespace pagoda {
 namespace fs = std::filesystem;
 
 void add_engine_flags(CLI::App& app, EngineArgs& a) {
+  app.add_option("--model", a.model, "Hugging Face model directory (same as the positional MODEL_DIR)");
   app.add_option("--served-model-name", a.served_model_name, "Model name in the API (default: MODEL_DIR)");
   app.add_option("--max-model-len", a.max_model_len, "Context length (default: config max_position_embeddings)")
       ->check(CLI::NonNegativeNumber);
@@ -42,6 +43,21 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
   app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
                  "Tensor-parallel ranks (alias -tp): CPU threads, or one GPU each over NCCL");
+  app.callback([&a] {
+    try {
+      apply_model_flag(a);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--model", e.what());
+    }
+  });
+}
+
+void apply_model_flag(EngineArgs& a) {
+  if (a.model.empty()) return;
+  if (!a.model_dir.empty() && a.model_dir != a.model)
+    throw std::invalid_argument(fmt::format(
+        "the positional model '{}' and --model '{}' differ; give the model once", a.model_dir, a.model));
+  a.model_dir = a.model;
 }
 
 std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv) {

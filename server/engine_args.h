@@ -24,6 +24,7 @@ namespace pagoda {
 
 struct EngineArgs {
   std::string model_dir;                 // resolved by resolve_model_dir
+  std::string model;                     // --model (vLLM's flag); merged into model_dir by apply_model_flag
   std::string served_model_name;         // "" → model_dir as given
   int64_t max_model_len = 0;             // 0 → config.max_position_embeddings
   int64_t max_num_seqs = 256;
@@ -42,8 +43,16 @@ struct EngineArgs {
   int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)
 };
 
-// Registers the shared flags on a CLI11 (sub)command.
+// Registers the shared flags on a CLI11 (sub)command, among them --model
+// (vLLM accepts it beside the positional model), and a callback on `app`
+// that runs apply_model_flag after parsing (its error becomes a CLI11
+// ValidationError: "--model: ...", exit code 105).
 void add_engine_flags(CLI::App& app, EngineArgs& args);
+
+// Merges --model into model_dir: either alone is the model directory; both
+// must name the same directory (as given) or std::invalid_argument is thrown
+// naming both values.
+void apply_model_flag(EngineArgs& args);
 
 // argv with vLLM's multi-letter short aliases spelled out, for CLI11 (which
 // takes one-letter short names only): "-tp N" / "-tp=N" become

@@ -1,4 +1,4 @@
-// `pagoda`: the command line (CLI11). `pagoda serve [MODEL_DIR] [flags]`
+// `pagoda`: the command line (CLI11). `pagoda serve [MODEL_DIR | --model MODEL_DIR] [flags]`
 // runs the OpenAI-compatible server, `pagoda generate MODEL_DIR --prompt ...`
 // generates offline, `pagoda --version` prints the version. Logs go to
 // stderr; stdout carries only the listening line (serve) or JSON lines

@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <utility>
@@ -147,7 +148,7 @@ void reject_chat_unsupported(const json& obj) {
   get_bool(obj, "parallel_tool_calls");  // type-checked; moot without tools
 }
 
-// Messages with content normalized to a string (or null), other keys kept.
+// Messages with content normalized to a string (null or missing: ""), other keys kept.
 json chat_messages(const json& obj) {
   const json* msgs = get(obj, "messages");
   if (!msgs) fail("'messages' is required", "messages");
@@ -164,7 +165,9 @@ json chat_messages(const json& obj) {
     json msg = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
-      msg["content"] = nullptr;
+      // OpenAI allows null content (an assistant turn beside tool_calls);
+      // vLLM renders it, and a missing one, as "" (an empty part list).
+      msg["content"] = "";
     } else if (content->is_array()) {
       std::string text;
       for (size_t j = 0; j < content->size(); ++j) {
@@ -228,9 +231,14 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
     parse_completion_logprobs(obj, req);
     auto requested = get_int(obj, "max_tokens");
     req.prompts = completion_prompts(obj, model);
-    for (PromptInput& p : req.prompts)
+    // Unset max_tokens: 16, as vLLM's CompletionRequest and OpenAI's legacy
+    // completions, capped by the room left in the context (vLLM's
+    // get_max_tokens takes the smaller). Chat keeps max_model_len - prompt.
+    for (PromptInput& p : req.prompts) {
       p.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
                                         "prompt", "max_tokens");
+      if (!requested) p.max_tokens = std::min(p.max_tokens, kCompletionDefaultMaxTokens);
+    }
     finish_common(obj, model, req);
     req.request_id = make_request_id("cmpl-");
     return req;

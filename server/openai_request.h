@@ -64,15 +64,21 @@ struct ParsedRequest {
 
 using ParseResult = std::variant<ParsedRequest, OpenAIError>;
 
+// /v1/completions' max_tokens when the request leaves it out (vLLM's
+// CompletionRequest.max_tokens = 16, OpenAI's legacy completions default).
+inline constexpr int64_t kCompletionDefaultMaxTokens = 16;
+
 // POST /v1/completions. prompt: a string (tokenized with the tokenizer's
 // special tokens, i.e. BOS prepended when add_bos_token), a list of token
 // ids (used as given), a list of strings or a list of token-id lists (one
-// PromptInput each).
+// PromptInput each). max_tokens unset: kCompletionDefaultMaxTokens, capped
+// at max_model_len - prompt length (vLLM's CompletionRequest default and
+// get_max_tokens).
 ParseResult parse_completion_request(std::string_view body, const ServingModel& model);
 
 // POST /v1/chat/completions. messages: [{role, content}] with content a
-// string, null, or a list of {"type": "text", "text"} parts (joined with
-// "\n", as vLLM does); rendered with model.chat_renderer and tokenized
+// string, null or missing (rendered as "", as vLLM does), or a list of
+// {"type": "text", "text"} parts (joined with "\n", as vLLM does); rendered with model.chat_renderer and tokenized
 // WITHOUT adding special tokens (the template writes BOS itself;
 // transformers' behaviour), unless the request sets add_special_tokens
 // true. Special-token text in prompts ("<s>") becomes its id

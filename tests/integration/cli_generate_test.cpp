@@ -77,5 +77,32 @@ TEST(CliGenerate, OnePromptRejectedExitsNonZeroAfterTheOthersComplete) {
   EXPECT_NE(r.err.find("1 of 2 prompt(s) failed"), std::string::npos) << r.err;
 }
 
+
+// --model (vLLM's flag) is the positional MODEL_DIR; both, differing, is a
+// command-line error before anything loads (serve included).
+TEST(CliGenerate, ModelFlagIsThePositionalModel) {
+  const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/stories260K";
+  GenerateRun r = run_generate_cli("model_flag", {"Once upon a time"},
+                                   "--model '" + model + "' --max-tokens 3 --temperature 0");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  EXPECT_EQ(r.lines[0]["usage"]["completion_tokens"], 3) << r.lines[0].dump();
+
+  GenerateRun both = run_generate_cli("model_flag_conflict", {"Once upon a time"},
+                                      "'" + model + "' --model /nonexistent/other --max-tokens 3");
+  EXPECT_NE(both.exit_status, 0);
+  EXPECT_NE(both.exit_status, -1) << "did not exit normally";
+  EXPECT_TRUE(both.lines.empty());
+  EXPECT_NE(both.err.find("--model"), std::string::npos) << both.err;
+  EXPECT_NE(both.err.find("/nonexistent/other"), std::string::npos) << both.err;
+
+  const std::string err = ::testing::TempDir() + "pagoda_serve_model_conflict.err";
+  const std::string cmd = std::string(PAGODA_BIN) + " serve /models/a --model /models/b --port 0 2>'" + err + "'";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(status != -1 && WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  EXPECT_NE(read_text_file(err).find("differ"), std::string::npos) << read_text_file(err);
+}
+
 }  // namespace
 }  // namespace pagoda::testing_http

@@ -163,6 +163,24 @@ TEST_F(ServeStories, StringPromptGetsBosOnce) {
   EXPECT_EQ(r["choices"][0]["prompt_token_ids"], ref["cases"][2]["prompt_ids"]);  // [BOS] + encode
 }
 
+// No max_tokens: 16 tokens at most (vLLM's CompletionRequest default, OpenAI's
+// legacy completions), exactly 16 when EOS cannot end it earlier.
+TEST_F(ServeStories, CompletionsDefaultToSixteenTokens) {
+  json plain = post_json(port(), "/v1/completions", {{"prompt", "Once upon a time"}, {"temperature", 0}});
+  EXPECT_LE(plain["usage"]["completion_tokens"].get<int64_t>(), 16);
+  EXPECT_GE(plain["usage"]["completion_tokens"].get<int64_t>(), 1);
+  json full = post_json(port(), "/v1/completions", {{"prompt", "Once upon a time"}, {"ignore_eos", true}});
+  EXPECT_EQ(full["usage"]["completion_tokens"], 16);
+  EXPECT_EQ(full["choices"][0]["finish_reason"], "length");
+  // Streamed: the same cap.
+  StreamResult s = stream_request(port(), "/v1/completions",
+                                  {{"prompt", "The little dog"}, {"ignore_eos", true}, {"stream", true},
+                                   {"stream_options", {{"include_usage", true}}}});
+  ASSERT_TRUE(s.usage.is_object()) << s.error_body;
+  EXPECT_EQ(s.finish_reason, "length");
+  EXPECT_EQ(s.usage["completion_tokens"], 16);
+}
+
 TEST_F(ServeStories, ChatWithoutTemplateIs400) {
   HttpClient c(port());
   HttpResponse r = c.post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}]})");

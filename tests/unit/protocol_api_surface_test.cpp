@@ -37,8 +37,8 @@ TEST(ProtocolSurface, BatchedPromptsEachGetTheirIdsAndMaxTokens) {
   ASSERT_EQ(r.prompts.size(), 2u);
   EXPECT_EQ(r.prompts[0].token_ids, (std::vector<int32_t>{1, id('a'), id('b')}));
   EXPECT_EQ(r.prompts[1].token_ids, (std::vector<int32_t>{1, id('c'), id('d'), id('e')}));
-  EXPECT_EQ(r.prompts[0].max_tokens, 64 - 3);  // max_model_len - prompt length, per prompt
-  EXPECT_EQ(r.prompts[1].max_tokens, 64 - 4);
+  EXPECT_EQ(r.prompts[0].max_tokens, 16);  // the completions default, per prompt
+  EXPECT_EQ(r.prompts[1].max_tokens, 16);
   EXPECT_EQ(r.prompts[1].text, "cde");
   EXPECT_EQ(r.num_choices(), 4);
   ParsedRequest ids = parse_ok(parse_completion_request(R"({"prompt": [[5, 6], [7]], "max_tokens": 3})", m));
@@ -46,6 +46,28 @@ TEST(ProtocolSurface, BatchedPromptsEachGetTheirIdsAndMaxTokens) {
   EXPECT_EQ(ids.prompts[1].token_ids, (std::vector<int32_t>{7}));
   EXPECT_EQ(ids.prompts[0].text, std::string("\x02\x03"));  // the ids decoded (byte = id - 3)
   EXPECT_EQ(ids.prompts[1].max_tokens, 3);
+}
+
+// /v1/completions without max_tokens: 16 (vLLM's CompletionRequest default),
+// capped by the room left in the context (vLLM's get_max_tokens takes the
+// smaller) per prompt; chat keeps max_model_len - prompt, as vLLM's chat.
+TEST(ProtocolSurface, CompletionsDefaultMaxTokensIs16CappedByContext) {
+  ServingModel m = make_test_model();  // max_model_len 64
+  const std::string long_prompt(57, 'x');  // 58 ids with BOS: 6 left
+  ParsedRequest r = parse_ok(parse_completion_request(json{{"prompt", {"ab", long_prompt}}}.dump(), m));
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[0].max_tokens, 16);
+  EXPECT_EQ(r.prompts[1].max_tokens, 64 - 58);
+  EXPECT_EQ(r.sampling.max_tokens, 16);
+  // Explicit values beyond 16 are kept.
+  EXPECT_EQ(parse_ok(parse_completion_request(R"({"prompt": "ab", "max_tokens": 40})", m)).prompts[0].max_tokens, 40);
+  // min_tokens above the default is vLLM's 400 (max_tokens=16).
+  ParseResult e = parse_completion_request(R"({"prompt": "ab", "min_tokens": 20})", m);
+  ASSERT_TRUE(std::holds_alternative<OpenAIError>(e));
+  EXPECT_NE(std::get<OpenAIError>(e).body().find("max_tokens=16"), std::string::npos);
+  // Chat: max_model_len - rendered prompt ("<s>[user]ab[assistant]": 22 bytes).
+  ParsedRequest c = parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "ab"}]})", m));
+  EXPECT_EQ(c.sampling.max_tokens, 64 - 22);
 }
 
 TEST(ProtocolSurface, SamplingFieldsOfIssue5) {

@@ -111,6 +111,28 @@ TEST(ProtocolChatReference, QwenPromptIdsMatchTransformers) {
             (std::vector<int32_t>{151645, 198, 9707}));
   EXPECT_EQ(encode_prompt(*m.tokenizer, "<|im_end|>Hello", true), (std::vector<int32_t>{151645, 9707}));
 }
+// {"role":"assistant","content":null} (OpenAI allows it, e.g. beside
+// tool_calls) renders as "" the way vLLM does, instead of the template's
+// "'<|im_start|>' + role + '\n' + content" failing on None.
+TEST(ProtocolChatReference, NullAssistantContentRendersAsEmpty) {
+  ServingModel m = serving_model(kQwenDir);
+  const json with_null = json::array({{{"role", "user"}, {"content", "hi"}},
+                                      {{"role", "assistant"}, {"content", nullptr}},
+                                      {{"role", "user"}, {"content", "go"}}});
+  ParseResult r = parse_chat_request(json{{"messages", with_null}, {"max_tokens", 4}}.dump(), m);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+  const ParsedRequest& got = std::get<ParsedRequest>(r);
+  // The template's text with content "" (Qwen2's default system turn first).
+  EXPECT_EQ(got.prompts.front().text,
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n"
+            "<|im_start|>user\ngo<|im_end|>\n<|im_start|>assistant\n");
+  json with_empty = with_null;
+  with_empty[1]["content"] = "";
+  ParseResult e = parse_chat_request(json{{"messages", with_empty}, {"max_tokens", 4}}.dump(), m);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(e)) << std::get<OpenAIError>(e).body();
+  EXPECT_EQ(got.prompt_token_ids, std::get<ParsedRequest>(e).prompt_token_ids);
+}
 #endif  // PAGODA_HAVE_BPE
 
 TEST(ProtocolChatReference, SpecialTextSplitsOutAndLegacyPrefixesEachSegment) {
@@ -142,6 +164,36 @@ TEST(ProtocolChatReference, SpecialTextSplitsOutAndLegacyPrefixesEachSegment) {
   EXPECT_EQ(with_bos[1], 1);
   EXPECT_EQ(std::vector<int32_t>(with_bos.begin() + 2, with_bos.end()),
             std::vector<int32_t>(got.begin() + 1, got.end() - 1));
+}
+
+// The Llama-2-chat template ("content.strip()") with null or missing
+// content: rendered as "", as vLLM does; a content of another type stays a
+// 400 naming the message.
+TEST(ProtocolChatReference, NullOrMissingContentIsEmptyOtherTypesAre400) {
+  ServingModel m = chinese_llama();
+  auto parse = [&](const json& assistant) {
+    json msgs = json::array({{{"role", "user"}, {"content", "hi"}}, assistant, {{"role", "user"}, {"content", "go"}}});
+    return parse_chat_request(json{{"messages", msgs}, {"max_tokens", 4}}.dump(), m);
+  };
+  ParseResult empty = parse({{"role", "assistant"}, {"content", ""}});
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(empty)) << std::get<OpenAIError>(empty).body();
+  const std::string& text = std::get<ParsedRequest>(empty).prompts.front().text;
+  EXPECT_EQ(text, "<s>[INST] hi [/INST]  </s><s>[INST] go [/INST]");
+  for (const json& a : {json{{"role", "assistant"}, {"content", nullptr}}, json{{"role", "assistant"}}}) {
+    SCOPED_TRACE(a.dump());
+    ParseResult r = parse(a);
+    ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+    EXPECT_EQ(std::get<ParsedRequest>(r).prompts.front().text, text);
+    EXPECT_EQ(std::get<ParsedRequest>(r).prompt_token_ids, std::get<ParsedRequest>(empty).prompt_token_ids);
+  }
+  for (const json& bad : {json(5), json(true), json::object()}) {
+    SCOPED_TRACE(bad.dump());
+    ParseResult r = parse({{"role", "assistant"}, {"content", bad}});
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(r));
+    const OpenAIError& err = std::get<OpenAIError>(r);
+    EXPECT_EQ(err.status, 400);
+    EXPECT_NE(err.body().find("messages[1].content must be a string"), std::string::npos) << err.body();
+  }
 }
 
 }  // namespace

@@ -42,8 +42,8 @@ TEST(ProtocolCompletion, StringPromptGetsBosAndDefaults) {
   EXPECT_EQ(r.request_id.size(), 5u + 32u);
   EXPECT_GT(r.created, 1600000000);
   EXPECT_FALSE(r.stream);
-  // max_tokens unset → max_model_len − prompt_len.
-  EXPECT_EQ(r.sampling.max_tokens.value(), 64 - 3);
+  // max_tokens unset → 16 (vLLM's CompletionRequest / OpenAI's default).
+  EXPECT_EQ(r.sampling.max_tokens.value(), 16);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
   EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
   EXPECT_EQ(r.sampling.top_k, 0);

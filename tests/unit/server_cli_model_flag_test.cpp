@@ -1,0 +1,83 @@
+// `pagoda serve --model DIR` (vLLM's flag) means the same as the positional
+// MODEL_DIR; both with different values is a parse error.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "server/cli.h"
+
+namespace pagoda {
+namespace {
+
+// Parses `pagoda serve ARGS...` and `pagoda generate ARGS...` the way main.cpp does.
+struct Parsed {
+  ServeArgs serve;
+  GenerateArgs gen;
+};
+void parse(std::vector<std::string> args, Parsed& p) {
+  CLI::App app{"pagoda"};
+  app.require_subcommand(1);
+  add_serve_command(*app.add_subcommand("serve", ""), p.serve);
+  add_generate_command(*app.add_subcommand("generate", ""), p.gen);
+  args.insert(args.begin(), "pagoda");
+  std::vector<const char*> argv;
+  for (const auto& s : args) argv.push_back(s.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(ServerCli, ModelFlagEqualsPositional) {
+  Parsed a;
+  parse({"serve", "--model", "/models/qwen", "--port", "0"}, a);
+  EXPECT_EQ(a.serve.engine.model_dir, "/models/qwen");
+
+  Parsed b;
+  parse({"serve", "--model=/models/qwen"}, b);
+  EXPECT_EQ(b.serve.engine.model_dir, "/models/qwen");
+
+  Parsed c;
+  parse({"serve", "/models/qwen"}, c);
+  EXPECT_EQ(c.serve.engine.model_dir, "/models/qwen");
+
+  Parsed d;  // both, the same value: accepted
+  parse({"serve", "/models/qwen", "--model", "/models/qwen"}, d);
+  EXPECT_EQ(d.serve.engine.model_dir, "/models/qwen");
+
+  Parsed e;
+  parse({"generate", "--model", "/models/llama", "--prompt", "hi"}, e);
+  EXPECT_EQ(e.gen.engine.model_dir, "/models/llama");
+  EXPECT_TRUE(e.serve.engine.model_dir.empty());
+
+  Parsed f;  // neither: empty (resolve_model_dir picks the bundled model)
+  parse({"serve"}, f);
+  EXPECT_TRUE(f.serve.engine.model_dir.empty());
+}
+
+TEST(ServerCli, ModelFlagConflictingWithPositionalIsAnError) {
+  Parsed a;
+  try {
+    parse({"serve", "/models/a", "--model", "/models/b"}, a);
+    FAIL() << "expected a CLI::ValidationError";
+  } catch (const CLI::ValidationError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--model"), std::string::npos) << what;
+    EXPECT_NE(what.find("/models/a"), std::string::npos) << what;
+    EXPECT_NE(what.find("/models/b"), std::string::npos) << what;
+  }
+}
+
+TEST(ServerCli, ApplyModelFlag) {
+  EngineArgs a;
+  a.model = "m";
+  apply_model_flag(a);
+  EXPECT_EQ(a.model_dir, "m");
+  EngineArgs b;
+  b.model_dir = "x";
+  b.model = "y";
+  EXPECT_THROW(apply_model_flag(b), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pagoda
