@@ -60,17 +60,36 @@ void apply_model_flag(EngineArgs& a) {
   a.model_dir = a.model;
 }
 
-std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv) {
+std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv,
+                                             const std::function<bool(const std::string&)>& takes_value) {
   std::vector<std::string> out;
   bool rest = false;
+  bool is_value = false;  // this token is the previous option's value
   for (int i = 0; i < argc; ++i) {
     std::string s = argv[i];
-    if (!rest && s == "--") rest = true;
-    if (!rest && s == "-tp") s = "--tensor-parallel-size";
-    else if (!rest && s.rfind("-tp=", 0) == 0) s = "--tensor-parallel-size=" + s.substr(4);
+    if (!rest && !is_value && s == "--") rest = true;
+    if (!rest && !is_value) {
+      if (s == "-tp") s = "--tensor-parallel-size";
+      else if (s.rfind("-tp=", 0) == 0) s = "--tensor-parallel-size=" + s.substr(4);
+    }
+    is_value = !rest && !is_value && i > 0 && s.size() > 1 && s[0] == '-' && s.find('=') == std::string::npos &&
+               takes_value(s);
     out.push_back(std::move(s));
   }
   return out;
+}
+
+std::function<bool(const std::string&)> cli_takes_value(const CLI::App& app) {
+  return [&app](const std::string& name) {
+    std::vector<const CLI::App*> apps = {&app};
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) apps.push_back(sub);
+    for (const CLI::App* a : apps) {
+      for (const CLI::Option* o : a->get_options()) {
+        if (o->check_name(name)) return o->get_expected_min() > 0;
+      }
+    }
+    return false;
+  };
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,9 +57,15 @@ void apply_model_flag(EngineArgs& args);
 
 // argv with vLLM's multi-letter short aliases spelled out, for CLI11 (which
 // takes one-letter short names only): "-tp N" / "-tp=N" become
-// "--tensor-parallel-size N" / "--tensor-parallel-size=N". Everything else,
-// and anything after "--", is left as given.
-std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv);
+// "--tensor-parallel-size N" / "--tensor-parallel-size=N". Only a token in
+// option position is expanded: not the value of an option that takes one
+// (`takes_value("--prompt")` true: `--prompt -tp` keeps its text), and
+// nothing after "--".
+std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv,
+                                             const std::function<bool(const std::string&)>& takes_value);
+// takes_value for expand_flag_aliases from a CLI11 app and its subcommands:
+// true when any of them has an option named `name` that expects a value.
+std::function<bool(const std::string&)> cli_takes_value(const CLI::App& app);
 
 // MODEL_DIR as given, or (empty) the bundled models/stories260K looked up
 // relative to the current directory, then the executable, then

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   pagoda::add_generate_command(*gen_cmd, gen);
 
   // "-tp N" (vLLM's alias) is spelled out for CLI11.
-  std::vector<std::string> args = pagoda::expand_flag_aliases(argc, argv);
+  std::vector<std::string> args = pagoda::expand_flag_aliases(argc, argv, pagoda::cli_takes_value(app));
   std::vector<char*> argv2;
   for (std::string& s : args) argv2.push_back(s.data());
   argv2.push_back(nullptr);

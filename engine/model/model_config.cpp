@@ -208,15 +208,15 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
 void validate_tensor_parallel(const ModelConfig& c, int64_t tp) {
   if (tp < 1)
     throw std::runtime_error("tensor_parallel_size must be >= 1, got " + std::to_string(tp));
-  auto check = [&](const char* field, int64_t v) {
+  auto check = [&](const char* field, int64_t v, const char* share) {
     if (v % tp != 0)
       throw std::runtime_error("tensor_parallel_size " + std::to_string(tp) + " does not divide " + field + " " +
-                               std::to_string(v) + " of " + c.architecture + " (each rank must hold whole heads; "
-                               "choose a size dividing " + field + ")");
+                               std::to_string(v) + " of " + c.architecture + " (each rank must hold " + share +
+                               "; choose a size dividing " + field + ")");
   };
-  check("num_attention_heads", c.num_attention_heads);
-  check("num_key_value_heads", c.num_key_value_heads);
-  check("intermediate_size", c.intermediate_size);
+  check("num_attention_heads", c.num_attention_heads, "whole attention heads");
+  check("num_key_value_heads", c.num_key_value_heads, "whole KV heads");
+  check("intermediate_size", c.intermediate_size, "an equal share of the MLP's columns");
 }
 
 }  // namespace pagoda

@@ -2,6 +2,7 @@
 // the paged KV cache (vLLM's worker: determine_num_available_blocks).
 #include "engine/model/model_executor.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -381,12 +382,17 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
     throw std::runtime_error(
         "not enough KV cache memory for one sequence of max_model_len " + std::to_string(opts.max_model_len) +
         ": it needs " + std::to_string(blocks_per_seq) + " blocks (" +
-        std::to_string(static_cast<double>(blocks_per_seq * static_cast<int64_t>(per_block)) / (1 << 20)) +
-        " MiB) but only " + std::to_string(std::max<int64_t>(0, blocks)) +
+        fmt::format("{:.3f}", static_cast<double>(blocks_per_seq * static_cast<int64_t>(per_block)) / (1 << 20)) +
+        (tp > 1 ? fmt::format(" MiB on each of {} ranks, {:.3f} MiB in all", tp,
+                              static_cast<double>(blocks_per_seq * static_cast<int64_t>(per_block) * tp) / (1 << 20))
+                : std::string(" MiB")) +
+        ") but only " + std::to_string(std::max<int64_t>(0, blocks)) +
         " fit; raise the KV budget (gpu_memory_utilization / kv cache memory) or lower max_model_len");
   ex->run_ranks([&](int r) { ex->rank(r).model->allocate_kv_cache(blocks, bs); });
   spdlog::info("# {} blocks: {}{}", use_cuda ? "GPU" : "CPU", blocks,
-               tp > 1 ? " per rank (" + std::to_string(config.num_key_value_heads / tp) + " KV heads each)" : "");
+               tp > 1 ? fmt::format(" per rank ({} KV head{} each)", config.num_key_value_heads / tp,
+                                    config.num_key_value_heads / tp == 1 ? "" : "s")
+                      : std::string());
   spdlog::info("KV cache: {} tokens ({:.1f} MiB{}, {} bytes per block of {}); maximum concurrency for {} tokens per request: {:.2f}x",
                blocks * bs, static_cast<double>(blocks) * static_cast<double>(per_block) / (1 << 20),
                tp > 1 ? " on each of " + std::to_string(tp) + " ranks" : "", per_block, bs,
