@@ -14,19 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-class ServeStrictJson : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { server_ = new PagodaServer({}); }
-  static void TearDownTestSuite() {
-    int status = server_->stop();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    delete server_;
-    server_ = nullptr;
-  }
-  static uint16_t port() { return server_->port(); }
-  static PagodaServer* server_;
-};
-PagodaServer* ServeStrictJson::server_ = nullptr;
+class ServeStrictJson : public BundledServerSuite<ServeStrictJson> {};
 
 // POSTs the raw body; expects a 400 OpenAI error whose message holds `part`.
 void expect_400(uint16_t port, const std::string& path, const std::string& body, const std::string& part) {

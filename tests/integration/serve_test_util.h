@@ -1,6 +1,8 @@
 // Shared helpers for the integration tests: the reference files, and
 // one-call completion / streaming requests against a running server.
 #pragma once
+#include <sys/wait.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -97,5 +99,22 @@ inline double metric(const std::string& text, const std::string& name, const std
   }
   return -1;
 }
+
+// A suite sharing one `pagoda serve` of the bundled model (no extra flags),
+// started before its first test and required to exit 0 after its last.
+// CRTP: each suite (Derived) gets its own server pointer.
+template <class Derived>
+class BundledServerSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new PagodaServer({}); }
+  static void TearDownTestSuite() {
+    int status = server_->stop();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    delete server_;
+    server_ = nullptr;
+  }
+  static uint16_t port() { return server_->port(); }
+  static inline PagodaServer* server_ = nullptr;
+};
 
 }  // namespace pagoda::testing_http

@@ -14,19 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-class ServeTokenize : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { server_ = new PagodaServer({}); }
-  static void TearDownTestSuite() {
-    int status = server_->stop();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    delete server_;
-    server_ = nullptr;
-  }
-  static uint16_t port() { return server_->port(); }
-  static PagodaServer* server_;
-};
-PagodaServer* ServeTokenize::server_ = nullptr;
+class ServeTokenize : public BundledServerSuite<ServeTokenize> {};
 
 TEST_F(ServeTokenize, ReturnTokenStrsGivesSentencepiecesPieces) {
   const json cases = read_json_file(shared_path("testvectors/tokenizer_encodings.json"))["tok512 (stories260K)"]["cases"];
