@@ -5,6 +5,14 @@
 #     greedy /v1/completions text equals llama2.c's reference text.
 #  2. Offline throughput: `pagoda generate` with dummy Llama-2-7B weights
 #     (bf16), N prompts of 128 tokens, 128 output tokens each, ignore_eos.
+#  3. Real tokenizers and chat templates on CUDA (issue 6): tiny-random-
+#     qwen2-chat and tiny-random-chinese-llama served in fp32 give HF
+#     transformers' prompt and greedy ids (reference.json); the Qwen2-7B-
+#     Instruct and Chinese-Alpaca-2-7B shapes (dummy bf16 weights) served with
+#     those tokenizers and templates: exact prompt ids, stream == non-stream.
+#  4. With 2+ GPUs (issue 7): the Llama-2-13B shape served with
+#     --tensor-parallel-size 2 (dummy bf16 weights, Llama 2 tokenizer):
+#     prompt ids == sentencepiece's, stream == non-stream.
 # Appends rows to $OUT/e2e.md. Env: BUILD_DIR, PAGODA_SHARED_DIR, OUT,
 # E2E_REQUESTS (default 1000).
 set -u -o pipefail
@@ -71,5 +79,59 @@ print(f"| generate, dummy Llama-2-7B bf16, {n} x 128/128 ignore_eos (rc={grc}, {
 sys.exit(0 if grc == 0 and len(rows) == n else 1)
 PY
 grep -E "throughput|GPU blocks|Loaded|load" "$OUT/generate.log" | tail -6
+
+# serve_check LOG -- pagoda-serve-args... -- gpu_serve_check.py-args...
+serve_check() {
+  local log=$1; shift
+  local sargs=() cargs=()
+  while [ "$1" != "--" ]; do sargs+=("$1"); shift; done; shift
+  cargs=("$@")
+  "$BUILD/pagoda" serve "${sargs[@]}" --host 127.0.0.1 --port 0 > "$OUT/$log.out" 2> "$OUT/$log.log" &
+  local pid=$! url=""
+  for _ in $(seq 1 1200); do
+    url=$(grep -o "http://[0-9.:]*" "$OUT/$log.out" 2>/dev/null | head -1)
+    [ -n "$url" ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$url" ]; then
+    echo "| serve ${sargs[*]} | FAIL (did not start: $(tail -1 "$OUT/$log.log")) |" >> "$OUT/e2e.md"
+    rc=1
+    kill -TERM $pid 2>/dev/null; wait $pid
+    return
+  fi
+  timeout 240 python3 scripts/gpu_serve_check.py --url "$url" "${cargs[@]}" >> "$OUT/e2e.md" || rc=1
+  kill -TERM $pid; wait $pid || { echo "| serve ${sargs[*]}: exit status $? on SIGTERM | FAIL |" >> "$OUT/e2e.md"; rc=1; }
+  grep -E "KV cache|GPU blocks|tensor" "$OUT/$log.log" | head -3
+}
+
+# 3. Real tokenizers and templates on CUDA.
+for m in tiny-random-qwen2-chat tiny-random-chinese-llama; do
+  serve_check "serve-$m" "$SHARED/models/$m" --device cuda --dtype float32 -- \
+    --label "$m fp32 (HF greedy)" --reference "$SHARED/models/$m/reference.json" --ids-prompt "法国的首都是"
+done
+shape_dir() {  # preset tokenizer-source-dir -> a model dir with the preset's config and that tokenizer
+  local d=/tmp/shape-$1
+  mkdir -p "$d"
+  cp "$SHARED/models/presets/$1/config.json" "$d/"
+  for f in tokenizer.json tokenizer.model tokenizer_config.json special_tokens_map.json generation_config.json; do
+    [ -f "$2/$f" ] && cp "$2/$f" "$d/"
+  done
+  echo "$d"
+}
+QD=$(shape_dir qwen2-7b-instruct "$SHARED/models/tiny-random-qwen2-chat")
+serve_check serve-qwen2-7b "$QD" --device cuda --dtype bfloat16 --load-format dummy -- \
+  --label "Qwen2-7B-Instruct shape (dummy bf16)" --shape --reference "$SHARED/models/tiny-random-qwen2-chat/reference.json"
+CD=$(shape_dir chinese-alpaca-2-7b "$SHARED/models/tiny-random-chinese-llama")
+serve_check serve-alpaca-7b "$CD" --device cuda --dtype bfloat16 --load-format dummy -- \
+  --label "Chinese-Alpaca-2-7B shape (dummy bf16)" --shape --reference "$SHARED/models/tiny-random-chinese-llama/reference.json" \
+  --ids-prompt "法国的首都是"
+
+# 4. Tensor parallelism on 2 GPUs.
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+  LD=$(shape_dir llama-2-13b "$SHARED/tokenizers/llama2")
+  serve_check serve-13b-tp2 "$LD" --device cuda --dtype bfloat16 --load-format dummy --tensor-parallel-size 2 -- \
+    --label "Llama-2-13B shape TP=2 (dummy bf16)" --encodings "$SHARED/testvectors/tokenizer_encodings.json" --tokenizer llama2
+fi
 cat "$OUT/e2e.md"
 exit $rc

@@ -4,7 +4,10 @@
 # $OUT (the device tool's output folder) or /tmp/pagoda_gpu_out.
 #   scripts/gpu_run.sh [--no-bench] [--model-dir DIR]
 # then scripts/gpu_e2e.sh (set E2E=0 to skip): the pagoda binary serving and
-# generating on CUDA.
+# generating on CUDA. With 2+ GPUs also the tensor-parallel benches (TP=0
+# skips): NCCL all-reduce per step, Llama-2-13B at TP=1 and TP=2, 7B at TP=2.
+# SINGLE=0 skips the single-GPU benches (kernels, ops, engine, HF peer) when
+# only the multi-GPU figures are wanted.
 set -u -o pipefail
 OUT=${OUT:-/tmp/pagoda_gpu_out}
 mkdir -p "$OUT"
@@ -31,18 +34,19 @@ DEPS=${PAGODA_DEPS_DIR:-$PWD/.devcarry/deps}
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DPAGODA_SHARED_DIR="$SHARED" > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-ninja -C "$BUILD" -j"$(nproc)" pagoda_gpu_tests pagoda_gpu_bench > "$OUT/build.log" 2>&1 \
+ninja -C "$BUILD" -j"$(nproc)" pagoda_gpu_tests pagoda_gpu_bench pagoda > "$OUT/build.log" 2>&1 \
   || { grep -E "error|FAILED" -A3 "$OUT/build.log" | head -60; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
 t1=$(date +%s)
-"$BUILD/tests/pagoda_gpu_tests" > "$OUT/tests.log" 2>&1
+timeout "${TEST_TIMEOUT:-300}" "$BUILD/tests/pagoda_gpu_tests" > "$OUT/tests.log" 2>&1
 TEST_RC=$?
 echo "tests: rc=$TEST_RC in $(( $(date +%s) - t1 )) s"
 grep -E "^\[  FAILED  \]|Failure|Expected|Which is|error|seed" "$OUT/tests.log" | head -60
 grep -E "^\[  PASSED  \]|^\[  FAILED  \].*tests?, listed|tests ran" "$OUT/tests.log"
 
-if [ "$BENCH" = 1 ]; then
+SINGLE=${SINGLE:-1}
+if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ]; then
   ARGS=(--out "$OUT/bench.md")
   [ -n "$MODEL_DIR" ] && ARGS+=(--model-dir "$MODEL_DIR")
   "$BUILD/pagoda_gpu_bench" "${ARGS[@]}" > "$OUT/bench.log" 2>&1
@@ -63,7 +67,7 @@ PRESETS=${PRESETS_DIR:-$SHARED/models/presets}
 TOKS=${BENCH_TOKENIZERS:-$SHARED/tokenizers}
 N=${E2E_REQUESTS:-1000}
 : > "$OUT/engine.md"
-if [ "$BENCH" = 1 ] && [ -d "$PRESETS" ]; then
+if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ] && [ -d "$PRESETS" ]; then
   "$BUILD/pagoda_gpu_bench" --only ops --model-dir "$PRESETS/llama-2-7b" --out "$OUT/ops.md" > "$OUT/ops.log" 2>&1
   echo "ops bench: rc=$?"
   engine_bench() {  # label preset tokenizer extra-args...
@@ -84,10 +88,34 @@ if [ "$BENCH" = 1 ] && [ -d "$PRESETS" ]; then
 fi
 
 # A peer on the same machine and shape: HF transformers (eager), PEER=0 skips.
-if [ "$BENCH" = 1 ] && [ "${PEER:-1}" = 1 ] && [ -d "$PRESETS" ]; then
+if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ] && [ "${PEER:-1}" = 1 ] && [ -d "$PRESETS" ]; then
   PY=python3; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
   "$PY" scripts/bench_peer_hf.py --config "$PRESETS/llama-2-7b/config.json" > "$OUT/peer.md" 2> "$OUT/peer.log"
   echo "peer bench (HF transformers): rc=$?"
+fi
+
+# Tensor parallelism (issue 7), 2+ GPUs: the all-reduce cost of one step and
+# whole-engine figures at TP=1 vs TP=2 (same benches as above).
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+: > "$OUT/tp.md"
+if [ "$BENCH" = 1 ] && [ "${TP:-1}" = 1 ] && [ "$GPUS" -ge 2 ] && [ -d "$PRESETS" ]; then
+  for preset in llama-2-13b llama-2-7b; do
+    timeout 120 "$BUILD/pagoda_gpu_bench" --only allreduce --tensor-parallel-size 2 --model-dir "$PRESETS/$preset" \
+      --out "$OUT/allreduce-$preset.md" > "$OUT/allreduce-$preset.log" 2>&1
+    echo "all-reduce bench $preset: rc=$?"
+    grep -E "^\| NCCL|FAILED" "$OUT/allreduce-$preset.md" >> "$OUT/tp.md"
+  done
+  for run in "llama-2-13b 1 Llama-2-13B" "llama-2-13b 2 Llama-2-13B" "llama-2-7b 2 Llama-2-7B"; do
+    set -- $run
+    timeout 180 "$BUILD/pagoda_gpu_bench" --only engine --model-dir "$PRESETS/$1" --label "$3" --tensor-parallel-size "$2" \
+      --tokenizer-dir "$TOKS/llama2" --requests "$N" --no-prefill --out "$OUT/engine-$1-tp$2.md" \
+      > "$OUT/engine-$1-tp$2.log" 2>&1
+    echo "engine bench $3 TP=$2: rc=$?"
+    grep -E "^\| [^b-]" "$OUT/engine-$1-tp$2.md" | grep -v "^| benchmark" >> "$OUT/tp.md"
+  done
+  echo
+  echo "== tensor parallelism (2 GPUs)"
+  cat "$OUT/tp.md"
 fi
 
 E2E_RC=0
@@ -104,7 +132,8 @@ if [ "$BENCH" = 1 ]; then
   echo "|---|---:|---:|---|"
   grep -E "ceiling:|batch 1, CUDA graph|batch 1, ctx|prefill attn 8 x 2048, 32/32 heads D128 bf16 \|" "$OUT/bench.md" 2>/dev/null
   cat "$OUT/engine.md"
-  grep -E "^\| generate" "$OUT/e2e.md" 2>/dev/null
+  cat "$OUT/tp.md"
+  grep -E "^\| generate|FAIL" "$OUT/e2e.md" 2>/dev/null
   grep -E "^\| HF" "$OUT/peer.md" 2>/dev/null
 fi
 # Everything under one archive too (the device tool returns a few files only).

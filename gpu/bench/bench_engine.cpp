@@ -133,6 +133,7 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
   eo.max_num_seqs = 256;
   eo.max_num_batched_tokens = o.prefill ? 16384 : 8192;
   eo.enforce_eager = o.enforce_eager;
+  eo.tensor_parallel_size = o.tensor_parallel_size;
   auto ex = std::make_unique<TimingExecutor>(make_model_executor(c, eo));
   const std::shared_ptr<std::array<double, 4>> exec_s = ex->seconds();
   const int64_t graphs = ex->num_cuda_graphs();
@@ -147,7 +148,8 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
   else tok = std::make_shared<IdsTokenizer>(c.vocab_size);
   Engine e(ec, std::move(ex), tok);
   const double startup_s = since(t_start);
-  const std::string L = o.label + (o.enforce_eager ? " [eager]" : "");
+  const std::string L = o.label + (o.tensor_parallel_size > 1 ? " TP=" + std::to_string(o.tensor_parallel_size) : "") +
+                        (o.enforce_eager ? " [eager]" : "");
   rows.push_back({L + ": startup (dummy weights, KV profiling, " + std::to_string(graphs) + " CUDA graphs)",
                   startup_s * 1e3, fmt("%.0f KV blocks", static_cast<double>(blocks)),
                   fmt("%.0f tokens of KV capacity", static_cast<double>(blocks * bs))});

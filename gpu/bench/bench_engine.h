@@ -16,6 +16,7 @@ struct EngineBenchOptions {
   int offline_requests = 1000;
   bool prefill = true;        // 8 x 2048-token prompts
   bool enforce_eager = false;
+  int tensor_parallel_size = 1;  // ranks on GPUs 0..N-1 (NCCL)
 };
 
 void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows);

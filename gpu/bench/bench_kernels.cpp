@@ -2,7 +2,7 @@
 // ceilings (device-to-device copy bandwidth; bf16 GEMM rate on an
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
-//   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only kernels|model]
+//   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only kernels|model|ops|engine|allreduce]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/bench/bench_util.h"
+#include "gpu/bench/bench_allreduce.h"
 #include "gpu/bench/bench_engine.h"
 #include "gpu/bench/bench_model.h"
 #include "gpu/bench/bench_ops.h"
@@ -199,15 +200,19 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--requests") && i + 1 < argc) eb.offline_requests = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-prefill")) eb.prefill = false;
     else if (!std::strcmp(argv[i], "--enforce-eager")) eb.enforce_eager = true;
+    else if (!std::strcmp(argv[i], "--tensor-parallel-size") && i + 1 < argc) eb.tensor_parallel_size = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr,
-                   "usage: %s [--out FILE] [--model-dir DIR] [--only kernels|model|ops|engine]\n"
-                   "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] [--enforce-eager]\n",
+                   "usage: %s [--out FILE] [--model-dir DIR] [--only kernels|model|ops|engine|allreduce]\n"
+                   "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] [--enforce-eager]\n"
+                   "          [--tensor-parallel-size N]\n"
+                   "  allreduce: --tensor-parallel-size N (NCCL over GPUs 0..N-1; hidden size and layers from\n"
+                   "             --model-dir's config.json)\n",
                    argv[0]);
       return 2;
     }
   }
-  if (only == "engine" || only == "ops") {
+  if (only == "engine" || only == "ops" || only == "allreduce") {
     if (model_dir.empty()) {
       std::fprintf(stderr, "--only %s needs --model-dir\n", only.c_str());
       return 2;
@@ -216,6 +221,8 @@ int main(int argc, char** argv) {
     try {
       if (only == "ops") {
         bench_ops(model_dir, rows);
+      } else if (only == "allreduce") {
+        bench_allreduce(model_dir, eb.tensor_parallel_size, rows);
       } else {
         eb.model_dir = model_dir;
         if (eb.label.empty()) eb.label = model_dir;
