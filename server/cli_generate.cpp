@@ -12,6 +12,7 @@
 #include "server/cli.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/version.h"
 
 namespace pagoda {
 
@@ -85,9 +86,9 @@ int run_generate(GenerateArgs a) {
       a.engine.served_model_name = "stories260K";
     a.engine.model_dir = resolve_model_dir(a.engine.model_dir);
     a.engine.disable_log_stats = true;
+    // The executor logs the architecture, backend and KV cache once.
+    spdlog::info("Pagoda {} generating with {}", pagoda_version(), a.engine.model_dir);
     LoadedModel m = load_model(a.engine);
-    spdlog::info("Model {} on {}; {} KV blocks of {} tokens", a.engine.model_dir, m.backend, m.engine->num_kv_blocks(),
-                 m.engine->block_size());
     ServingModel serving = make_serving_model(m, a.engine.model_dir);
 
     struct Job {
