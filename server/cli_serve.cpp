@@ -1,6 +1,8 @@
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <future>
 #include <optional>
 
 #include <boost/asio/signal_set.hpp>
@@ -8,12 +10,17 @@
 #include <spdlog/spdlog.h>
 
 #include "server/cli.h"
+#include "server/connection_drain.h"
 #include "server/http_server.h"
 #include "server/version.h"
 #include "server/web_assets.h"
 #include "server/ws_stream.h"
 
 namespace pagoda {
+
+// How long shutdown waits for open connections to take their last bytes
+// (and, on a WebSocket, to answer the close frame) before dropping them.
+constexpr std::chrono::milliseconds kShutdownGrace{5000};
 
 void add_serve_command(CLI::App& app, ServeArgs& a) {
   app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: bundled stories260K)");
@@ -69,13 +76,16 @@ int run_serve(ServeArgs a) {
     ctx.web_dir = resolve_web_dir(a.web_dir);
     spdlog::info("Chat UI: {}", ctx.web_dir.empty() ? "none (no web/ directory found; see --web-dir)" : ctx.web_dir);
 
+    ConnectionDrain drain;
+    ctx.drain = &drain;
     auto server = std::make_unique<HttpServer>(ctx, a.host, a.port, a.network_threads);
+    std::promise<void> stop_requested;
     std::optional<boost::asio::signal_set> signals;
     signals.emplace(server->io_context(), SIGINT, SIGTERM);
-    signals->async_wait([&server](const boost::system::error_code& ec, int sig) {
+    signals->async_wait([&stop_requested](const boost::system::error_code& ec, int sig) {
       if (ec) return;
       spdlog::info("Signal {}: shutting down", sig);
-      server->stop();
+      stop_requested.set_value();
     });
     streams.start_sweeper(server->io_context().get_executor(), std::chrono::milliseconds(200));
     m.engine->start();
@@ -84,12 +94,22 @@ int run_serve(ServeArgs a) {
     std::printf("Pagoda listening on http://%s:%u\n", a.host.c_str(), static_cast<unsigned>(server->port()));
     std::fflush(stdout);
 
-    server->join();  // until a signal stops it
+    stop_requested.get_future().wait();  // until SIGINT / SIGTERM
+    // Graceful shutdown: no new connections or generations (503); the
+    // engine's stop ends every unfinished request with an "abort" delta,
+    // which the still-running network threads deliver (SSE: last chunk and
+    // [DONE]; WebSocket: done, then close 1001); idle connections close.
+    server->stop_accepting();
     handle.set_running(false);
-    m.engine->stop();  // unfinished requests get their abort delta
+    drain.begin();
+    m.engine->stop();
+    if (size_t left = drain.wait_idle(kShutdownGrace))
+      spdlog::warn("{} connection(s) still open after {} ms; dropping them", left, kShutdownGrace.count());
+    server->stop();
+    server->join();
     m.engine.reset();
     signals.reset();
-    server.reset();  // drops the remaining connections
+    server.reset();
     spdlog::info("Shut down cleanly");
     return 0;
   } catch (const std::exception& e) {

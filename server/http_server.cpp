@@ -53,11 +53,15 @@ void HttpServer::start() {
     });
 }
 
-void HttpServer::stop() {
+void HttpServer::stop_accepting() {
   net::post(acceptor_.get_executor(), [this] {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
   });
+}
+
+void HttpServer::stop() {
+  stop_accepting();
   ioc_.stop();
 }
 

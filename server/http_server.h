@@ -28,6 +28,8 @@ class HttpServer {
 
   // Starts accepting and the network threads; returns at once.
   void start();
+  // Closes the listening socket (any thread); open connections go on.
+  void stop_accepting();
   // Stops accepting and the io_context (any thread, handlers included);
   // pending connections are dropped when the server is destroyed.
   void stop();

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "server/connection_drain.h"
 #include "server/ws_session.h"
 
 namespace pagoda {
@@ -20,9 +21,22 @@ namespace http = beast::http;
 HttpSession::HttpSession(net::ip::tcp::socket&& socket, const ServerContext& ctx)
     : stream_(std::move(socket)), ctx_(ctx), router_(ctx) {}
 
+HttpSession::~HttpSession() {
+  if (drain_token_ != 0) ctx_.drain->remove(drain_token_);
+}
+
 void HttpSession::start() {
   beast::error_code ignored;
   stream_.socket().set_option(net::ip::tcp::no_delay(true), ignored);
+  if (ctx_.drain) {
+    std::weak_ptr<HttpSession> weak = weak_from_this();
+    auto executor = stream_.get_executor();
+    drain_token_ = ctx_.drain->add([weak, executor] {
+      net::post(executor, [weak] {
+        if (auto self = weak.lock()) self->on_drain();
+      });
+    });
+  }
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
 }
 
@@ -71,6 +85,7 @@ void HttpSession::handle(Request&& req) {
       res.prepare_payload();
       return send(std::move(res), /*close=*/true);
     }
+    upgraded_ = true;
     std::make_shared<WsSession>(std::move(stream_), ctx_)->run(std::move(req));
     return;
   }
@@ -82,6 +97,8 @@ void HttpSession::handle(Request&& req) {
       check_access(ctx_.access, req.method(), req.target(), req[http::field::authorization], req[http::field::origin],
                    req[http::field::access_control_request_headers]);
   RouteResult r = denied ? std::move(*denied) : router_.route(req.method(), req.target(), req.body());
+  if (draining_) keep_alive_ = false;
+  if (r.generate && draining_) r = RouteResult::error(make_error(503, "The server is shutting down"));
   if (r.generate) return start_generation(std::move(*r.generate));
   Response res{static_cast<http::status>(r.status), http_version_};
   res.set(http::field::content_type, r.content_type);
@@ -99,7 +116,7 @@ void HttpSession::send(Response&& res, bool close_after) {
   http::async_write(stream_, *response_,
                     [self = shared_from_this(), close_after](beast::error_code ec, size_t) {
                       self->response_.reset();
-                      if (ec || close_after) return self->close();
+                      if (ec || close_after || self->draining_) return self->close();
                       self->do_read();
                     });
 }
@@ -108,6 +125,15 @@ void HttpSession::close() {
   beast::error_code ignored;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
   stream_.socket().close(ignored);
+}
+
+void HttpSession::on_drain() {
+  if (upgraded_) return;
+  draining_ = true;
+  // Idle (waiting for a request, or between keep-alive requests): close now.
+  // Otherwise the response or stream in progress ends first (send() and
+  // end_generation() close when draining_).
+  if (!gen_ && !response_ && !writing_) close();
 }
 
 // ---- generation --------------------------------------------------------
@@ -277,7 +303,7 @@ void HttpSession::end_generation() {
   stream_header_.reset();
   gen_.reset();
   if (client_gone_) return;
-  if (!keep_alive_) return close();
+  if (!keep_alive_ || draining_) return close();
   if (watching_) {
     read_after_watch_ = true;
     beast::error_code ignored;

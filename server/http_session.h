@@ -10,7 +10,11 @@
 //   - non-streamed: collects the deltas, writes one JSON response;
 //   - while the request runs, a read on the socket watches the client: a
 //     closed read side or a write error aborts the request
-//     (EngineHandle::abort_request) and closes the connection.
+//     (EngineHandle::abort_request) and closes the connection;
+//   - shutdown (ServerContext::drain): an idle connection closes at once; a
+//     running generation finishes writing (the engine's stop ends it with an
+//     "abort" delta: last chunk, `data: [DONE]`), then the connection closes;
+//     a new generation is refused with 503.
 #pragma once
 #include <memory>
 #include <optional>
@@ -33,6 +37,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   // socket's executor must be a strand (HttpServer accepts onto one).
   HttpSession(boost::asio::ip::tcp::socket&& socket, const ServerContext& ctx);
+  ~HttpSession();
   void start();
 
  private:
@@ -44,6 +49,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void handle(Request&& req);
   void send(Response&& res, bool close);
   void close();
+  void on_drain();  // ConnectionDrain's closer, on this strand
 
   // Generation.
   void start_generation(ParsedRequest&& parsed);
@@ -81,6 +87,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string write_buf_;            // the SSE text being written
   std::shared_ptr<boost::beast::http::response<boost::beast::http::empty_body>> stream_header_;
   std::shared_ptr<boost::beast::http::response_serializer<boost::beast::http::empty_body>> header_sr_;
+  uint64_t drain_token_ = 0;  // 0: not registered
+  bool draining_ = false;     // close after the current response
+  bool upgraded_ = false;     // the socket went to a WsSession
 };
 
 }  // namespace pagoda

@@ -27,6 +27,7 @@ struct ServerLimits {
 };
 
 class StreamHub;
+class ConnectionDrain;
 
 struct ServerContext {
   ServingModel model;
@@ -35,6 +36,7 @@ struct ServerContext {
   AccessPolicy access;             // --api-key, --allowed-origins
   StreamHub* streams = nullptr;  // /v1/ws's resumable streams; null: no WebSocket endpoint
   std::string web_dir;           // the chat UI served at / ("" → none)
+  ConnectionDrain* drain = nullptr;  // graceful shutdown; null: sessions never drain
 };
 
 }  // namespace pagoda

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "server/connection_drain.h"
 #include "server/openai_response.h"
 #include "server/version.h"
 
@@ -23,6 +24,10 @@ constexpr size_t kMaxQueuedControl = 256;
 
 WsSession::WsSession(beast::tcp_stream&& stream, const ServerContext& ctx)
     : ws_(std::move(stream)), ctx_(ctx), slow_timer_(ws_.get_executor()), stats_timer_(ws_.get_executor()) {}
+
+WsSession::~WsSession() {
+  if (drain_token_ != 0) ctx_.drain->remove(drain_token_);
+}
 
 void WsSession::run(Request req) {
   beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts apply
@@ -58,6 +63,15 @@ void WsSession::run(Request req) {
   ws_.async_accept(req, [self](beast::error_code ec) {
     if (ec) return self->teardown(Teardown::kAbort, "handshake failed");
     self->do_read();
+    if (self->ctx_.drain) {
+      std::weak_ptr<WsSession> w = self;
+      auto executor = self->ws_.get_executor();
+      self->drain_token_ = self->ctx_.drain->add([w, executor] {
+        net::post(executor, [w] {
+          if (auto s = w.lock()) s->on_drain();
+        });
+      });
+    }
   });
 }
 
@@ -104,6 +118,7 @@ void WsSession::handle_message(const std::string& text) {
 }
 
 void WsSession::start_generation(const WsClientMessage& m) {
+  if (draining_) return queue_control(ws_error_message(m.id, make_error(503, "The server is shutting down")));
   ParseResult pr = parse_ws_generation(m, ctx_.model);
   if (auto* err = std::get_if<OpenAIError>(&pr)) return queue_control(ws_error_message(m.id, *err));
   ParsedRequest& parsed = std::get<ParsedRequest>(pr);
@@ -320,7 +335,7 @@ std::string WsSession::next_stream_message(const std::string& id) {
 }
 
 void WsSession::pump() {
-  if (writing_ || closed_) return;
+  if (writing_ || closed_ || closing_) return;
   std::string msg;
   if (!control_.empty()) {
     msg = std::move(control_.front());
@@ -336,7 +351,7 @@ void WsSession::pump() {
       msg = next_stream_message(id);
     }
   }
-  if (msg.empty()) return;
+  if (msg.empty()) return close_if_drained();
   write_buf_ = std::move(msg);
   writing_ = true;
   const uint64_t gen = ++write_gen_;
@@ -358,6 +373,31 @@ void WsSession::on_write(beast::error_code ec) {
   if (ec == websocket::error::closed) return teardown(Teardown::kAbort, "client closed the WebSocket");
   if (ec) return teardown(Teardown::kDetach, "write failed");
   pump();
+}
+
+void WsSession::on_drain() {
+  draining_ = true;
+  stats_subscribed_ = false;
+  stats_timer_.cancel();
+  pending_stats_.reset();
+  close_if_drained();
+}
+
+void WsSession::close_if_drained() {
+  if (!draining_ || closed_ || closing_ || writing_ || !attached_.empty() || !control_.empty() || !dirty_.empty())
+    return;
+  closing_ = true;
+  // A client that does not answer the close frame (it stopped reading) is
+  // given a second, not the 30 s of an opening handshake.
+  websocket::stream_base::timeout t = websocket::stream_base::timeout::suggested(beast::role_type::server);
+  t.idle_timeout = std::chrono::seconds(60);
+  t.keep_alive_pings = true;
+  t.handshake_timeout = std::chrono::seconds(1);
+  ws_.set_option(t);
+  ws_.async_close(websocket::close_reason(websocket::close_code::going_away, "server shutting down"),
+                  [self = shared_from_this()](beast::error_code) {
+                    self->teardown(Teardown::kAbort, "server shutting down");
+                  });
 }
 
 void WsSession::teardown(Teardown mode, const char* why) {

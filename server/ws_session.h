@@ -21,6 +21,10 @@
 //     stream moves here and the old socket gets a 409 error for its id.
 //   - A new request with an id already in flight: a 409 error for that id;
 //     the running request is not touched.
+//   - Shutdown (ServerContext::drain): new requests get a 503 error; once
+//     every attached stream has sent its done (the engine's stop ends each
+//     with finish_reason "abort") and nothing is left to write, the server
+//     sends a close frame 1001 "going away" (RFC 6455 section 7.4.1).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -48,6 +52,7 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   using Request = boost::beast::http::request<boost::beast::http::string_body>;
   // stream's executor must be a strand; ctx.streams must be set.
   WsSession(boost::beast::tcp_stream&& stream, const ServerContext& ctx);
+  ~WsSession();
   // Accepts the upgrade request (answers 101) and starts reading.
   void run(Request req);
 
@@ -80,6 +85,8 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   std::string next_stream_message(const std::string& id);
   void on_write(boost::beast::error_code ec);
   void teardown(Teardown mode, const char* why);
+  void on_drain();                // ConnectionDrain's closer, on this strand
+  void close_if_drained();        // the close frame once nothing is left to send
 
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
   const ServerContext& ctx_;
@@ -93,6 +100,9 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   bool writing_ = false;
   bool closed_ = false;
   bool close_received_ = false;  // the client sent a close frame (control callback)
+  bool draining_ = false;        // shutdown: close once nothing is left to send
+  bool closing_ = false;         // our close frame is being written
+  uint64_t drain_token_ = 0;     // 0: not registered
   uint64_t write_gen_ = 0;
   boost::asio::steady_timer slow_timer_;
   boost::asio::steady_timer stats_timer_;

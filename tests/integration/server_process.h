@@ -91,8 +91,18 @@ class PagodaServer {
   // SIGTERM, wait; returns the wait status (WIFEXITED/WEXITSTATUS apply), or
   // the first one again when already stopped.
   int stop() {
+    if (pid_ > 0) ::kill(pid_, SIGTERM);
+    return wait();
+  }
+  // Sends sig and returns at once (the server shuts down by itself; wait()
+  // reaps it).
+  void signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  // Waits for the process to exit (without signalling it); returns the wait
+  // status, or the first one again when already reaped.
+  int wait() {
     if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
       ::waitpid(pid_, &status_, 0);
       pid_ = -1;
     }

@@ -54,6 +54,9 @@ class WsClient {
     return nlohmann::json::parse(text);
   }
 
+  // The close frame the server sent (after a read failed with "closed").
+  boost::beast::websocket::close_reason close_reason() const { return ws_.reason(); }
+
   // A close frame (the client leaves on purpose).
   void close() {
     boost::beast::error_code ignored;
