@@ -118,7 +118,12 @@ fs::path executable_dir() {
 std::string chat_template_source(const EngineArgs& a, const TokenizerConfig& tc) {
   if (a.chat_template.empty()) return tc.chat_template;
   std::error_code ec;
-  if (fs::is_regular_file(a.chat_template, ec)) return read_file(a.chat_template);
+  if (fs::is_regular_file(a.chat_template, ec)) {
+    std::string t = read_file(a.chat_template);
+    if (t.find_first_not_of(" \t\r\n") == std::string::npos)
+      throw std::runtime_error(fmt::format("--chat-template: file '{}' is empty", a.chat_template));
+    return t;
+  }
   // vLLM accepts the template itself in place of a path.
   if (a.chat_template.find("{{") != std::string::npos || a.chat_template.find("{%") != std::string::npos)
     return a.chat_template;

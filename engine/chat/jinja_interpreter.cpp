@@ -25,6 +25,7 @@ List iterate(const Value& v) {
 }
 
 std::string Interpreter::render(const Body& body, Dict globals) {
+  steps_ = 0;
   auto root = std::make_shared<Frame>();
   root->vars = builtin_globals();
   for (auto& [k, v] : globals) root->vars.emplace_back(std::move(k), std::move(v));
@@ -61,7 +62,17 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, std::string& out, con
   return Flow::Normal;
 }
 
+void Interpreter::check_budget(const std::string& out) {
+  if (++steps_ > kMaxSteps)
+    throw ChatTemplateError("chat template rendering exceeded " + std::to_string(kMaxSteps) +
+                            " steps (a runaway loop?)");
+  if (out.size() > kMaxOutputBytes)
+    throw ChatTemplateError("chat template rendering exceeded " + std::to_string(kMaxOutputBytes >> 20) +
+                            " MiB of output");
+}
+
 Interpreter::Flow Interpreter::exec(const Stmt& s, std::string& out, const FramePtr& frame) {
+  check_budget(out);
   switch (s.kind) {
     case Stmt::Kind::Text: out += s.text; break;
     case Stmt::Kind::Output: out += eval(*s.expr, frame).to_string(); break;

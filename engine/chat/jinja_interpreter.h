@@ -5,6 +5,8 @@
 // ImmutableSandboxedEnvironment with jinja2.Undefined (lenient undefined
 // values that render as "" and fail on any other use).
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -40,7 +42,17 @@ class Interpreter {
   Value lookup(const std::string& name, const FramePtr& frame) const;
 
   static constexpr int kMaxMacroDepth = 100;  // recursion bound, like Python's stack limit
+  // Bounds on one render, so a runaway template (an operator's
+  // --chat-template) fails its request instead of holding a network thread
+  // and memory: statements executed, and bytes in any output buffer. Real
+  // chat templates take ~10-50 statements per message and render a prompt
+  // of at most a few MB (max_model_len tokens); the step bound is reached in
+  // about a second on one core.
+  static constexpr int64_t kMaxSteps = 2'000'000;
+  static constexpr size_t kMaxOutputBytes = size_t{16} << 20;
+  void check_budget(const std::string& out);
   int macro_depth_ = 0;
+  int64_t steps_ = 0;
   Value filter_input_;  // operand of the innermost filter of a filter block / block set
 };
 

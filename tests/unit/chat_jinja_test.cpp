@@ -236,6 +236,13 @@ TEST(ChatJinja, FilterBlocksAndBadInputLimits) {
   EXPECT_NE(Err("{{ 'ab' * 100000000000 }}").find("too large"), std::string::npos);
   EXPECT_EQ(Err("{{ range(1000000) | length }}"),
             "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+  // A runaway template (loops under MAX_RANGE each) fails instead of
+  // rendering for hours: by output size (16 MiB) or by steps (2 million).
+  EXPECT_NE(Err("{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}").find("16 MiB of output"),
+            std::string::npos);
+  EXPECT_NE(Err("{% for i in range(100000) %}{% for j in range(100000) %}{% set x = j %}{% endfor %}{% endfor %}")
+                .find("2000000 steps"),
+            std::string::npos);
 }
 
 TEST(ChatJinja, RenderOrderedKeepsKeyOrderForToJson) {
