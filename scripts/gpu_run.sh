@@ -18,7 +18,7 @@ MODEL_DIR=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-bench) BENCH=0 ;;
-    --model-dir) MODEL_DIR="$2"; shift ;;
+    --model-dir) MODEL_DIR="${2:?--model-dir needs a directory}"; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -30,6 +30,13 @@ done
 # staged by scripts/stage_device_deps.sh and carried in .devcarry/deps.
 DEPS=${PAGODA_DEPS_DIR:-$PWD/.devcarry/deps}
 [ -d "$DEPS/lib/pkgconfig" ] && export PKG_CONFIG_PATH="$DEPS/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+
+BENCH_RC=0
+note_rc() {  # rc label...: prints "label: rc=N"; a failed benchmark fails the run
+  local r=$1; shift
+  echo "$*: rc=$r"
+  [ "$r" = 0 ] || BENCH_RC=1
+}
 
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
@@ -50,7 +57,7 @@ if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ]; then
   ARGS=(--out "$OUT/bench.md")
   [ -n "$MODEL_DIR" ] && ARGS+=(--model-dir "$MODEL_DIR")
   "$BUILD/pagoda_gpu_bench" "${ARGS[@]}" > "$OUT/bench.log" 2>&1
-  echo "bench: rc=$?"
+  note_rc $? "bench"
   grep -vE "^\|" "$OUT/bench.log" | tail -5
   echo
   echo "== tests: rc=$TEST_RC; $(grep -cE '^\[       OK \]' "$OUT/tests.log") ok, $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.log") failed lines"
@@ -69,14 +76,14 @@ N=${E2E_REQUESTS:-1000}
 : > "$OUT/engine.md"
 if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ] && [ -d "$PRESETS" ]; then
   "$BUILD/pagoda_gpu_bench" --only ops --model-dir "$PRESETS/llama-2-7b" --out "$OUT/ops.md" > "$OUT/ops.log" 2>&1
-  echo "ops bench: rc=$?"
+  note_rc $? "ops bench"
   engine_bench() {  # label preset tokenizer extra-args...
     local label=$1 preset=$2 tok=$3; shift 3
     local targs=()
     [ -d "$TOKS/$tok" ] && targs=(--tokenizer-dir "$TOKS/$tok")
     "$BUILD/pagoda_gpu_bench" --only engine --model-dir "$PRESETS/$preset" --label "$label" "${targs[@]}" \
       --requests "$N" --out "$OUT/engine-$preset.md" "$@" > "$OUT/engine-$preset.log" 2>&1
-    echo "engine bench $label: rc=$? (tokenizer: ${targs[1]:-ids only})"
+    note_rc $? "engine bench $label (tokenizer: ${targs[1]:-ids only})"
     grep -E "^\| [^b-]" "$OUT/engine-$preset.md" | grep -v "^| benchmark" >> "$OUT/engine.md"
   }
   engine_bench Llama-2-7B llama-2-7b llama2
@@ -91,18 +98,18 @@ fi
 if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ] && [ "${PEER:-1}" = 1 ] && [ -d "$PRESETS" ]; then
   PY=python3; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
   "$PY" scripts/bench_peer_hf.py --config "$PRESETS/llama-2-7b/config.json" > "$OUT/peer.md" 2> "$OUT/peer.log"
-  echo "peer bench (HF transformers): rc=$?"
+  note_rc $? "peer bench (HF transformers)"
 fi
 
 # Tensor parallelism (issue 7), 2+ GPUs: the all-reduce cost of one step and
 # whole-engine figures at TP=1 vs TP=2 (same benches as above).
-GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 : > "$OUT/tp.md"
 if [ "$BENCH" = 1 ] && [ "${TP:-1}" = 1 ] && [ "$GPUS" -ge 2 ] && [ -d "$PRESETS" ]; then
   for preset in llama-2-13b llama-2-7b; do
     timeout 120 "$BUILD/pagoda_gpu_bench" --only allreduce --tensor-parallel-size 2 --model-dir "$PRESETS/$preset" \
       --out "$OUT/allreduce-$preset.md" > "$OUT/allreduce-$preset.log" 2>&1
-    echo "all-reduce bench $preset: rc=$?"
+    note_rc $? "all-reduce bench $preset"
     grep -E "^\| NCCL|FAILED" "$OUT/allreduce-$preset.md" >> "$OUT/tp.md"
   done
   for run in "llama-2-13b 1 Llama-2-13B" "llama-2-13b 2 Llama-2-13B" "llama-2-7b 2 Llama-2-7B"; do
@@ -110,7 +117,7 @@ if [ "$BENCH" = 1 ] && [ "${TP:-1}" = 1 ] && [ "$GPUS" -ge 2 ] && [ -d "$PRESETS
     timeout 180 "$BUILD/pagoda_gpu_bench" --only engine --model-dir "$PRESETS/$1" --label "$3" --tensor-parallel-size "$2" \
       --tokenizer-dir "$TOKS/llama2" --requests "$N" --no-prefill --out "$OUT/engine-$1-tp$2.md" \
       > "$OUT/engine-$1-tp$2.log" 2>&1
-    echo "engine bench $3 TP=$2: rc=$?"
+    note_rc $? "engine bench $3 TP=$2"
     grep -E "^\| [^b-]" "$OUT/engine-$1-tp$2.md" | grep -v "^| benchmark" >> "$OUT/tp.md"
   done
   echo
@@ -127,7 +134,7 @@ if [ "${E2E:-1}" = 1 ]; then
 fi
 if [ "$BENCH" = 1 ]; then
   echo
-  echo "== summary (tests rc=$TEST_RC, e2e rc=$E2E_RC)"
+  echo "== summary (tests rc=$TEST_RC, e2e rc=$E2E_RC, benches rc=$BENCH_RC)"
   echo "| benchmark | ms | figure | note |"
   echo "|---|---:|---:|---|"
   grep -E "ceiling:|batch 1, CUDA graph|batch 1, ctx|prefill attn 8 x 2048, 32/32 heads D128 bf16 \|" "$OUT/bench.md" 2>/dev/null
@@ -138,4 +145,4 @@ if [ "$BENCH" = 1 ]; then
 fi
 # Everything under one archive too (the device tool returns a few files only).
 [ -n "${ARCHIVE:-}" ] && tar czf "$ARCHIVE" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
-[ "$TEST_RC" = 0 ] && [ "$E2E_RC" = 0 ]
+[ "$TEST_RC" = 0 ] && [ "$E2E_RC" = 0 ] && [ "$BENCH_RC" = 0 ]

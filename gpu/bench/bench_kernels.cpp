@@ -218,6 +218,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     std::vector<Row> rows;
+    bool failed = false;
     try {
       if (only == "ops") {
         bench_ops(model_dir, rows);
@@ -231,6 +232,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s benchmark failed: %s\n", only.c_str(), e.what());
       rows.push_back({only + " benchmark FAILED: " + e.what(), 0, "-", "-"});
+      failed = true;
     }
     print_table(rows, stdout);
     if (!out_path.empty()) {
@@ -239,12 +241,13 @@ int main(int argc, char** argv) {
         std::fclose(f);
       }
     }
-    return 0;
+    return failed ? 1 : 0;
   }
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "pagoda_gpu_bench: no CUDA device\n");
     return 1;
   }
+  bool model_failed = false;
   try {
     auto backend = make_cuda_backend(0, DType::BF16);
     auto& b = dynamic_cast<cuda::CudaBackend&>(*backend);
@@ -273,6 +276,7 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "model benchmark failed: %s\n", e.what());
         rows.push_back({std::string("model benchmark FAILED: ") + e.what(), 0, "-", "-"});
+        model_failed = true;
       }
     }
     std::printf("\n");
@@ -289,5 +293,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pagoda_gpu_bench: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return model_failed ? 1 : 0;
 }
