@@ -254,10 +254,16 @@ class EngineImpl {
     }
   }
 
-  // Aborts everything queued or scheduled (shutdown, or a failed step).
+  // Aborts everything queued or scheduled. Shutdown (error ""): requests
+  // still in the queue were accepted like the running ones, so they are
+  // admitted and end the same way, with an "abort" delta per choice. A
+  // failed step (error set): queued requests get that error.
   void fail_all(const std::string& error) {
-    while (auto cmd = queue.pop()) {
-      if (cmd->kind == Command::Kind::kAdd) push_error(*cmd->request, error.empty() ? "engine stopped" : error);
+    if (error.empty()) {
+      drain();
+    } else {
+      while (auto cmd = queue.pop())
+        if (cmd->kind == Command::Kind::kAdd) push_error(*cmd->request, error);
     }
     local.requests_finished_total["abort"] += scheduler.abort_all();
     publish();

@@ -93,6 +93,7 @@ void merge(RequestOutput& merged, RequestOutput& d) {
     merged.stop_str = d.stop_str;
     merged.stop_token_id = d.stop_token_id;
     merged.error = d.error;
+    merged.error_status = d.error_status;
   }
 }
 

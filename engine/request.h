@@ -58,6 +58,9 @@ struct RequestOutput {
   int64_t prompt_tokens = 0;      // usage, valid on every delta
   int64_t completion_tokens = 0;  // total so far
   std::string error;              // non-empty: the request failed (finished)
+  // The HTTP status an API layer reports for `error`: 400 (the request is
+  // invalid), 503 (the server is shutting down and takes no new requests).
+  int error_status = 400;
   // Engine-side timings (seconds since arrival), for metrics.
   double first_token_s = -1.0;
 };

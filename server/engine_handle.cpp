@@ -1,11 +1,27 @@
 #include "server/engine_handle.h"
 
 #include "engine/engine.h"
+#include "engine/output_channel.h"
 
 namespace pagoda {
 
 void EngineAdapter::add_request(std::unique_ptr<GenerateRequest> request) {
-  engine_.add_request(std::move(request));
+  std::lock_guard<std::mutex> lock(add_mu_);
+  if (running_.load()) return engine_.add_request(std::move(request));
+  if (!request || !request->output) return;
+  RequestOutput out;
+  out.request_id = request->request_id;
+  out.finished = true;
+  out.finish_reason = FinishReason::kAbort;
+  out.prompt_tokens = static_cast<int64_t>(request->prompt_token_ids.size());
+  out.error = "The server is shutting down";
+  out.error_status = 503;
+  request->output->push(std::move(out));
+}
+
+void EngineAdapter::set_running(bool r) {
+  std::lock_guard<std::mutex> lock(add_mu_);
+  running_.store(r);
 }
 void EngineAdapter::abort_request(const std::string& request_id) { engine_.abort_request(request_id); }
 EngineStats EngineAdapter::stats() const { return engine_.stats(); }

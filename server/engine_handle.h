@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/request.h"
@@ -24,7 +25,11 @@ class EngineHandle {
 };
 
 // The real engine. running() is what the owner last set (true between
-// Engine::start() and Engine::stop()).
+// Engine::start() and Engine::stop()). While not running, add_request
+// answers at once with a 503 error ("The server is shutting down") instead
+// of queueing; once set_running(false) has returned, no request reaches the
+// engine's queue any more (shutdown: everything the engine holds then ends
+// with its abort delta when it stops).
 class EngineAdapter final : public EngineHandle {
  public:
   explicit EngineAdapter(Engine& engine) : engine_(engine) {}
@@ -32,10 +37,11 @@ class EngineAdapter final : public EngineHandle {
   void abort_request(const std::string& request_id) override;
   EngineStats stats() const override;
   bool running() const override { return running_.load(); }
-  void set_running(bool r) { running_.store(r); }
+  void set_running(bool r);
 
  private:
   Engine& engine_;
+  std::mutex add_mu_;  // orders add_request against set_running(false)
   std::atomic<bool> running_{false};
 };
 

@@ -131,9 +131,11 @@ void HttpSession::on_drain() {
   if (upgraded_) return;
   draining_ = true;
   // Idle (waiting for a request, or between keep-alive requests): close now.
-  // Otherwise the response or stream in progress ends first (send() and
-  // end_generation() close when draining_).
-  if (!gen_ && !response_ && !writing_) close();
+  // A request partly received is read to its end and answered (503 for a
+  // generation, with Connection: close); a response or stream in progress
+  // ends first (send() and end_generation() close when draining_).
+  const bool mid_request = parser_ && parser_->got_some() && !gen_;
+  if (!gen_ && !response_ && !writing_ && !mid_request) close();
 }
 
 // ---- generation --------------------------------------------------------
@@ -235,6 +237,7 @@ void HttpSession::on_output() {
   }
   res.set(http::field::content_type, "application/json");
   for (auto& [k, v] : cors_headers_) res.set(k, v);
+  if (draining_) keep_alive_ = false;  // shutdown: say so (Connection: close)
   res.keep_alive(keep_alive_);
   res.prepare_payload();
   response_ = std::make_shared<Response>(std::move(res));

@@ -79,6 +79,7 @@ void merge_delta(RequestOutput& into, const RequestOutput& d) {
     into.stop_str = d.stop_str;
     into.stop_token_id = d.stop_token_id;
     into.error = d.error;
+    into.error_status = d.error_status;
   }
 }
 
@@ -125,7 +126,8 @@ json completion_response(const ParsedRequest& req, const RequestOutput& merged) 
 }
 
 OpenAIError error_for_output(const RequestOutput& out) {
-  return bad_request(out.error.empty() ? "request failed" : out.error);
+  const std::string msg = out.error.empty() ? "request failed" : out.error;
+  return out.error_status == 400 ? bad_request(msg) : make_error(out.error_status, msg);
 }
 
 StreamFormatter::StreamFormatter(const ParsedRequest& req) : req_(req) {

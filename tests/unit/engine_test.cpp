@@ -168,6 +168,38 @@ TEST(Engine, AbortFreesBlocksAndEndsWithAbort) {
   EXPECT_EQ(h.engine->stats().requests_finished_total["abort"], 1);
 }
 
+// Shutdown (Engine::stop / the destructor): a request still in the queue
+// was accepted like a running one, so it ends the same way, with an "abort"
+// delta per choice and no error (it used to get the error "engine stopped",
+// which the API reported as a 400).
+TEST(Engine, ShutdownEndsQueuedAndRunningRequestsWithAbortNotAnError) {
+  Harness h(64);
+  SamplingParams sp = greedy(50);
+  sp.ignore_eos = true;
+  auto running = h.add("run", make_prompt(1, 9), sp);
+  h.engine->step();  // "run" is admitted and has its first token
+  auto queued = h.add("queued", make_prompt(2, 5), sp);
+  SamplingParams two = sp;
+  two.n = 2;
+  auto queued_n2 = h.add("queued-n2", make_prompt(3, 5), two);
+  h.engine.reset();  // not started: the destructor aborts what it holds
+  RequestOutput r = collect(*running);
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.finish_reason, FinishReason::kAbort);
+  EXPECT_EQ(r.token_ids.size(), 1u);
+  RequestOutput q = collect(*queued);
+  EXPECT_EQ(q.error, "");
+  EXPECT_EQ(q.finish_reason, FinishReason::kAbort);
+  EXPECT_TRUE(q.token_ids.empty());
+  EXPECT_EQ(q.prompt_tokens, 5);
+  std::vector<RequestOutput> choices = collect_all(*queued_n2);
+  ASSERT_EQ(choices.size(), 2u);
+  for (const RequestOutput& c : choices) {
+    EXPECT_EQ(c.error, "");
+    EXPECT_EQ(c.finish_reason, FinishReason::kAbort);
+  }
+}
+
 TEST(Engine, AbortOfAWaitingRequest) {
   EngineConfig cfg;
   cfg.max_num_seqs = 1;
