@@ -74,40 +74,35 @@ bool OutputChannel::finished() const {
   return finished_;
 }
 
-namespace {
-
-void merge(RequestOutput& merged, RequestOutput& d) {
-  merged.request_id = d.request_id;
-  merged.index = d.index;
-  merged.token_ids.insert(merged.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
-  merged.text += d.text;
-  merged.logprobs.insert(merged.logprobs.end(), std::make_move_iterator(d.logprobs.begin()),
-                         std::make_move_iterator(d.logprobs.end()));
-  merged.cumulative_logprob = d.cumulative_logprob;
-  merged.prompt_tokens = d.prompt_tokens;
-  merged.completion_tokens = d.completion_tokens;
-  if (d.first_token_s >= 0 && merged.first_token_s < 0) merged.first_token_s = d.first_token_s;
-  if (d.finished) {
-    merged.finished = true;
-    merged.finish_reason = d.finish_reason;
-    merged.stop_str = d.stop_str;
-    merged.stop_token_id = d.stop_token_id;
-    merged.error = d.error;
-    merged.error_status = d.error_status;
+void merge_delta(RequestOutput& into, const RequestOutput& d) {
+  into.request_id = d.request_id;
+  into.index = d.index;
+  into.text += d.text;
+  into.token_ids.insert(into.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+  into.logprobs.insert(into.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+  into.cumulative_logprob = d.cumulative_logprob;
+  into.prompt_tokens = d.prompt_tokens;
+  into.completion_tokens = d.completion_tokens;
+  if (d.first_token_s >= 0 && into.first_token_s < 0) into.first_token_s = d.first_token_s;
+  if (d.finished || !d.error.empty()) {
+    into.finished = true;
+    into.finish_reason = d.finish_reason;
+    into.stop_str = d.stop_str;
+    into.stop_token_id = d.stop_token_id;
+    into.error = d.error;
+    into.error_status = d.error_status;
   }
 }
-
-}  // namespace
 
 RequestOutput collect(OutputChannel& ch) {
   RequestOutput merged;
   for (;;) {
     for (RequestOutput& d : ch.wait(std::chrono::milliseconds(1000))) {
-      merge(merged, d);
+      merge_delta(merged, d);
       if (d.finished && (ch.num_choices() == 1 || !d.error.empty())) return merged;
     }
     if (ch.num_choices() > 1 && ch.finished()) {
-      for (RequestOutput& d : ch.drain()) merge(merged, d);
+      for (RequestOutput& d : ch.drain()) merge_delta(merged, d);
       merged.finished = true;
       return merged;
     }
@@ -120,16 +115,16 @@ std::vector<RequestOutput> collect_all(OutputChannel& ch) {
     for (RequestOutput& d : ch.wait(std::chrono::milliseconds(1000))) {
       if (!d.error.empty()) {
         RequestOutput e;
-        merge(e, d);
+        merge_delta(e, d);
         return {e};
       }
       if (d.index < 0) continue;  // not a choice: never sent by the engine
       if (static_cast<size_t>(d.index) >= out.size()) out.resize(static_cast<size_t>(d.index) + 1);
-      merge(out[static_cast<size_t>(d.index)], d);
+      merge_delta(out[static_cast<size_t>(d.index)], d);
     }
     if (ch.finished()) {
       for (RequestOutput& d : ch.drain())
-        if (d.index >= 0 && static_cast<size_t>(d.index) < out.size()) merge(out[static_cast<size_t>(d.index)], d);
+        if (d.index >= 0 && static_cast<size_t>(d.index) < out.size()) merge_delta(out[static_cast<size_t>(d.index)], d);
       return out;
     }
   }

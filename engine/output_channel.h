@@ -48,6 +48,13 @@ class OutputChannel {
   std::vector<int> finished_indices_;
 };
 
+// Appends delta d to `into`: text, token ids and logprobs concatenated;
+// cumulative logprob, usage and index from d; the first-token time once;
+// the finish fields (finish_reason, stop_str / stop_token_id, error and its
+// status) when d is finished or carries an error. Deltas of one choice, in
+// order (or one request's, for collect()).
+void merge_delta(RequestOutput& into, const RequestOutput& d);
+
 // Collects a whole request synchronously (offline use and tests): waits for
 // the finished delta and returns the deltas merged into one.
 // With n > 1, the deltas of all choices are merged into one (use

@@ -129,16 +129,9 @@ int run_generate(GenerateArgs a) {
       for (Job& j : jobs) {
         if (j.done) continue;
         for (RequestOutput& d : j.channel->drain()) {
-          j.merged.text += d.text;
-          j.merged.token_ids.insert(j.merged.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+          merge_delta(j.merged, d);
           tokens += static_cast<int64_t>(d.token_ids.size());
-          j.merged.prompt_tokens = d.prompt_tokens;
-          j.merged.completion_tokens = d.completion_tokens;
           if (d.finished) {
-            j.merged.finished = true;
-            j.merged.finish_reason = d.finish_reason;
-            j.merged.stop_str = d.stop_str;
-            j.merged.stop_token_id = d.stop_token_id;
             j.error = d.error;
             j.done = true;
             --pending;

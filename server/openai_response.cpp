@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "engine/output_channel.h"
+
 namespace pagoda {
 
 using nlohmann::json;
@@ -61,26 +63,6 @@ json stop_reason_json(const RequestOutput& out) {
   if (out.stop_str) return *out.stop_str;
   if (out.stop_token_id) return *out.stop_token_id;
   return nullptr;
-}
-
-void merge_delta(RequestOutput& into, const RequestOutput& d) {
-  into.request_id = d.request_id;
-  into.index = d.index;
-  into.text += d.text;
-  into.token_ids.insert(into.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
-  into.logprobs.insert(into.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-  into.cumulative_logprob = d.cumulative_logprob;
-  into.prompt_tokens = d.prompt_tokens;
-  into.completion_tokens = d.completion_tokens;
-  if (d.first_token_s >= 0 && into.first_token_s < 0) into.first_token_s = d.first_token_s;
-  if (d.finished || !d.error.empty()) {
-    into.finished = true;
-    into.finish_reason = d.finish_reason;
-    into.stop_str = d.stop_str;
-    into.stop_token_id = d.stop_token_id;
-    into.error = d.error;
-    into.error_status = d.error_status;
-  }
 }
 
 json completion_response(const ParsedRequest& req, const std::vector<RequestOutput>& choices) {

@@ -46,10 +46,6 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 // Content-Type of a streamed response: SSE, or JSON for /generate.
 const char* stream_content_type(const ParsedRequest& req);
 
-// Appends delta d to into (text, ids, logprobs; finish fields when d is the
-// finished one). Deltas of one choice, in order.
-void merge_delta(RequestOutput& into, const RequestOutput& d);
-
 // The whole response body for a non-streamed request from each choice's
 // merged output (choices[i].index == i; all finished). An output with error
 // set must go through error_for_output instead.
