@@ -26,17 +26,6 @@ uint64_t mix_seed(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-void push_error(const GenerateRequest& req, const std::string& error) {
-  if (!req.output) return;
-  RequestOutput out;
-  out.request_id = req.request_id;
-  out.finished = true;
-  out.finish_reason = FinishReason::kAbort;
-  out.prompt_tokens = static_cast<int64_t>(req.prompt_token_ids.size());
-  out.error = error;
-  req.output->push(std::move(out));
-}
-
 SchedulerConfig scheduler_config(const EngineConfig& c, const Tokenizer& tok) {
   SchedulerConfig s;
   s.max_num_seqs = c.max_num_seqs;

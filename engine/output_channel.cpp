@@ -74,6 +74,18 @@ bool OutputChannel::finished() const {
   return finished_;
 }
 
+void push_error(const GenerateRequest& req, const std::string& error, int status) {
+  if (!req.output) return;
+  RequestOutput out;
+  out.request_id = req.request_id;
+  out.finished = true;
+  out.finish_reason = FinishReason::kAbort;
+  out.prompt_tokens = static_cast<int64_t>(req.prompt_token_ids.size());
+  out.error = error;
+  out.error_status = status;
+  req.output->push(std::move(out));
+}
+
 void merge_delta(RequestOutput& into, const RequestOutput& d) {
   into.request_id = d.request_id;
   into.index = d.index;

@@ -48,6 +48,12 @@ class OutputChannel {
   std::vector<int> finished_indices_;
 };
 
+// Ends req with an error before it produced anything: pushes one finished
+// delta (finish_reason abort, prompt_tokens = the prompt's length, `error`,
+// error_status = `status`: 400 invalid request, 503 shutting down) onto
+// req.output; nothing when req has no output channel.
+void push_error(const GenerateRequest& req, const std::string& error, int status = 400);
+
 // Appends delta d to `into`: text, token ids and logprobs concatenated;
 // cumulative logprob, usage and index from d; the first-token time once;
 // the finish fields (finish_reason, stop_str / stop_token_id, error and its

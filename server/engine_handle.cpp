@@ -8,15 +8,7 @@ namespace pagoda {
 void EngineAdapter::add_request(std::unique_ptr<GenerateRequest> request) {
   std::lock_guard<std::mutex> lock(add_mu_);
   if (running_.load()) return engine_.add_request(std::move(request));
-  if (!request || !request->output) return;
-  RequestOutput out;
-  out.request_id = request->request_id;
-  out.finished = true;
-  out.finish_reason = FinishReason::kAbort;
-  out.prompt_tokens = static_cast<int64_t>(request->prompt_token_ids.size());
-  out.error = "The server is shutting down";
-  out.error_status = 503;
-  request->output->push(std::move(out));
+  if (request) push_error(*request, "The server is shutting down", 503);
 }
 
 void EngineAdapter::set_running(bool r) {

@@ -108,8 +108,7 @@ json completion_response(const ParsedRequest& req, const RequestOutput& merged) 
 }
 
 OpenAIError error_for_output(const RequestOutput& out) {
-  const std::string msg = out.error.empty() ? "request failed" : out.error;
-  return out.error_status == 400 ? bad_request(msg) : make_error(out.error_status, msg);
+  return make_error(out.error_status, out.error.empty() ? "request failed" : out.error);
 }
 
 StreamFormatter::StreamFormatter(const ParsedRequest& req) : req_(req) {
