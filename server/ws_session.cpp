@@ -20,6 +20,17 @@ namespace websocket = beast::websocket;
 namespace {
 // Control messages (errors) a client may leave unread before it is dropped.
 constexpr size_t kMaxQueuedControl = 256;
+
+// Beast's server timeouts with a 60 s idle limit and keep-alive pings (an
+// idle but live client answers them); `handshake` bounds the opening and
+// the closing handshake.
+websocket::stream_base::timeout ws_timeouts(std::chrono::seconds handshake) {
+  websocket::stream_base::timeout t = websocket::stream_base::timeout::suggested(beast::role_type::server);
+  t.idle_timeout = std::chrono::seconds(60);
+  t.keep_alive_pings = true;
+  t.handshake_timeout = handshake;
+  return t;
+}
 }  // namespace
 
 WsSession::WsSession(beast::tcp_stream&& stream, const ServerContext& ctx)
@@ -36,10 +47,7 @@ void WsSession::run(Request req) {
     beast::get_lowest_layer(ws_).socket().set_option(
         net::socket_base::send_buffer_size(ctx_.limits.stream_send_buffer_bytes), ignored);
   }
-  websocket::stream_base::timeout t = websocket::stream_base::timeout::suggested(beast::role_type::server);
-  t.idle_timeout = std::chrono::seconds(60);
-  t.keep_alive_pings = true;  // an idle but live client answers the pings
-  ws_.set_option(t);
+  ws_.set_option(ws_timeouts(std::chrono::seconds(30)));
   ws_.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
     res.set(beast::http::field::server, std::string("pagoda/") + pagoda_version());
   }));
@@ -389,11 +397,7 @@ void WsSession::close_if_drained() {
   closing_ = true;
   // A client that does not answer the close frame (it stopped reading) is
   // given a second, not the 30 s of an opening handshake.
-  websocket::stream_base::timeout t = websocket::stream_base::timeout::suggested(beast::role_type::server);
-  t.idle_timeout = std::chrono::seconds(60);
-  t.keep_alive_pings = true;
-  t.handshake_timeout = std::chrono::seconds(1);
-  ws_.set_option(t);
+  ws_.set_option(ws_timeouts(std::chrono::seconds(1)));
   ws_.async_close(websocket::close_reason(websocket::close_code::going_away, "server shutting down"),
                   [self = shared_from_this()](beast::error_code) {
                     self->teardown(Teardown::kAbort, "server shutting down");
