@@ -74,21 +74,24 @@ PRESETS=${PRESETS_DIR:-$SHARED/models/presets}
 TOKS=${BENCH_TOKENIZERS:-$SHARED/tokenizers}
 N=${E2E_REQUESTS:-1000}
 : > "$OUT/engine.md"
+# engine_bench TABLE TAG LABEL PRESET TOKENIZER [extra pagoda_gpu_bench args...]:
+# one engine bench (logs in $OUT/engine-TAG.{md,log}), its rows appended to
+# $OUT/TABLE.
+engine_bench() {
+  local table=$1 tag=$2 label=$3 preset=$4 tok=$5; shift 5
+  local targs=()
+  [ -d "$TOKS/$tok" ] && targs=(--tokenizer-dir "$TOKS/$tok")
+  timeout 180 "$BUILD/pagoda_gpu_bench" --only engine --model-dir "$PRESETS/$preset" --label "$label" "${targs[@]}" \
+    --requests "$N" --out "$OUT/engine-$tag.md" "$@" > "$OUT/engine-$tag.log" 2>&1
+  note_rc $? "engine bench $label $* (tokenizer: ${targs[1]:-ids only})"
+  grep -E "^\| [^b-]" "$OUT/engine-$tag.md" | grep -v "^| benchmark" >> "$OUT/$table"
+}
 if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ] && [ -d "$PRESETS" ]; then
   "$BUILD/pagoda_gpu_bench" --only ops --model-dir "$PRESETS/llama-2-7b" --out "$OUT/ops.md" > "$OUT/ops.log" 2>&1
   note_rc $? "ops bench"
-  engine_bench() {  # label preset tokenizer extra-args...
-    local label=$1 preset=$2 tok=$3; shift 3
-    local targs=()
-    [ -d "$TOKS/$tok" ] && targs=(--tokenizer-dir "$TOKS/$tok")
-    "$BUILD/pagoda_gpu_bench" --only engine --model-dir "$PRESETS/$preset" --label "$label" "${targs[@]}" \
-      --requests "$N" --out "$OUT/engine-$preset.md" "$@" > "$OUT/engine-$preset.log" 2>&1
-    note_rc $? "engine bench $label (tokenizer: ${targs[1]:-ids only})"
-    grep -E "^\| [^b-]" "$OUT/engine-$preset.md" | grep -v "^| benchmark" >> "$OUT/engine.md"
-  }
-  engine_bench Llama-2-7B llama-2-7b llama2
-  engine_bench Qwen2-7B-Instruct qwen2-7b-instruct qwen2 --no-prefill
-  engine_bench Chinese-Alpaca-2-7B chinese-alpaca-2-7b chinese-llama-2 --no-prefill
+  engine_bench engine.md llama-2-7b Llama-2-7B llama-2-7b llama2
+  engine_bench engine.md qwen2-7b-instruct Qwen2-7B-Instruct qwen2-7b-instruct qwen2 --no-prefill
+  engine_bench engine.md chinese-alpaca-2-7b Chinese-Alpaca-2-7B chinese-alpaca-2-7b chinese-llama-2 --no-prefill
   echo
   echo "== per-op time of one step (Llama-2-7B shape, bf16, CUDA events)"
   cat "$OUT/ops.md"
@@ -112,14 +115,9 @@ if [ "$BENCH" = 1 ] && [ "${TP:-1}" = 1 ] && [ "$GPUS" -ge 2 ] && [ -d "$PRESETS
     note_rc $? "all-reduce bench $preset"
     grep -E "^\| NCCL|FAILED" "$OUT/allreduce-$preset.md" >> "$OUT/tp.md"
   done
-  for run in "llama-2-13b 1 Llama-2-13B" "llama-2-13b 2 Llama-2-13B" "llama-2-7b 2 Llama-2-7B"; do
-    set -- $run
-    timeout 180 "$BUILD/pagoda_gpu_bench" --only engine --model-dir "$PRESETS/$1" --label "$3" --tensor-parallel-size "$2" \
-      --tokenizer-dir "$TOKS/llama2" --requests "$N" --no-prefill --out "$OUT/engine-$1-tp$2.md" \
-      > "$OUT/engine-$1-tp$2.log" 2>&1
-    note_rc $? "engine bench $3 TP=$2"
-    grep -E "^\| [^b-]" "$OUT/engine-$1-tp$2.md" | grep -v "^| benchmark" >> "$OUT/tp.md"
-  done
+  engine_bench tp.md llama-2-13b-tp1 Llama-2-13B llama-2-13b llama2 --tensor-parallel-size 1 --no-prefill
+  engine_bench tp.md llama-2-13b-tp2 Llama-2-13B llama-2-13b llama2 --tensor-parallel-size 2 --no-prefill
+  engine_bench tp.md llama-2-7b-tp2 Llama-2-7B llama-2-7b llama2 --tensor-parallel-size 2 --no-prefill
   echo
   echo "== tensor parallelism (2 GPUs)"
   cat "$OUT/tp.md"
