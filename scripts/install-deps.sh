@@ -4,6 +4,7 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
+  ccache                    # compiler cache (CMake uses it when found)
   libboost1.81-dev          # Asio, Beast, Lockfree (header-only parts)
   nlohmann-json3-dev
   libsentencepiece-dev
