@@ -41,6 +41,20 @@ struct SamplingParams {
   // OpenAI logit_bias: (token id, bias in [-100, 100]) added to the logits
   // before sampling.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM allowed_token_ids: when non-empty, every other id gets -inf before
+  // the steps below (ids in [0, vocab)).
+  std::vector<int32_t> allowed_token_ids;
+  // vLLM bad_words, as sent, and their token ids (filled by the server:
+  // each word encoded without special tokens, with and without a leading
+  // space, as vLLM's SamplingParams.update_from_tokenizer). A one-token word
+  // is banned at every step; a longer one bans its last token when the
+  // output so far ends with the others.
+  std::vector<std::string> bad_words;
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
+  // vLLM prompt_logprobs: unset = none; k >= 0 = each prompt token's raw
+  // logprob (the first token has none) plus the k most likely tokens' at
+  // that position (k <= kMaxLogprobs).
+  std::optional<int> prompt_logprobs;
 
   bool greedy() const { return temperature < 1e-5f; }
 };
