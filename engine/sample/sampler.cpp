@@ -122,6 +122,13 @@ void Sampler::apply_penalties(std::span<float> logits, const SampleInput& in) {
   const SamplingParams& sp = *in.params;
   const int64_t vocab = static_cast<int64_t>(logits.size());
   auto valid = [&](int32_t id) { return id >= 0 && id < vocab; };
+  if (!sp.allowed_token_ids.empty()) {
+    std::vector<bool> allowed(logits.size(), false);
+    for (int32_t id : sp.allowed_token_ids)
+      if (valid(id)) allowed[static_cast<size_t>(id)] = true;
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (!allowed[i]) logits[i] = -std::numeric_limits<float>::infinity();
+  }
   for (auto [id, bias] : sp.logit_bias)
     if (valid(id)) logits[static_cast<size_t>(id)] += bias;
   for (int32_t id : in.suppress_ids)

@@ -4,8 +4,10 @@
 //  0. logprobs (when wanted, see wants_logprob()): the raw model
 //     log-softmax of the row, before anything below (vLLM's default
 //     logprobs_mode "raw_logprobs");
-//  1. logit_bias: bias[id] added to the logit (OpenAI logit_bias);
-//  2. min_tokens: `suppress_ids` (EOS, stop_token_ids) get -inf;
+//  1. allowed_token_ids (vLLM): when set, every other id gets -inf;
+//     logit_bias: bias[id] added to the logit (OpenAI logit_bias);
+//  2. `suppress_ids` get -inf: min_tokens' EOS and stop_token_ids, and the
+//     bad words' bans (engine/sample/bad_words.h), gathered by the caller;
 //  3. penalties: repetition_penalty (CTRL, Keskar et al. 2019: a token seen
 //     in the prompt or output has its logit divided by the penalty when
 //     positive, multiplied when negative), then frequency_penalty (minus
@@ -41,7 +43,7 @@ struct SampleInput {
   const SamplingParams* params = nullptr;
   std::span<const int32_t> prompt_ids;   // for repetition_penalty
   std::span<const int32_t> output_ids;   // for all three penalties
-  std::span<const int32_t> suppress_ids; // ids banned this step (min_tokens)
+  std::span<const int32_t> suppress_ids; // ids banned this step (min_tokens, bad words)
   std::mt19937_64* rng = nullptr;        // used when not greedy
 };
 

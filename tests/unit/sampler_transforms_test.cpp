@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/sample/bad_words.h"
 #include "engine/sample/sampler.h"
 
 namespace pagoda {
@@ -259,6 +260,48 @@ TEST(SamplerTransforms, TopPOnALargeVocabularyKeepsWhatAFullSortKeeps) {
       }
     }
   }
+}
+
+TEST(SamplerTransforms, AllowedTokenIdsLeaveOnlyThoseIds) {
+  SamplingParams sp;
+  sp.allowed_token_ids = {1, 3};
+  sp.logit_bias = {{0, 50.0f}, {3, 1.0f}};  // a bias cannot bring back a masked id
+  std::vector<float> l = {5.0f, 1.0f, 9.0f, 1.0f};
+  // softmax over ids 1 and 3 of [1, 2].
+  expect_probs(Sampler::probabilities(l, {&sp}), {0.0, 0.2689414, 0.0, 0.7310586});
+  sp.temperature = 0.0f;
+  std::vector<float> l2 = {5.0f, 1.0f, 9.0f, 1.0f};
+  EXPECT_EQ(Sampler::sample(l2, {&sp}), 3);
+}
+
+// vLLM v1's bad words: a one-token word is always banned; a longer word bans
+// its last token when the OUTPUT ends with its other tokens (the prompt does
+// not count); words longer than output + 1 ban nothing.
+TEST(SamplerTransforms, BadWordBansFollowTheOutputTail) {
+  SamplingParams sp;
+  sp.bad_words_token_ids = {{7}, {4, 5}, {1, 2, 3}, {}};
+  std::vector<int32_t> bans;
+  append_bad_word_bans(sp, {}, bans);
+  EXPECT_EQ(bans, (std::vector<int32_t>{7}));
+  bans.clear();
+  append_bad_word_bans(sp, std::vector<int32_t>{9, 4}, bans);
+  EXPECT_EQ(bans, (std::vector<int32_t>{7, 5}));
+  bans.clear();
+  append_bad_word_bans(sp, std::vector<int32_t>{1, 2}, bans);
+  EXPECT_EQ(bans, (std::vector<int32_t>{7, 3}));
+  bans.clear();
+  append_bad_word_bans(sp, std::vector<int32_t>{1, 2, 4, 0}, bans);
+  EXPECT_EQ(bans, (std::vector<int32_t>{7}));
+  // With min_tokens pending, EOS (unless ignore_eos) and stop ids come first.
+  sp.min_tokens = 5;
+  sp.stop_token_ids = {11};
+  bans.clear();
+  append_sampling_bans(sp, std::vector<int32_t>{9, 4}, {2}, bans);
+  EXPECT_EQ(bans, (std::vector<int32_t>{2, 11, 7, 5}));
+  sp.ignore_eos = true;
+  bans.clear();
+  append_sampling_bans(sp, std::vector<int32_t>{9, 4}, {2}, bans);
+  EXPECT_EQ(bans, (std::vector<int32_t>{11, 7, 5}));
 }
 
 }  // namespace
