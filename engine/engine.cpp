@@ -11,6 +11,7 @@
 #include "engine/model_runner.h"
 #include "engine/output_channel.h"
 #include "engine/request_queue.h"
+#include "engine/sample/bad_words.h"
 #include "engine/sample/sampler.h"
 #include "engine/sched/scheduler.h"
 #include "engine/stats_logger.h"
@@ -148,11 +149,7 @@ class EngineImpl {
       local.requests_finished_total["length"] += out.num_finished_by_capacity;
     did = did || out.num_finished_by_capacity > 0;
     if (!out.empty()) {
-      if (runner.execute_and_sample(out, scheduler.config().eos_token_ids, device_ids)) {
-        // Sampled on the device: ids only (no logprob was asked for).
-        sampled.clear();
-        for (int32_t id : device_ids) sampled.push_back(TokenLogprob{id, 0.0f, {}});
-      } else {
+      if (!runner.execute_and_sample(out, scheduler.config().eos_token_ids, sampled)) {
         runner.execute(out, logits);
         sample(out);
       }
@@ -207,10 +204,7 @@ class EngineImpl {
 
   TokenLogprob sample_one(Sequence& seq, std::span<float> row) {
     suppress.clear();
-    if (seq.num_output_tokens() < seq.sampling.min_tokens) {
-      if (!seq.sampling.ignore_eos) suppress = scheduler.config().eos_token_ids;
-      suppress.insert(suppress.end(), seq.sampling.stop_token_ids.begin(), seq.sampling.stop_token_ids.end());
-    }
+    append_sampling_bans(seq.sampling, seq.output_ids(), scheduler.config().eos_token_ids, suppress);
     SampleInput in{&seq.sampling, seq.prompt_ids(), seq.output_ids(), suppress, &seq.rng};
     return Sampler::sample_with_logprobs(row, in);
   }
@@ -274,7 +268,6 @@ class EngineImpl {
 
   std::vector<float> logits;
   std::vector<TokenLogprob> sampled;
-  std::vector<int32_t> device_ids;  // ids sampled on the device
   std::vector<float> scratch;
   std::vector<int32_t> suppress;
   LatencyTracker latency;

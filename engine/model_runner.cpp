@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include "engine/sample/bad_words.h"
 #include "engine/sample/sampler.h"
 
 #include <algorithm>
@@ -44,46 +45,104 @@ void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits
                              " logits, expected " + std::to_string(want));
 }
 
-bool ModelRunner::device_samplable(const Sequence& seq, const std::vector<int32_t>& eos_token_ids) {
-  const SamplingParams& sp = seq.sampling;
-  if (sp.presence_penalty != 0.f || sp.frequency_penalty != 0.f || sp.repetition_penalty != 1.f) return false;
-  // Logprobs (asked for, or best_of > n ranking by cumulative logprob) and
-  // logit_bias need the host Sampler.
-  if (!sp.logit_bias.empty() || Sampler::wants_logprob(sp)) return false;
-  // Out-of-range values keep the CPU Sampler's handling.
-  if (!(sp.temperature >= 0.f) || !(sp.top_p > 0.f && sp.top_p <= 1.f) || !(sp.min_p >= 0.f && sp.min_p <= 1.f))
-    return false;
-  if (seq.num_output_tokens() < sp.min_tokens &&
-      (!sp.stop_token_ids.empty() || (!sp.ignore_eos && !eos_token_ids.empty())))
-    return false;
-  return true;
+int32_t ModelRunner::acquire_slot(const Sequence& seq, bool& fresh) {
+  auto it = slot_of_.find(seq.uid);
+  if (it != slot_of_.end()) {
+    fresh = false;
+    it->second.second = step_;
+    return it->second.first;
+  }
+  fresh = true;
+  int32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = num_slots_++;
+  }
+  slot_of_.emplace(seq.uid, std::make_pair(slot, step_));
+  return slot;
+}
+
+const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& out,
+                                                       const std::vector<int32_t>& eos_token_ids) {
+  ++step_;
+  DeviceSamplingBatch& b = sampling_;
+  b.clear();
+  int32_t src = 0;
+  auto add = [&](Sequence& seq) {
+    const SamplingParams& sp = seq.sampling;
+    DeviceSampleRow r;
+    r.src_row = src;
+    const bool greedy = sp.greedy();
+    r.temperature = greedy ? 0.f : sp.temperature;
+    r.top_k = sp.top_k;
+    r.top_p = sp.top_p;
+    r.min_p = sp.min_p;
+    r.repetition_penalty = sp.repetition_penalty;
+    r.frequency_penalty = sp.frequency_penalty;
+    r.presence_penalty = sp.presence_penalty;
+    if (Sampler::wants_logprob(sp)) r.logprobs = std::clamp(sp.logprobs.value_or(0), 0, kMaxLogprobs);
+    if (!sp.allowed_token_ids.empty()) {
+      r.allow_begin = static_cast<int32_t>(b.ids.size());
+      b.ids.insert(b.ids.end(), sp.allowed_token_ids.begin(), sp.allowed_token_ids.end());
+      r.allow_count = static_cast<int32_t>(sp.allowed_token_ids.size());
+    }
+    r.ban_begin = static_cast<int32_t>(b.ids.size());
+    append_sampling_bans(sp, seq.output_ids(), eos_token_ids, b.ids);
+    r.ban_count = static_cast<int32_t>(b.ids.size()) - r.ban_begin;
+    if (!sp.logit_bias.empty()) {
+      r.bias_begin = static_cast<int32_t>(b.bias.size());
+      b.bias.insert(b.bias.end(), sp.logit_bias.begin(), sp.logit_bias.end());
+      r.bias_count = static_cast<int32_t>(sp.logit_bias.size());
+    }
+    if (sp.repetition_penalty != 1.f || sp.frequency_penalty != 0.f || sp.presence_penalty != 0.f) {
+      bool fresh = false;
+      r.slot = acquire_slot(seq, fresh);
+      if (fresh) {
+        DeviceSlotInit in;
+        in.slot = r.slot;
+        in.prompt_begin = static_cast<int32_t>(b.ids.size());
+        in.prompt_count = static_cast<int32_t>(seq.num_prompt_tokens);
+        b.ids.insert(b.ids.end(), seq.prompt_ids().begin(), seq.prompt_ids().end());
+        in.output_begin = static_cast<int32_t>(b.ids.size());
+        in.output_count = static_cast<int32_t>(seq.num_output_tokens());
+        b.ids.insert(b.ids.end(), seq.output_ids().begin(), seq.output_ids().end());
+        b.inits.push_back(in);
+      }
+    }
+    r.seed = greedy ? 0 : seq.rng();
+    b.rows.push_back(r);
+  };
+  for (const ScheduledSeq& s : out.seqs) {
+    if (!s.samples) continue;
+    add(*s.seq);
+    for (Sequence* f : s.forks) add(*f);
+    ++src;
+  }
+  // Slots of sequences that did not sample this step go back (finished,
+  // preempted or aborted sequences; rebuilt if they sample again).
+  for (auto it = slot_of_.begin(); it != slot_of_.end();) {
+    if (it->second.second != step_) {
+      free_slots_.push_back(it->second.first);
+      it = slot_of_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  b.num_slots = num_slots_;
+  return b;
 }
 
 bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
-                                     std::vector<int32_t>& token_ids) {
+                                     std::vector<TokenLogprob>& sampled) {
   if (!executor_.can_sample_on_device()) return false;
-  for (const ScheduledSeq& s : out.seqs) {
-    // A group parent's prompt row also serves its forks: the host Sampler
-    // draws several tokens from one row.
-    if (s.samples && (!s.forks.empty() || !device_samplable(*s.seq, eos_token_ids))) return false;
-  }
-  params_.clear();
-  for (const ScheduledSeq& s : out.seqs) {
-    if (!s.samples) continue;
-    const SamplingParams& sp = s.seq->sampling;
-    DeviceSampleParams p;
-    p.temperature = sp.greedy() ? 0.f : sp.temperature;
-    p.top_k = sp.top_k;
-    p.top_p = sp.top_p;
-    p.min_p = sp.min_p;
-    p.seed = sp.greedy() ? 0 : (*s.seq).rng();
-    params_.push_back(p);
-  }
+  build_sampling(out, eos_token_ids);
   batch_ = build_batch(out, executor_.block_size());
-  executor_.execute_and_sample(batch_, params_, token_ids);
-  if (token_ids.size() != params_.size())
-    throw std::runtime_error("ModelRunner: executor returned " + std::to_string(token_ids.size()) +
-                             " ids, expected " + std::to_string(params_.size()));
+  executor_.execute_and_sample(batch_, sampling_, sampled);
+  if (sampled.size() != sampling_.rows.size())
+    throw std::runtime_error("ModelRunner: executor returned " + std::to_string(sampled.size()) +
+                             " samples, expected " + std::to_string(sampling_.rows.size()));
   return true;
 }
 

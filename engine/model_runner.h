@@ -8,10 +8,13 @@
 // for a non-final prefill chunk).
 #pragma once
 #include <cstdint>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/model/forward_batch.h"
 #include "engine/model/model_executor.h"
+#include "engine/sample/device_sampling.h"
 #include "engine/sched/scheduler.h"
 
 namespace pagoda {
@@ -30,24 +33,39 @@ class ModelRunner {
   void execute(const SchedulerOutput& out, std::vector<float>& logits);
 
   // Device sampling (vLLM samples on the GPU): when the executor can sample
-  // on its device and every sampling sequence needs nothing the device
-  // sampler lacks (no penalties, logit_bias, logprobs, and no ids to
-  // suppress for min_tokens given eos_token_ids), runs the step, fills
-  // token_ids with one id per sampling sequence in schedule order and
-  // returns true; a non-greedy sequence draws its row's 64-bit seed from its
-  // own rng, so a seeded request reproduces. Otherwise runs nothing and
-  // returns false (the caller runs execute() and the CPU Sampler).
+  // on its device, runs the step and samples every sampling sequence there
+  // (forks of a prompt from their parent's row), filling `sampled` with one
+  // TokenLogprob per sampled token in schedule order (a parent, then its
+  // forks) and returning true; otherwise runs nothing and returns false (the
+  // caller runs execute() and the host Sampler). Each row carries its
+  // sequence's SamplingParams (device_sampling.h): bans from
+  // append_sampling_bans, logprobs when Sampler::wants_logprob, a penalty
+  // slot when a penalty is set, and a non-greedy row's 64-bit seed drawn
+  // from the sequence's own rng, so a seeded request reproduces. A sequence
+  // keeps its penalty slot while it samples every step; a sequence that did
+  // not sample in a step gives its slot back and has it rebuilt from its
+  // ids when it samples again.
   bool execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
-                          std::vector<int32_t>& token_ids);
-  // Whether the device sampler can serve this sequence's next token.
-  static bool device_samplable(const Sequence& seq, const std::vector<int32_t>& eos_token_ids);
+                          std::vector<TokenLogprob>& sampled);
+  // The sampling rows of `out` as execute_and_sample would pass them
+  // (exposed for tests).
+  const DeviceSamplingBatch& build_sampling(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids);
+  // Penalty slots held now (sequences that sampled with a penalty last step).
+  size_t num_penalty_slots_held() const { return slot_of_.size(); }
 
   ModelExecutor& executor() { return executor_; }
 
  private:
   ModelExecutor& executor_;
+  int32_t acquire_slot(const Sequence& seq, bool& fresh);
+
   ForwardBatch batch_;  // reused between steps
-  std::vector<DeviceSampleParams> params_;
+  DeviceSamplingBatch sampling_;
+  // Penalty slots: sequence uid -> slot, and the step each was last used.
+  std::unordered_map<uint64_t, std::pair<int32_t, uint64_t>> slot_of_;
+  std::vector<int32_t> free_slots_;
+  int32_t num_slots_ = 0;
+  uint64_t step_ = 0;
 };
 
 }  // namespace pagoda

@@ -90,7 +90,12 @@ if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ] && [ -d "$PRESETS" ]; then
   "$BUILD/pagoda_gpu_bench" --only ops --model-dir "$PRESETS/llama-2-7b" --out "$OUT/ops.md" > "$OUT/ops.log" 2>&1
   note_rc $? "ops bench"
   engine_bench engine.md llama-2-7b Llama-2-7B llama-2-7b llama2
-  engine_bench engine.md qwen2-7b-instruct Qwen2-7B-Instruct qwen2-7b-instruct qwen2 --no-prefill
+  # Qwen2-7B also with the seeds' sampling settings and logprobs=5 (issue 11).
+  engine_bench engine.md qwen2-7b-instruct Qwen2-7B-Instruct qwen2-7b-instruct qwen2 --no-prefill --sampling-variants
+  "$BUILD/pagoda_gpu_bench" --only sampler --model-dir "$PRESETS/qwen2-7b-instruct" --out "$OUT/sampler.md" \
+    > "$OUT/sampler.log" 2>&1
+  note_rc $? "sampler bench"
+  grep -E "^\| GpuSampler" "$OUT/sampler.md" >> "$OUT/engine.md"
   engine_bench engine.md chinese-alpaca-2-7b Chinese-Alpaca-2-7B chinese-alpaca-2-7b chinese-llama-2 --no-prefill
   echo
   echo "== per-op time of one step (Llama-2-7B shape, bf16, CUDA events)"

@@ -148,18 +148,16 @@ class BackendModelExecutor final : public ModelExecutor {
 #ifdef PAGODA_HAVE_CUDA
   bool can_sample_on_device() const override { return sampler_ != nullptr; }
 
-  void execute_and_sample(const ForwardBatch& batch, const std::vector<DeviceSampleParams>& params,
-                          std::vector<int32_t>& token_ids) override {
-    if (!sampler_) ModelExecutor::execute_and_sample(batch, params, token_ids);
-    if (params.size() != batch.logits_indices.size())
-      throw std::invalid_argument("execute_and_sample: one DeviceSampleParams per logits row expected");
+  void execute_and_sample(const ForwardBatch& batch, const DeviceSamplingBatch& sampling,
+                          std::vector<TokenLogprob>& out) override {
+    if (!sampler_) ModelExecutor::execute_and_sample(batch, sampling, out);
+    for (const DeviceSampleRow& r : sampling.rows)
+      if (r.src_row < 0 || static_cast<size_t>(r.src_row) >= batch.logits_indices.size())
+        throw std::invalid_argument("execute_and_sample: a sampling row reads past the step's logits rows");
     check(batch);
-    sample_params_.resize(params.size());
-    for (size_t i = 0; i < params.size(); ++i)
-      sample_params_[i] = {params[i].temperature, params[i].top_k, params[i].top_p, params[i].min_p, params[i].seed};
     run_ranks([&](int r) {
-      Tensor out = forward(r, batch);
-      if (r == 0) sampler_->sample(out, sample_params_, token_ids);
+      Tensor logits = forward(r, batch);
+      if (r == 0) sampler_->sample(logits, sampling, out);
     });
   }
 
@@ -169,7 +167,7 @@ class BackendModelExecutor final : public ModelExecutor {
   // called once the KV cache is allocated.
   void init_cuda_extras() {
     run_ranks([&](int r) {
-      if (r == 0) sampler_ = std::make_unique<cuda::GpuSampler>(*rank(0).backend);
+      if (r == 0) sampler_ = std::make_unique<cuda::GpuSampler>(*rank(0).backend, config_.vocab_size);
     });
     if (opts_.enforce_eager) {
       spdlog::info("CUDA graphs off (--enforce-eager): every step runs eagerly");
@@ -226,7 +224,6 @@ class BackendModelExecutor final : public ModelExecutor {
   std::vector<Rank> ranks_;
 #ifdef PAGODA_HAVE_CUDA
   std::unique_ptr<cuda::GpuSampler> sampler_;
-  std::vector<cuda::GpuSampleParams> sample_params_;
 #endif
   RankThreads threads_;  // declared last: joined first
 };

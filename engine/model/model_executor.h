@@ -10,22 +10,10 @@
 
 #include "engine/model/forward_batch.h"
 #include "engine/model/model_config.h"
+#include "engine/request.h"
+#include "engine/sample/device_sampling.h"
 
 namespace pagoda {
-
-// Per-row parameters for sampling on the executor's device (the subset of
-// SamplingParams that needs no host state: no penalties, logit_bias or
-// logprobs). Semantics: engine/sample/sampler.h steps 3-4; the random draw
-// comes from `seed` (a fresh 64-bit key per row and step), not from the
-// Sequence's host RNG, so the ids differ from the CPU Sampler's but follow
-// the same distribution (gpu/gpu_sampler.h).
-struct DeviceSampleParams {
-  float temperature = 0.f;  // < 1e-5: greedy
-  int32_t top_k = 0;        // <= 0: off
-  float top_p = 1.f;        // (0, 1]
-  float min_p = 0.f;        // [0, 1]
-  uint64_t seed = 0;
-};
 
 class ModelExecutor {
  public:
@@ -41,12 +29,14 @@ class ModelExecutor {
   virtual int64_t num_cuda_graphs() const { return 0; }
   // True when execute_and_sample works (the CUDA backend).
   virtual bool can_sample_on_device() const { return false; }
-  // One step, then one token per logits row picked on the device with
-  // params[row] (params.size() == batch.logits_indices.size()): only the ids
-  // come back. Throws std::logic_error where unsupported.
-  virtual void execute_and_sample(const ForwardBatch& /*batch*/,
-                                  const std::vector<DeviceSampleParams>& /*params*/,
-                                  std::vector<int32_t>& /*token_ids*/) {
+  // One step, then every row of `sampling` sampled on the device
+  // (engine/sample/device_sampling.h: the host Sampler's features and
+  // order; rows read logits row src_row < batch.logits_indices.size()):
+  // out gets one TokenLogprob per sampling row, in order — the id, and the
+  // logprobs the row asked for. Only those come back to the host. Throws
+  // std::logic_error where unsupported, std::invalid_argument on bad rows.
+  virtual void execute_and_sample(const ForwardBatch& /*batch*/, const DeviceSamplingBatch& /*sampling*/,
+                                  std::vector<TokenLogprob>& /*out*/) {
     throw std::logic_error("ModelExecutor: no device sampling on this backend");
   }
   virtual std::string describe() const = 0;  // "cpu fp32", "cuda bf16 (NVIDIA H200)"

@@ -4,6 +4,7 @@
 // SequenceGroup: one request = best_of sequences sharing the prompt (vLLM
 // v0's SequenceGroup). Owned by the Scheduler; engine thread only.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -28,7 +29,8 @@ enum class SequenceStatus { kWaiting, kRunning, kFinished };
 struct Sequence {
   Sequence(const GenerateRequest& req, int64_t max_tokens, uint64_t rng_seed, const Tokenizer& tok,
            int index = 0)
-      : request_id(req.request_id),
+      : uid(next_uid()),
+        request_id(req.request_id),
         index(index),
         token_ids(req.prompt_token_ids),
         num_prompt_tokens(static_cast<int64_t>(req.prompt_token_ids.size())),
@@ -39,6 +41,9 @@ struct Sequence {
         rng(rng_seed),
         detokenizer(tok, req.prompt_token_ids, req.sampling.skip_special_tokens) {}
 
+  // Unique for the process's lifetime (a freed Sequence's address may be
+  // reused; its uid is not): keys per-sequence device state.
+  uint64_t uid = 0;
   std::string request_id;
   // Sample index within the request's group, [0, best_of). Deltas carry it
   // as RequestOutput::index when the group streams (best_of == n).
@@ -84,6 +89,12 @@ struct Sequence {
     return {token_ids.data() + num_prompt_tokens, static_cast<size_t>(num_output_tokens())};
   }
   bool finished() const { return status == SequenceStatus::kFinished; }
+
+ private:
+  static uint64_t next_uid() {
+    static std::atomic<uint64_t> counter{0};
+    return ++counter;
+  }
 };
 
 // One request's samples. seqs[0] (the parent) prefills the prompt; when its

@@ -64,10 +64,10 @@ class TimingExecutor final : public ModelExecutor {
     inner_->execute(b, logits);
     add(b, since(t));
   }
-  void execute_and_sample(const ForwardBatch& b, const std::vector<DeviceSampleParams>& p,
-                          std::vector<int32_t>& ids) override {
+  void execute_and_sample(const ForwardBatch& b, const DeviceSamplingBatch& p,
+                          std::vector<TokenLogprob>& out) override {
     const auto t = Clock::now();
-    inner_->execute_and_sample(b, p, ids);
+    inner_->execute_and_sample(b, p, out);
     add(b, since(t));
   }
   // [0] all steps, [1] decode-only steps, [2] their count, [3] their tokens.
@@ -90,8 +90,15 @@ struct Submitted {
   std::vector<std::shared_ptr<OutputChannel>> chans;
 };
 
+SamplingParams greedy_params() {
+  SamplingParams p;
+  p.temperature = 0.f;
+  return p;
+}
+const SamplingParams kGreedy = greedy_params();
+
 Submitted submit(Engine& e, std::mt19937& rng, int n, int prompt_len, int max_tokens, int64_t vocab,
-                 const std::string& tag) {
+                 const std::string& tag, const SamplingParams& sp = kGreedy) {
   Submitted s;
   std::uniform_int_distribution<int32_t> id(100, static_cast<int32_t>(std::min<int64_t>(vocab, 32000) - 1));
   for (int i = 0; i < n; ++i) {
@@ -99,7 +106,7 @@ Submitted submit(Engine& e, std::mt19937& rng, int n, int prompt_len, int max_to
     r->request_id = tag + std::to_string(i);
     r->prompt_token_ids.push_back(1);
     for (int k = 1; k < prompt_len; ++k) r->prompt_token_ids.push_back(id(rng));
-    r->sampling.temperature = 0.f;
+    r->sampling = sp;
     r->sampling.ignore_eos = true;
     r->sampling.max_tokens = max_tokens;
     r->output = std::make_shared<OutputChannel>();
@@ -185,12 +192,36 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
                         dt * 1e3, fmt("%.0f prompt tok/s", 8 * 2048 / dt), "goal 40,000 tok/s"});
     }
   }
-  // Offline throughput.
-  if (o.offline_requests > 0) {
+  // Offline throughput: greedy, then (sampling_variants) the seeds' Qwen2
+  // settings and logprobs=5 on every request, same shape.
+  struct Variant {
+    std::string name;
+    SamplingParams sp;
+  };
+  std::vector<Variant> variants{{"greedy", kGreedy}};
+  if (o.sampling_variants) {
+    SamplingParams seeds;
+    seeds.temperature = 0.7f;
+    seeds.top_p = 0.8f;
+    seeds.top_k = 20;
+    seeds.repetition_penalty = 1.05f;
+    variants.push_back({"T 0.7 top_p 0.8 top_k 20 repetition_penalty 1.05", seeds});
+    SamplingParams lp;
+    lp.temperature = 0.f;
+    lp.logprobs = 5;
+    variants.push_back({"greedy, logprobs 5", lp});
+  }
+  for (const Variant& var : variants) {
+    if (o.offline_requests <= 0) break;
+    const bool first = &var == &variants.front();
     const int n = o.offline_requests;
     const std::array<double, 4> exec0 = *exec_s;
     const auto t = Clock::now();
-    Submitted s = submit(e, rng, n, 128, 128, c.vocab_size, "o-");
+    Submitted s = submit(e, rng, n, 128, 128, c.vocab_size, "o" + std::to_string(&var - variants.data()) + "-",
+                         var.sp);
+    const EngineStats st0 = e.stats();
+    int64_t finished0 = 0;
+    for (const auto& [k, v] : st0.requests_finished_total) finished0 += v;
     int64_t peak_blocks = 0, peak_tokens = 0, steps = 0;
     double sum_used = 0;
     int64_t used_samples = 0;
@@ -199,9 +230,9 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
       const EngineStats st = e.stats();
       int64_t finished = 0;
       for (const auto& [k, v] : st.requests_finished_total) finished += v;
-      // Requests finished before this run: warm-up + batch-1 + prefill ones.
-      const int64_t before = 2 + (o.prefill ? 16 : 0);
-      const int64_t gen_before = 8 + 256 + (o.prefill ? 16 : 0);
+      // Requests finished and tokens generated before this run.
+      const int64_t before = finished0;
+      const int64_t gen_before = st0.generation_tokens_total;
       const int64_t gen_running = st.generation_tokens_total - gen_before - 128 * (finished - before);
       const int64_t tokens = st.num_running * 127 + gen_running;
       if (st.kv_blocks_used > 0 && st.num_waiting == 0) {
@@ -218,6 +249,12 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
     const double dec_s = (*exec_s)[1] - exec0[1], dec_n = (*exec_s)[2] - exec0[2], dec_t = (*exec_s)[3] - exec0[3];
     const int64_t out = count_output(s);
     const EngineStats st = e.stats();
+    if (!first) {
+      rows.push_back({L + ": offline " + std::to_string(n) + " x 128/128, " + var.name, dt * 1e3,
+                      fmt("%.0f output tok/s", static_cast<double>(out) / dt),
+                      fmt("%.2f ms per step", dt * 1e3 / static_cast<double>(steps))});
+      continue;
+    }
     rows.push_back({L + ": offline, time per step", dt * 1e3 / static_cast<double>(steps),
                     fmt("%.2f ms in the executor (GPU step + copies)", in_exec * 1e3 / static_cast<double>(steps)),
                     fmt("%.2f ms on the host besides (schedule, batch, postprocess, detokenize)",

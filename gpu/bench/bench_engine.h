@@ -17,6 +17,9 @@ struct EngineBenchOptions {
   bool prefill = true;        // 8 x 2048-token prompts
   bool enforce_eager = false;
   int tensor_parallel_size = 1;  // ranks on GPUs 0..N-1 (NCCL)
+  // After the greedy offline run, the same with the seeds' Qwen2 sampling
+  // settings and with logprobs=5 on every request.
+  bool sampling_variants = false;
 };
 
 void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows);

@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/model_config.h"
 #include "gpu/bench/bench_util.h"
 #include "gpu/bench/bench_allreduce.h"
 #include "gpu/bench/bench_engine.h"
+#include "gpu/bench/bench_sampler.h"
 #include "gpu/bench/bench_model.h"
 #include "gpu/bench/bench_ops.h"
 #include "gpu/cuda_backend.h"
@@ -200,19 +202,21 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--requests") && i + 1 < argc) eb.offline_requests = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-prefill")) eb.prefill = false;
     else if (!std::strcmp(argv[i], "--enforce-eager")) eb.enforce_eager = true;
+    else if (!std::strcmp(argv[i], "--sampling-variants")) eb.sampling_variants = true;
     else if (!std::strcmp(argv[i], "--tensor-parallel-size") && i + 1 < argc) eb.tensor_parallel_size = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr,
-                   "usage: %s [--out FILE] [--model-dir DIR] [--only kernels|model|ops|engine|allreduce]\n"
+                   "usage: %s [--out FILE] [--model-dir DIR] [--only kernels|model|ops|engine|allreduce|sampler]\n"
                    "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] [--enforce-eager]\n"
-                   "          [--tensor-parallel-size N]\n"
+                   "          [--tensor-parallel-size N] [--sampling-variants]\n"
+                   "  sampler: the device sampler's kernel time at batch 256 (vocab from --model-dir)\n"
                    "  allreduce: --tensor-parallel-size N (NCCL over GPUs 0..N-1; hidden size and layers from\n"
                    "             --model-dir's config.json)\n",
                    argv[0]);
       return 2;
     }
   }
-  if (only == "engine" || only == "ops" || only == "allreduce") {
+  if (only == "engine" || only == "ops" || only == "allreduce" || only == "sampler") {
     if (model_dir.empty()) {
       std::fprintf(stderr, "--only %s needs --model-dir\n", only.c_str());
       return 2;
@@ -222,6 +226,8 @@ int main(int argc, char** argv) {
     try {
       if (only == "ops") {
         bench_ops(model_dir, rows);
+      } else if (only == "sampler") {
+        bench_sampler(ModelConfig::from_dir(model_dir).vocab_size, 256, rows);
       } else if (only == "allreduce") {
         bench_allreduce(model_dir, eb.tensor_parallel_size, rows);
       } else {

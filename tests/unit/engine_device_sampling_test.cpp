@@ -1,11 +1,15 @@
-// ModelRunner::execute_and_sample: the device-sampling path is taken only
-// when the executor offers it and every sampling sequence needs nothing the
-// device sampler lacks; it passes each row's parameters (greedy rows as
+// ModelRunner::execute_and_sample / build_sampling: every sampling sequence
+// goes to the device sampler when the executor offers one (no whole-batch
+// fallback), each row carrying its SamplingParams (greedy rows as
 // temperature 0, others with a seed drawn from the sequence's own rng, so a
-// seeded request reproduces) and returns the executor's ids in order.
+// seeded request reproduces), its bans (min_tokens, bad words), allowed ids,
+// logit_bias, logprobs and a penalty slot that is built from the sequence's
+// ids once, kept while it samples every step and given back when it does
+// not; forks of a prompt read their parent's logits row.
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "engine/model_runner.h"
 #include "engine_test_fakes.h"
@@ -16,19 +20,20 @@ namespace {
 // Records what it was asked; "samples" id = 100 + row.
 class DeviceSamplingExecutor final : public testing::FakeExecutor {
  public:
-  DeviceSamplingExecutor(bool can) : FakeExecutor(200, 16, 4), can_(can) {}
+  explicit DeviceSamplingExecutor(bool can) : FakeExecutor(200, 16, 4), can_(can) {}
   bool can_sample_on_device() const override { return can_; }
-  void execute_and_sample(const ForwardBatch& batch, const std::vector<DeviceSampleParams>& params,
-                          std::vector<int32_t>& ids) override {
+  void execute_and_sample(const ForwardBatch& batch, const DeviceSamplingBatch& sampling,
+                          std::vector<TokenLogprob>& out) override {
     ++calls;
-    last_params = params;
+    last = sampling;
     last_rows = batch.logits_indices.size();
-    ids.clear();
-    for (size_t i = 0; i < params.size(); ++i) ids.push_back(static_cast<int32_t>(100 + i));
+    out.clear();
+    for (size_t i = 0; i < sampling.rows.size(); ++i)
+      out.push_back({static_cast<int32_t>(100 + i), -0.5f, {}});
   }
   int calls = 0;
   size_t last_rows = 0;
-  std::vector<DeviceSampleParams> last_params;
+  DeviceSamplingBatch last;
 
  private:
   bool can_;
@@ -58,51 +63,180 @@ TEST(DeviceSampling, RunnerPassesParamsAndSeedsFromTheSequenceRng) {
   Fixture f;
   DeviceSamplingExecutor ex(true);
   ModelRunner runner(ex);
-  std::vector<int32_t> ids;
-  ASSERT_TRUE(runner.execute_and_sample(f.out, {2}, ids));
+  std::vector<TokenLogprob> got;
+  ASSERT_TRUE(runner.execute_and_sample(f.out, {2}, got));
   EXPECT_EQ(ex.calls, 1);
   EXPECT_EQ(ex.last_rows, 2u);
-  EXPECT_EQ(ids, (std::vector<int32_t>{100, 101}));
-  ASSERT_EQ(ex.last_params.size(), 2u);
-  EXPECT_EQ(ex.last_params[0].temperature, 0.0f);
-  EXPECT_EQ(ex.last_params[0].seed, 0u);
-  EXPECT_FLOAT_EQ(ex.last_params[1].temperature, 0.8f);
-  EXPECT_EQ(ex.last_params[1].top_k, 5);
-  EXPECT_FLOAT_EQ(ex.last_params[1].top_p, 0.9f);
-  EXPECT_FLOAT_EQ(ex.last_params[1].min_p, 0.05f);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].token_id, 100);
+  EXPECT_EQ(got[1].token_id, 101);
+  const auto& r = ex.last.rows;
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].src_row, 0);
+  EXPECT_EQ(r[1].src_row, 1);
+  EXPECT_EQ(r[0].temperature, 0.0f);
+  EXPECT_EQ(r[0].seed, 0u);
+  EXPECT_EQ(r[0].logprobs, -1);
+  EXPECT_EQ(r[0].slot, -1);
+  EXPECT_FLOAT_EQ(r[1].temperature, 0.8f);
+  EXPECT_EQ(r[1].top_k, 5);
+  EXPECT_FLOAT_EQ(r[1].top_p, 0.9f);
+  EXPECT_FLOAT_EQ(r[1].min_p, 0.05f);
   std::mt19937_64 same(42);  // the sequence's rng seed: its first draw
-  EXPECT_EQ(ex.last_params[1].seed, same());
+  EXPECT_EQ(r[1].seed, same());
+  EXPECT_TRUE(ex.last.inits.empty());
 }
 
-TEST(DeviceSampling, FallsBackWhenTheExecutorOrASequenceCannot) {
+TEST(DeviceSampling, NoFallbackWhenTheExecutorCanOnlyWhenItCannot) {
   {
     Fixture f;
     DeviceSamplingExecutor ex(false);
     ModelRunner runner(ex);
-    std::vector<int32_t> ids;
-    EXPECT_FALSE(runner.execute_and_sample(f.out, {2}, ids));
+    std::vector<TokenLogprob> got;
+    EXPECT_FALSE(runner.execute_and_sample(f.out, {2}, got));
     EXPECT_EQ(ex.calls, 0);
   }
-  auto check = [](auto&& tweak, bool want) {
+  // Every feature stays on the device.
+  auto check = [](auto&& tweak) {
     Fixture f;
-    tweak(f.sb->sampling, *f.sb);
+    tweak(f.sb->sampling);
     DeviceSamplingExecutor ex(true);
     ModelRunner runner(ex);
-    std::vector<int32_t> ids;
-    EXPECT_EQ(runner.execute_and_sample(f.out, {2}, ids), want);
-    EXPECT_EQ(ex.calls, want ? 1 : 0);
+    std::vector<TokenLogprob> got;
+    EXPECT_TRUE(runner.execute_and_sample(f.out, {2}, got));
+    EXPECT_EQ(ex.calls, 1);
+    return ex.last;
   };
-  check([](SamplingParams& p, Sequence&) { p.repetition_penalty = 1.1f; }, false);
-  check([](SamplingParams& p, Sequence&) { p.presence_penalty = 0.5f; }, false);
-  check([](SamplingParams& p, Sequence&) { p.frequency_penalty = 0.5f; }, false);
-  check([](SamplingParams& p, Sequence&) { p.logit_bias = {{3, 1.0f}}; }, false);
-  check([](SamplingParams& p, Sequence&) { p.logprobs = 2; }, false);
-  check([](SamplingParams& p, Sequence&) { p.top_p = 0.0f; }, false);
-  // min_tokens not reached: EOS must be suppressed (CPU path) ...
-  check([](SamplingParams& p, Sequence&) { p.min_tokens = 3; }, false);
-  // ... unless nothing is to be suppressed.
-  check([](SamplingParams& p, Sequence&) { p.min_tokens = 3; p.ignore_eos = true; }, true);
-  check([](SamplingParams&, Sequence&) {}, true);
+  EXPECT_EQ(check([](SamplingParams& p) { p.repetition_penalty = 1.1f; }).rows[1].slot, 0);
+  EXPECT_FLOAT_EQ(
+      check([](SamplingParams& p) { p.presence_penalty = 0.5f; }).rows[1].presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(
+      check([](SamplingParams& p) { p.frequency_penalty = 0.5f; }).rows[1].frequency_penalty, 0.5f);
+  {
+    const DeviceSamplingBatch b = check([](SamplingParams& p) {
+      p.logit_bias = {{3, 1.0f}, {7, -2.f}};
+    });
+    ASSERT_EQ(b.rows[1].bias_count, 2);
+    EXPECT_EQ(b.bias[static_cast<size_t>(b.rows[1].bias_begin) + 1],
+              (std::pair<int32_t, float>{7, -2.f}));
+  }
+  EXPECT_EQ(check([](SamplingParams& p) { p.logprobs = 2; }).rows[1].logprobs, 2);
+  EXPECT_EQ(check([](SamplingParams& p) {
+              p.n = 1;
+              p.best_of = 2;
+            })
+                .rows[1]
+                .logprobs,
+            0);  // ranking needs it
+  {
+    // min_tokens not reached: EOS and stop ids are banned ...
+    const DeviceSamplingBatch b = check([](SamplingParams& p) {
+      p.min_tokens = 3;
+      p.stop_token_ids = {9};
+    });
+    ASSERT_EQ(b.rows[1].ban_count, 2);
+    EXPECT_EQ(b.ids[static_cast<size_t>(b.rows[1].ban_begin)], 2);
+    EXPECT_EQ(b.ids[static_cast<size_t>(b.rows[1].ban_begin) + 1], 9);
+  }
+  // ... not EOS with ignore_eos.
+  EXPECT_EQ(check([](SamplingParams& p) {
+              p.min_tokens = 3;
+              p.ignore_eos = true;
+            })
+                .rows[1]
+                .ban_count,
+            0);
+  {
+    const DeviceSamplingBatch b = check([](SamplingParams& p) { p.allowed_token_ids = {5, 6, 7}; });
+    ASSERT_EQ(b.rows[1].allow_count, 3);
+    EXPECT_EQ(b.ids[static_cast<size_t>(b.rows[1].allow_begin) + 2], 7);
+  }
+  {
+    // A one-token bad word is banned at once; a two-token one after its
+    // first token (the prompt does not count).
+    const DeviceSamplingBatch b = check([](SamplingParams& p) {
+      p.bad_words_token_ids = {{33}, {20, 34}};
+    });
+    ASSERT_EQ(b.rows[1].ban_count, 1);
+    EXPECT_EQ(b.ids[static_cast<size_t>(b.rows[1].ban_begin)], 33);
+  }
+}
+
+TEST(DeviceSampling, PenaltySlotIsBuiltOnceKeptAndGivenBack) {
+  Fixture f;
+  f.sb->sampling.repetition_penalty = 1.2f;
+  f.sa->sampling.frequency_penalty = 0.3f;
+  f.sa->token_ids.push_back(17);  // one output token already (a resumed sequence)
+  DeviceSamplingExecutor ex(true);
+  ModelRunner runner(ex);
+  std::vector<TokenLogprob> got;
+  ASSERT_TRUE(runner.execute_and_sample(f.out, {2}, got));
+  ASSERT_EQ(ex.last.inits.size(), 2u);
+  const DeviceSlotInit ia = ex.last.inits[0];
+  EXPECT_EQ(ia.slot, ex.last.rows[0].slot);
+  EXPECT_EQ(ia.prompt_count, 3);
+  EXPECT_EQ(ia.output_count, 1);
+  EXPECT_EQ(ex.last.ids[static_cast<size_t>(ia.output_begin)], 17);
+  EXPECT_NE(ex.last.rows[0].slot, ex.last.rows[1].slot);
+  EXPECT_EQ(ex.last.num_slots, 2);
+  EXPECT_EQ(runner.num_penalty_slots_held(), 2u);
+
+  // Next step: same sequences, no rebuild.
+  ASSERT_TRUE(runner.execute_and_sample(f.out, {2}, got));
+  EXPECT_TRUE(ex.last.inits.empty());
+  const int32_t slot_b = ex.last.rows[1].slot;
+
+  // b alone: a's slot goes back; a new sequence then reuses it.
+  SchedulerOutput only_b;
+  only_b.seqs = {{f.sb.get(), 1, true}};
+  ASSERT_TRUE(runner.execute_and_sample(only_b, {2}, got));
+  EXPECT_EQ(ex.last.rows[0].slot, slot_b);
+  EXPECT_TRUE(ex.last.inits.empty());
+  EXPECT_EQ(runner.num_penalty_slots_held(), 1u);
+  GenerateRequest c{std::string("c"), {1, 30}};
+  c.sampling.presence_penalty = 0.5f;
+  Sequence sc(c, 10, 5, f.tok);
+  sc.block_table = {2};
+  SchedulerOutput b_and_c;
+  b_and_c.seqs = {{f.sb.get(), 1, true}, {&sc, 2, true}};
+  ASSERT_TRUE(runner.execute_and_sample(b_and_c, {2}, got));
+  ASSERT_EQ(ex.last.inits.size(), 1u);
+  EXPECT_EQ(ex.last.inits[0].slot, ex.last.rows[1].slot);
+  EXPECT_EQ(ex.last.num_slots, 2);  // a's slot reused, no growth
+
+  // a samples again (resumed): rebuilt from its ids.
+  ASSERT_TRUE(runner.execute_and_sample(f.out, {2}, got));
+  ASSERT_EQ(ex.last.inits.size(), 1u);
+  EXPECT_EQ(ex.last.inits[0].slot, ex.last.rows[0].slot);
+}
+
+TEST(DeviceSampling, ForksReadTheirParentsRow) {
+  Fixture f;
+  GenerateRequest g{std::string("g"), {1, 12, 13}};
+  g.sampling.n = 3;
+  g.sampling.temperature = 0.9f;
+  g.sampling.repetition_penalty = 1.1f;
+  Sequence p(g, 10, 7, f.tok, 0), c1(g, 10, 8, f.tok, 1), c2(g, 10, 9, f.tok, 2);
+  p.block_table = {3};
+  SchedulerOutput out;
+  out.seqs = {{f.sa.get(), 3, true}, {&p, 3, true, {&c1, &c2}}};
+  DeviceSamplingExecutor ex(true);
+  ModelRunner runner(ex);
+  std::vector<TokenLogprob> got;
+  ASSERT_TRUE(runner.execute_and_sample(out, {2}, got));
+  EXPECT_EQ(ex.last_rows, 2u);  // logits rows: one per sampling sequence
+  ASSERT_EQ(ex.last.rows.size(), 4u);
+  EXPECT_EQ(got.size(), 4u);
+  EXPECT_EQ(ex.last.rows[1].src_row, 1);
+  EXPECT_EQ(ex.last.rows[2].src_row, 1);
+  EXPECT_EQ(ex.last.rows[3].src_row, 1);
+  // Each fork draws from its own rng and keeps its own penalty slot.
+  std::mt19937_64 r8(8), r9(9);
+  EXPECT_EQ(ex.last.rows[2].seed, r8());
+  EXPECT_EQ(ex.last.rows[3].seed, r9());
+  EXPECT_EQ(ex.last.inits.size(), 3u);
+  std::set<int32_t> slots{ex.last.rows[1].slot, ex.last.rows[2].slot, ex.last.rows[3].slot};
+  EXPECT_EQ(slots.size(), 3u);
 }
 
 }  // namespace
