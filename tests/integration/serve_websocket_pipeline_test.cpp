@@ -200,6 +200,31 @@ TEST_F(ServeWebSocketPipeline, EchoPutsEachPromptFirstAsOverHttp) {
   EXPECT_EQ(ws.done["usage"], http["usage"]) << ws.done.dump();
 }
 
+// A prompt list is one engine request per prompt: cancel ends all of them
+// (each choice's done entry says "abort", none ran to its max_tokens).
+TEST_F(ServeWebSocketPipeline, CancelAbortsEveryPromptOfTheRequest) {
+  WsClient ws(port());
+  ws.send({{"type", "completion"},
+           {"id", "cancel-all"},
+           {"prompt", {"Once upon a time", "The little dog"}},
+           {"n", 2},
+           {"max_tokens", 480},
+           {"temperature", 0},
+           {"ignore_eos", true}});
+  json first = ws.read();
+  ASSERT_EQ(first["type"], "delta") << first.dump();
+  ws.send({{"type", "cancel"}, {"id", "cancel-all"}});
+  json done;
+  for (done = ws.read(); done["type"] == "delta"; done = ws.read()) {
+  }
+  ASSERT_EQ(done["type"], "done") << done.dump();
+  ASSERT_EQ(done["choices"].size(), 4u) << done.dump();
+  for (const json& c : done["choices"]) {
+    EXPECT_EQ(c["finish_reason"], "abort") << done.dump();
+    EXPECT_LT(c["completion_tokens"].get<int>(), 480) << done.dump();
+  }
+}
+
 // Chat logprobs / top_logprobs, on a model with a chat template (a
 // random-weight Qwen2, ../shared).
 TEST(ServeWebSocketPipelineChat, ChatLogprobsReachTheClientAsTheSseChunksCarryThem) {
