@@ -225,6 +225,58 @@ TEST_F(ServeWebSocketPipeline, CancelAbortsEveryPromptOfTheRequest) {
   }
 }
 
+// A prompt list's stream is one log over all its engine requests: a resume
+// after a forced disconnect yields exactly what each choice missed.
+TEST_F(ServeWebSocketPipeline, APromptListResumesAfterADisconnectWithNothingLostPerChoice) {
+  const json body = {{"prompt", {"Once upon a time", "The little dog"}},
+                     {"max_tokens", 150},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"return_token_ids", true}};
+  json http = post_json(port(), "/v1/completions", body);
+  ASSERT_EQ(http["choices"].size(), 2u) << http.dump();
+  std::map<int, Choice> got;
+  int64_t last_seq = 0;
+  {
+    WsClient ws(port());
+    json m = body;
+    m["type"] = "completion";
+    m["id"] = "resume-list";
+    ws.send(m);
+    while (last_seq < 6) {
+      json d = ws.read();
+      ASSERT_EQ(d["type"], "delta") << d.dump();
+      last_seq = d["seq"];
+      Choice& c = got[d["index"].get<int>()];
+      c.text += d["text"].get<std::string>();
+      for (const json& t : d["token_ids"]) c.token_ids.push_back(t.get<int32_t>());
+    }
+    ws.drop();  // no close frame: the stream stays resumable
+  }
+  WsClient ws2(port());
+  ws2.send({{"type", "resume"}, {"id", "resume-list"}, {"after", last_seq}});
+  json done;
+  for (json d = ws2.read();; d = ws2.read()) {
+    if (d["type"] != "delta") {
+      done = d;
+      break;
+    }
+    EXPECT_GT(d["seq"].get<int64_t>(), last_seq) << d.dump();
+    last_seq = d["seq"];
+    Choice& c = got[d["index"].get<int>()];
+    c.text += d["text"].get<std::string>();
+    for (const json& t : d["token_ids"]) c.token_ids.push_back(t.get<int32_t>());
+  }
+  ASSERT_EQ(done["type"], "done") << done.dump();
+  for (const json& c : http["choices"]) {
+    const int i = c["index"];
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i].text, c["text"].get<std::string>());
+    EXPECT_EQ(got[i].token_ids, c["token_ids"].get<std::vector<int32_t>>());
+  }
+  EXPECT_EQ(done["usage"], http["usage"]) << done.dump();
+}
+
 // Chat logprobs / top_logprobs, on a model with a chat template (a
 // random-weight Qwen2, ../shared).
 TEST(ServeWebSocketPipelineChat, ChatLogprobsReachTheClientAsTheSseChunksCarryThem) {
