@@ -41,15 +41,18 @@ struct GenerateArgs {
   std::optional<double> presence_penalty, frequency_penalty, repetition_penalty;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  std::optional<int64_t> logprobs;  // /v1/completions' logprobs
 };
 void add_generate_command(CLI::App& app, GenerateArgs& args);
 // `pagoda generate`: offline batch generation through the same Engine (no
 // server): a progress bar on stderr, one JSON line per prompt on stdout in
-// input order: {index, prompt, text, token_ids, finish_reason, stop_reason,
-// usage} or {index, prompt, error}. Returns the exit code: 0 when every
-// prompt completed; 1 (after all lines are printed, with an error on stderr
-// counting them) when any prompt failed, or on a load/engine error; 2 with
-// no prompts.
+// input order: {index, prompt, text, token_ids, logprobs (with --logprobs:
+// /v1/completions' object), finish_reason, stop_reason, usage} or {index,
+// prompt, error}: the server's request pipeline (GenerationGroup), so each
+// line carries what /v1/completions answers for the same request. Returns
+// the exit code: 0 when every prompt completed; 1 (after all lines are
+// printed, with an error on stderr counting them) when any prompt failed, or
+// on a load/engine error; 2 with no prompts.
 int run_generate(GenerateArgs args);
 
 }  // namespace pagoda

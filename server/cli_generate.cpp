@@ -8,8 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "engine/engine.h"
 #include "engine/output_channel.h"
 #include "server/cli.h"
+#include "server/engine_handle.h"
+#include "server/generation_group.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/version.h"
@@ -34,6 +37,10 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("--repetition-penalty", a.repetition_penalty);
   app.add_option("--stop", a.stop, "Stop string (repeatable)");
   app.add_flag("--ignore-eos", a.ignore_eos, "Keep generating past EOS");
+  app.add_option(
+      "--logprobs", a.logprobs,
+      "Log probabilities of each sampled token and of the N most likely, in each line's logprobs "
+      "(/v1/completions' logprobs: its range, its format)");
   add_engine_flags(app, a.engine);
 }
 
@@ -55,6 +62,7 @@ json request_body(const GenerateArgs& a, const std::string& prompt, size_t index
   if (a.repetition_penalty) b["repetition_penalty"] = *a.repetition_penalty;
   if (!a.stop.empty()) b["stop"] = a.stop;
   if (a.ignore_eos) b["ignore_eos"] = true;
+  if (a.logprobs) b["logprobs"] = *a.logprobs;
   return b;
 }
 
@@ -91,12 +99,13 @@ int run_generate(GenerateArgs a) {
     LoadedModel m = load_model(a.engine);
     ServingModel serving = make_serving_model(m, a.engine.model_dir);
 
+    // The server's request pipeline (GenerationGroup), stepped on this
+    // thread: the same choices, text, logprobs and usage as the API.
+    EngineAdapter handle(*m.engine);
+    handle.set_running(true);
     struct Job {
-      std::optional<ParsedRequest> req;
-      std::shared_ptr<OutputChannel> channel;
-      RequestOutput merged;
-      std::string error;
-      bool done = false;
+      std::unique_ptr<GenerationGroup> group;
+      std::string error;  // rejected by the parser
     };
     std::vector<Job> jobs(a.prompts.size());
     size_t pending = 0;
@@ -104,19 +113,14 @@ int run_generate(GenerateArgs a) {
       ParseResult r = parse_completion_request(request_body(a, a.prompts[i], i).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), serving);
       if (auto* e = std::get_if<OpenAIError>(&r)) {
         jobs[i].error = e->message;
-        jobs[i].done = true;
         continue;
       }
-      jobs[i].req = std::move(std::get<ParsedRequest>(r));
-      jobs[i].channel = std::make_shared<OutputChannel>();
-      auto g = std::make_unique<GenerateRequest>();
-      g->request_id = jobs[i].req->request_id;
-      g->prompt_token_ids = jobs[i].req->prompt_token_ids;
-      g->sampling = jobs[i].req->sampling;
-      g->output = jobs[i].channel;
-      m.engine->add_request(std::move(g));
+      jobs[i].group =
+          std::make_unique<GenerationGroup>(std::move(std::get<ParsedRequest>(r)), handle, [] {});
+      jobs[i].group->submit();
       ++pending;
     }
+    auto unfinished = [](const Job& j) { return j.group && !j.group->done(); };
 
     auto t0 = std::chrono::steady_clock::now();
     size_t finished = jobs.size() - pending;
@@ -124,20 +128,16 @@ int run_generate(GenerateArgs a) {
     progress(finished, jobs.size(), 0, 0);
     size_t shown = finished;
     double shown_at = 0;
-    while (pending > 0) {
-      bool worked = m.engine->step();
+    // Engine::add_request may reject a request at once (its error delta is
+    // already in the channel): drain before the first step.
+    for (bool worked = true; pending > 0; worked = m.engine->step()) {
       for (Job& j : jobs) {
-        if (j.done) continue;
-        for (RequestOutput& d : j.channel->drain()) {
-          merge_delta(j.merged, d);
+        if (!unfinished(j)) continue;
+        for (const ChoiceDelta& d : j.group->drain())
           tokens += static_cast<int64_t>(d.token_ids.size());
-          if (d.finished) {
-            j.error = d.error;
-            j.done = true;
-            --pending;
-            ++finished;
-            break;
-          }
+        if (j.group->done()) {
+          --pending;
+          ++finished;
         }
       }
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -158,16 +158,20 @@ int run_generate(GenerateArgs a) {
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& j = jobs[i];
       json line = {{"index", i}, {"prompt", a.prompts[i]}};
-      if (!j.error.empty()) {
-        line["error"] = j.error;
+      if (!j.group || j.group->failed()) {
+        line["error"] = j.group ? j.group->error().error : j.error;
         ++failed;
       } else {
-        line["text"] = j.merged.text;
-        line["token_ids"] = j.merged.token_ids;
-        line["finish_reason"] = finish_reason_str(j.merged.finish_reason);
-        line["stop_reason"] = stop_reason_json(j.merged);
-        line["usage"] = {{"prompt_tokens", j.req->prompt_token_ids.size()},
-                         {"completion_tokens", j.merged.completion_tokens}};
+        // One prompt, n = 1: one choice.
+        const ChoiceDelta& c = j.group->choices().front();
+        line["text"] = c.text;
+        line["token_ids"] = c.token_ids;
+        if (!c.logprobs.is_null()) line["logprobs"] = c.logprobs;
+        line["finish_reason"] = finish_reason_str(c.finish_reason);
+        line["stop_reason"] = c.stop_reason;
+        line["usage"] = {{"prompt_tokens", j.group->prompt_tokens()},
+                         {"completion_tokens", j.group->completion_tokens()},
+                         {"total_tokens", j.group->prompt_tokens() + j.group->completion_tokens()}};
       }
       std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     }

@@ -64,7 +64,7 @@ int run_serve(ServeArgs a) {
                                                       : "none (/v1/chat/completions answers 400)");
     EngineAdapter handle(*m.engine);
     auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0)); };
-    StreamHub streams(&handle, ms(a.ws_resume_grace_s));  // outlives the server
+    StreamHub streams(ms(a.ws_resume_grace_s));  // outlives the server
     ServerContext ctx;
     ctx.model = make_serving_model(m, a.engine.model_dir);
     ctx.engine = &handle;

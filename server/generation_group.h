@@ -1,20 +1,31 @@
-// GenerationGroup: the engine requests behind one API request. A
-// completions request with k prompts and n choices each becomes k
+// GenerationGroup: the one request pipeline behind every front end (SSE and
+// non-streamed HTTP, /v1/ws, `pagoda generate`): a ParsedRequest in, the
+// engine requests out, and the engine's deltas back as ChoiceDeltas
+// (choice_output.h: text with echo, token ids, logprobs in the request's
+// wire format, finish fields, usage). The front ends only frame what it
+// produces.
+//
+// A completions request with k prompts and n choices each becomes k
 // GenerateRequests (ids "<request_id>-<i>" when k > 1, vLLM's naming), each
 // asking the engine for n choices; their deltas come back with the choice
 // index rewritten to prompt_index * n + sample_index (vLLM's order), so the
-// formatter sees one request with k * n choices.
+// front end sees one request with k * n choices.
 //
-// Thread use: the constructor and every method run on the owning
-// connection's strand; only the OutputChannels are touched by the engine
-// thread (through their notifier, which must only post work elsewhere).
+// Thread use: every method runs on the owner's strand (or under its lock);
+// only the OutputChannels are touched by the engine thread (through their
+// notifier, which must only post work elsewhere). submit() may run the
+// notifier on the calling thread (an engine that rejects a request at once
+// pushes its error there), so it must not be called under a lock the
+// notifier takes.
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/output_channel.h"
 #include "engine/request.h"
+#include "server/choice_output.h"
 #include "server/engine_handle.h"
 #include "server/openai_request.h"
 
@@ -22,19 +33,33 @@ namespace pagoda {
 
 class GenerationGroup {
  public:
-  // Submits one GenerateRequest per prompt of req (sampling.max_tokens set
-  // per prompt) to engine. notify is installed on every channel.
-  GenerationGroup(const ParsedRequest& req, EngineHandle& engine, std::function<void()> notify);
+  // Creates one OutputChannel per prompt of req, notify installed on each;
+  // nothing is submitted yet.
+  GenerationGroup(ParsedRequest req, EngineHandle& engine, std::function<void()> notify);
+  GenerationGroup(const GenerationGroup&) = delete;
+  GenerationGroup& operator=(const GenerationGroup&) = delete;
 
-  // Every delta pending on every channel, indices rewritten; sub-requests in
-  // prompt order.
-  std::vector<RequestOutput> drain();
+  // Submits one GenerateRequest per prompt (sampling.max_tokens set per
+  // prompt) to the engine. Once.
+  void submit();
+
+  const ParsedRequest& request() const { return req_; }
+  // Every delta pending on every channel, as choice deltas with request-wide
+  // indices; sub-requests in prompt order, one ChoiceDelta per engine delta.
+  std::vector<ChoiceDelta> drain();
+  // Each choice's output so far (index order) and the usage.
+  const std::vector<ChoiceDelta>& choices() const { return assembler_.choices(); }
+  int64_t prompt_tokens() const { return assembler_.prompt_tokens(); }
+  int64_t completion_tokens() const { return assembler_.completion_tokens(); }
   // True once every choice has its finished delta, or any delta carried an
   // error (the request as a whole has failed; abort() the rest).
   bool done() const { return failed_ || finished_count_ == static_cast<int>(finished_.size()); }
   bool failed() const { return failed_; }
+  // The first error delta (valid when failed()).
+  const ChoiceDelta& error() const { return *error_; }
   // Aborts every sub-request that has not finished (client gone, or one
-  // sub-request failed).
+  // sub-request failed). Only queues the aborts: EngineHandle::abort_request
+  // pushes nothing on the calling thread.
   void abort();
 
  private:
@@ -43,12 +68,16 @@ class GenerationGroup {
     std::shared_ptr<OutputChannel> channel;
     int first_index = 0;  // prompt_index * n
   };
+  ParsedRequest req_;
   EngineHandle& engine_;
+  ChoiceAssembler assembler_;
   int n_ = 1;
   std::vector<Sub> subs_;
-  std::vector<bool> finished_;  // per global choice index
+  std::vector<bool> finished_;  // per request-wide choice index
   int finished_count_ = 0;
   bool failed_ = false;
+  bool submitted_ = false;
+  std::optional<ChoiceDelta> error_;
 };
 
 }  // namespace pagoda

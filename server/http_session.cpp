@@ -134,16 +134,13 @@ void HttpSession::on_drain() {
   // A request partly received is read to its end and answered (503 for a
   // generation, with Connection: close); a response or stream in progress
   // ends first (send() and end_generation() close when draining_).
-  const bool mid_request = parser_ && parser_->got_some() && !gen_;
-  if (!gen_ && !response_ && !writing_ && !mid_request) close();
+  const bool mid_request = parser_ && parser_->got_some() && !group_;
+  if (!group_ && !response_ && !writing_ && !mid_request) close();
 }
 
 // ---- generation --------------------------------------------------------
 
 void HttpSession::start_generation(ParsedRequest&& parsed) {
-  gen_ = std::move(parsed);
-  merged_.assign(static_cast<size_t>(std::max(1, gen_->num_choices())), RequestOutput{});
-  for (size_t i = 0; i < merged_.size(); ++i) merged_[i].index = static_cast<int>(i);
   gen_active_ = true;
   client_gone_ = false;
   last_chunk_sent_ = false;
@@ -152,15 +149,17 @@ void HttpSession::start_generation(ParsedRequest&& parsed) {
 
   std::weak_ptr<HttpSession> weak = weak_from_this();
   auto executor = stream_.get_executor();
-  group_ = std::make_unique<GenerationGroup>(*gen_, *ctx_.engine, [weak, executor] {
+  group_ = std::make_unique<GenerationGroup>(std::move(parsed), *ctx_.engine, [weak, executor] {
     net::post(executor, [weak] {
       if (auto self = weak.lock()) self->on_output();
     });
   });
+  group_->submit();  // its deltas reach on_output() through the strand, after this returns
   watch_client();
 
-  if (!gen_->stream) return;
-  formatter_ = std::make_unique<StreamFormatter>(*gen_);
+  const ParsedRequest& req = group_->request();
+  if (!req.stream) return;
+  formatter_ = std::make_unique<StreamFormatter>(req);
   if (ctx_.limits.stream_send_buffer_bytes > 0) {
     beast::error_code ignored;
     stream_.socket().set_option(net::socket_base::send_buffer_size(ctx_.limits.stream_send_buffer_bytes), ignored);
@@ -168,7 +167,7 @@ void HttpSession::start_generation(ParsedRequest&& parsed) {
   chunked_ = http_version_ >= 11;
   if (!chunked_) keep_alive_ = false;
   stream_header_ = std::make_shared<http::response<http::empty_body>>(http::status::ok, http_version_);
-  stream_header_->set(http::field::content_type, stream_content_type(*gen_));
+  stream_header_->set(http::field::content_type, stream_content_type(req));
   for (auto& [k, v] : cors_headers_) stream_header_->set(k, v);
   stream_header_->set(http::field::cache_control, "no-cache");
   stream_header_->keep_alive(keep_alive_);
@@ -208,32 +207,27 @@ void HttpSession::on_watch(beast::error_code ec, size_t n) {
 
 void HttpSession::on_output() {
   if (!group_ || client_gone_ || !gen_active_) return;  // late deltas (aborts) after the end
-  std::vector<RequestOutput> deltas = group_->drain();
+  std::vector<ChoiceDelta> deltas = group_->drain();
   if (deltas.empty()) return;
   if (group_->done()) {
     gen_active_ = false;
     if (group_->failed()) group_->abort();  // the other prompts' requests
   }
 
-  if (gen_->stream) {
+  if (group_->request().stream) {
     pending_out_ += formatter_->format(deltas);
     return flush_stream();
   }
-  const RequestOutput* failed = nullptr;
-  for (RequestOutput& d : deltas) {
-    if (d.index >= 0 && static_cast<size_t>(d.index) < merged_.size()) merge_delta(merged_[static_cast<size_t>(d.index)], d);
-  }
   if (!group_->done()) return;
-  for (const RequestOutput& m : merged_)
-    if (!m.error.empty() && !failed) failed = &m;
   Response res;
-  if (failed) {
-    OpenAIError e = error_for_output(*failed);
+  if (group_->failed()) {
+    OpenAIError e = error_for_output(group_->error());
     res = Response{static_cast<http::status>(e.status), http_version_};
     res.body() = e.body();
   } else {
     res = Response{http::status::ok, http_version_};
-    res.body() = completion_response(*gen_, merged_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    res.body() = completion_response(group_->request(), group_->choices())
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   res.set(http::field::content_type, "application/json");
   for (auto& [k, v] : cors_headers_) res.set(k, v);
@@ -291,20 +285,18 @@ void HttpSession::on_stream_write(beast::error_code ec) {
 void HttpSession::client_gone(const char* why) {
   if (client_gone_) return;
   client_gone_ = true;
-  if (gen_active_ && gen_ && group_) {
-    spdlog::info("Aborted request {}: {}", gen_->request_id, why);
+  if (gen_active_ && group_) {
+    spdlog::info("Aborted request {}: {}", group_->request().request_id, why);
     group_->abort();
     gen_active_ = false;
   }
-  group_.reset();
   close();
 }
 
 void HttpSession::end_generation() {
-  group_.reset();
   formatter_.reset();
+  group_.reset();
   stream_header_.reset();
-  gen_.reset();
   if (client_gone_) return;
   if (!keep_alive_ || draining_) return close();
   if (watching_) {

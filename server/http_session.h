@@ -68,12 +68,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   std::shared_ptr<Response> response_;  // the one in flight
 
-  // The running generation (valid while gen_active_ or its response is out).
-  std::optional<ParsedRequest> gen_;
-  std::unique_ptr<GenerationGroup> group_;  // the engine requests behind it
+  // The running generation, its request and engine requests (valid while
+  // gen_active_ or its response is out).
+  std::unique_ptr<GenerationGroup> group_;
   std::unique_ptr<StreamFormatter> formatter_;
-  std::vector<RequestOutput> merged_;  // non-streamed: each choice's deltas so far
-  HeaderList cors_headers_;          // added to every response of the request
+  HeaderList cors_headers_;  // added to every response of the request
   unsigned http_version_ = 11;
   bool keep_alive_ = true;
   bool chunked_ = true;              // streamed body uses chunked encoding

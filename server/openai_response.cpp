@@ -18,7 +18,7 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
-json finish_reason_json(const RequestOutput& out) {
+json finish_reason_json(const ChoiceDelta& out) {
   if (!out.finished || out.finish_reason == FinishReason::kNone) return nullptr;
   return finish_reason_str(out.finish_reason);
 }
@@ -30,20 +30,9 @@ int64_t total_prompt_tokens(const ParsedRequest& req) {
   return n;
 }
 
-const PromptInput* prompt_of(const ParsedRequest& req, int index) {
-  size_t i = static_cast<size_t>(index / std::max(1, req.sampling.n));
-  return i < req.prompts.size() ? &req.prompts[i] : nullptr;
-}
-
 const std::vector<int32_t>& prompt_ids_of(const ParsedRequest& req, int index) {
   const PromptInput* p = prompt_of(req, index);
   return p ? p->token_ids : req.prompt_token_ids;
-}
-
-std::string echo_text(const ParsedRequest& req, int index) {
-  if (!req.echo && req.kind != ApiKind::kGenerate) return "";
-  const PromptInput* p = prompt_of(req, index);
-  return p ? p->text : "";
 }
 
 const char* object_name(const ParsedRequest& req, bool stream) {
@@ -59,36 +48,25 @@ const char* stream_content_type(const ParsedRequest& req) {
   return req.kind == ApiKind::kGenerate ? "application/json" : "text/event-stream; charset=utf-8";
 }
 
-json stop_reason_json(const RequestOutput& out) {
-  if (out.stop_str) return *out.stop_str;
-  if (out.stop_token_id) return *out.stop_token_id;
-  return nullptr;
-}
-
-json completion_response(const ParsedRequest& req, const std::vector<RequestOutput>& choices) {
+json completion_response(const ParsedRequest& req, const std::vector<ChoiceDelta>& choices) {
   if (req.kind == ApiKind::kGenerate) {
     json texts = json::array();
-    for (const RequestOutput& c : choices) texts.push_back(echo_text(req, c.index) + c.text);
+    for (const ChoiceDelta& c : choices) texts.push_back(c.text);
     return {{"text", std::move(texts)}};
   }
   json out_choices = json::array();
   int64_t completion_tokens = 0;
-  for (const RequestOutput& c : choices) {
+  for (const ChoiceDelta& c : choices) {
     completion_tokens += c.completion_tokens;
     json choice = {{"index", c.index}};
-    std::string prefix = req.kind == ApiKind::kChat ? "" : echo_text(req, c.index);
     if (req.kind == ApiKind::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
-      choice["text"] = prefix + c.text;
+      choice["text"] = c.text;
     }
-    choice["logprobs"] = nullptr;
-    if (req.sampling.logprobs && req.tokenizer) {
-      ChoiceLogprobs lp(*req.tokenizer, prompt_ids_of(req, c.index), utf8_length(prefix));
-      choice["logprobs"] = req.kind == ApiKind::kChat ? lp.chat(c.logprobs) : lp.completion(c.logprobs);
-    }
+    choice["logprobs"] = c.logprobs;
     choice["finish_reason"] = finish_reason_json(c);
-    choice["stop_reason"] = stop_reason_json(c);
+    choice["stop_reason"] = c.stop_reason;
     if (req.return_token_ids) {
       choice["prompt_token_ids"] = prompt_ids_of(req, c.index);
       choice["token_ids"] = c.token_ids;
@@ -103,6 +81,13 @@ json completion_response(const ParsedRequest& req, const std::vector<RequestOutp
           {"usage", usage_json(total_prompt_tokens(req), completion_tokens)}};
 }
 
+json completion_response(const ParsedRequest& req, const std::vector<RequestOutput>& choices) {
+  ChoiceAssembler a(req);
+  std::vector<ChoiceDelta> assembled;
+  for (const RequestOutput& c : choices) assembled.push_back(a.add(c));
+  return completion_response(req, assembled);
+}
+
 json completion_response(const ParsedRequest& req, const RequestOutput& merged) {
   return completion_response(req, std::vector<RequestOutput>{merged});
 }
@@ -111,14 +96,15 @@ OpenAIError error_for_output(const RequestOutput& out) {
   return make_error(out.error_status, out.error.empty() ? "request failed" : out.error);
 }
 
+OpenAIError error_for_output(const ChoiceDelta& out) {
+  return make_error(out.error_status, out.error.empty() ? "request failed" : out.error);
+}
+
 StreamFormatter::StreamFormatter(const ParsedRequest& req) : req_(req) {
   choices_.resize(static_cast<size_t>(std::max(1, req.num_choices())));
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    int index = static_cast<int>(i);
-    if (req.sampling.logprobs && req.tokenizer)
-      choices_[i].logprobs = std::make_unique<ChoiceLogprobs>(*req.tokenizer, prompt_ids_of(req, index),
-                                                              utf8_length(echo_text(req, index)));
-  }
+  for (size_t i = 0; i < choices_.size(); ++i)
+    choices_[i].prompt_tokens =
+        static_cast<int64_t>(prompt_ids_of(req, static_cast<int>(i)).size());
 }
 
 json StreamFormatter::chunk(json choice) const {
@@ -132,9 +118,8 @@ json StreamFormatter::chunk(json choice) const {
     if (req_.continuous_usage_stats) {
       // vLLM (serving_completion.py / serving_chat.py): the chunk's choice's
       // prompt tokens and its completion tokens so far.
-      int index = c["choices"][0]["index"].get<int>();
-      c["usage"] = usage_json(static_cast<int64_t>(prompt_ids_of(req_, index).size()),
-                              choices_[static_cast<size_t>(index)].completion_tokens);
+      const Choice& st = choices_[c["choices"][0]["index"].get<size_t>()];
+      c["usage"] = usage_json(st.prompt_tokens, st.completion_tokens);
     }
   }
   return c;
@@ -142,27 +127,24 @@ json StreamFormatter::chunk(json choice) const {
 
 std::string StreamFormatter::begin() {
   std::string out;
-  if (req_.kind == ApiKind::kGenerate) return out;
+  if (req_.kind != ApiKind::kChat) return out;
   for (size_t i = 0; i < choices_.size(); ++i) {
-    int index = static_cast<int>(i);
-    if (req_.kind == ApiKind::kChat) {
-      out += sse_event(chunk({{"index", index},
-                              {"delta", {{"role", "assistant"}, {"content", ""}}},
-                              {"logprobs", nullptr},
-                              {"finish_reason", nullptr}}));
-    } else if (req_.echo) {
-      out += sse_event(chunk({{"index", index},
-                              {"text", echo_text(req_, index)},
-                              {"logprobs", nullptr},
-                              {"finish_reason", nullptr}}));
-    }
+    out += sse_event(chunk({{"index", static_cast<int>(i)},
+                            {"delta", {{"role", "assistant"}, {"content", ""}}},
+                            {"logprobs", nullptr},
+                            {"finish_reason", nullptr}}));
   }
   return out;
 }
 
 std::string StreamFormatter::generate_update() const {
   json texts = json::array();
-  for (size_t i = 0; i < choices_.size(); ++i) texts.push_back(echo_text(req_, static_cast<int>(i)) + choices_[i].text);
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    // vLLM's /generate: prompt + text so far for every choice, also one
+    // that has produced nothing yet (its first delta brings the prompt).
+    const PromptInput* p = prompt_of(req_, static_cast<int>(i));
+    texts.push_back(choices_[i].received || !p ? choices_[i].text : p->text);
+  }
   std::string s = dump(json{{"text", std::move(texts)}});
   s.push_back('\0');
   return s;
@@ -186,7 +168,7 @@ std::string StreamFormatter::finish_stream() {
   return out + kSseDone;
 }
 
-std::string StreamFormatter::format_one(const RequestOutput& d) {
+std::string StreamFormatter::format_one(const ChoiceDelta& d) {
   if (done_) return "";
   if (!d.error.empty()) {
     done_ = true;
@@ -202,6 +184,7 @@ std::string StreamFormatter::format_one(const RequestOutput& d) {
   if (st.finished) return "";
   st.completion_tokens = d.completion_tokens;
   st.text += d.text;
+  st.received = true;
   if (d.finished) {
     st.finished = true;
     ++finished_count_;
@@ -209,19 +192,17 @@ std::string StreamFormatter::format_one(const RequestOutput& d) {
   std::string out;
   if (req_.kind == ApiKind::kGenerate) {
     if (!d.text.empty() || d.finished) out += generate_update();
-  } else if (!d.text.empty() || d.finished || (req_.return_token_ids && !d.token_ids.empty()) ||
-             !d.logprobs.empty()) {
+  } else if (!d.text.empty() || d.finished ||
+             ((req_.return_token_ids || !d.logprobs.is_null()) && !d.token_ids.empty())) {
     json choice = {{"index", d.index}};
     if (req_.kind == ApiKind::kChat) {
       choice["delta"] = d.text.empty() ? json::object() : json{{"content", d.text}};
     } else {
       choice["text"] = d.text;
     }
-    choice["logprobs"] = nullptr;
-    if (st.logprobs)
-      choice["logprobs"] = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs) : st.logprobs->completion(d.logprobs);
+    choice["logprobs"] = d.logprobs;
     choice["finish_reason"] = finish_reason_json(d);
-    if (d.finished) choice["stop_reason"] = stop_reason_json(d);
+    if (d.finished) choice["stop_reason"] = d.stop_reason;
     if (req_.return_token_ids) choice["token_ids"] = d.token_ids;
     out += sse_event(chunk(std::move(choice)));
   }
@@ -229,16 +210,17 @@ std::string StreamFormatter::format_one(const RequestOutput& d) {
   return out;
 }
 
-std::string StreamFormatter::format(const std::vector<RequestOutput>& deltas) {
+std::string StreamFormatter::format(const std::vector<ChoiceDelta>& deltas) {
   // Coalesce runs of one choice's deltas: a slow reader gets fewer, larger
   // chunks.
   std::string out;
   size_t i = 0;
   while (i < deltas.size()) {
-    RequestOutput merged = deltas[i];
+    ChoiceDelta merged = deltas[i];
     size_t j = i + 1;
-    while (j < deltas.size() && deltas[j].index == merged.index && !merged.finished && merged.error.empty()) {
-      merge_delta(merged, deltas[j]);
+    while (j < deltas.size() && deltas[j].index == merged.index && !merged.finished &&
+           merged.error.empty()) {
+      append_choice_delta(merged, deltas[j]);
       ++j;
     }
     out += format_one(merged);

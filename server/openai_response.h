@@ -8,7 +8,8 @@
 // stop_reason} for every choice (prompts × n, in index order) and usage
 // {prompt_tokens (each prompt once), completion_tokens (all choices),
 // total_tokens}. Completions with echo: each choice's text starts with its
-// prompt's text.
+// prompt's text (streamed: in the choice's first chunk, with its first
+// tokens, as vLLM streams it).
 // Streamed (Server-Sent Events, one `data: <json>\n\n` per chunk):
 // "text_completion" / "chat.completion.chunk" chunks, each for one choice
 // (its index); chat's first chunk per choice has delta {role: "assistant",
@@ -33,8 +34,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "server/choice_output.h"
 #include "server/openai_error.h"
-#include "server/openai_logprobs.h"
 #include "server/openai_request.h"
 
 namespace pagoda {
@@ -47,43 +48,46 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 const char* stream_content_type(const ParsedRequest& req);
 
 // The whole response body for a non-streamed request from each choice's
-// merged output (choices[i].index == i; all finished). An output with error
-// set must go through error_for_output instead.
-nlohmann::json completion_response(const ParsedRequest& req, const std::vector<RequestOutput>& choices);
-// One choice (n = 1, one prompt).
+// output (GenerationGroup::choices(): choices[i].index == i; all finished;
+// text, logprobs and echo already assembled by choice_output.h). An output
+// with error set must go through error_for_output instead.
+nlohmann::json completion_response(const ParsedRequest& req,
+                                   const std::vector<ChoiceDelta>& choices);
+// The same from engine outputs, each a whole choice (index = request-wide
+// choice index), assembled by a ChoiceAssembler first.
+nlohmann::json completion_response(const ParsedRequest& req,
+                                   const std::vector<RequestOutput>& choices);
 nlohmann::json completion_response(const ParsedRequest& req, const RequestOutput& merged);
 
-// The client error for an engine-failed request (output.error non-empty).
+// The client error for an engine-failed request (error non-empty).
 OpenAIError error_for_output(const RequestOutput& out);
+OpenAIError error_for_output(const ChoiceDelta& out);
 
-// vLLM's stop_reason: the stop string, else the stop token id, else null.
-nlohmann::json stop_reason_json(const RequestOutput& out);
-
-// Turns one request's deltas into stream text, keeping what the stream has
-// said so far (role chunks, logprob offsets, usage). Single-threaded use
-// (the connection's strand).
+// Frames one request's choice deltas (GenerationGroup::drain()) as stream
+// text, keeping what the stream has said so far (role chunks, usage).
+// Single-threaded use (the connection's strand).
 class StreamFormatter {
  public:
   explicit StreamFormatter(const ParsedRequest& req);
-  // The text to send before any delta: chat's role chunks, echo's prompt
-  // chunks; "" otherwise.
+  // The text to send before any delta: chat's role chunks; "" otherwise.
   std::string begin();
   // The text for a batch of deltas (coalesced: consecutive deltas of one
   // choice become one chunk). After the last choice's finished delta: the
   // usage chunk when asked for, and `data: [DONE]`. An error delta becomes
   // an error event then [DONE].
-  std::string format(const std::vector<RequestOutput>& deltas);
+  std::string format(const std::vector<ChoiceDelta>& deltas);
   bool done() const { return done_; }
 
  private:
   struct Choice {
-    std::unique_ptr<ChoiceLogprobs> logprobs;
-    std::string text;  // /generate: all text so far
+    std::string text;       // /generate: all text so far (prompt first)
+    bool received = false;  // a delta of this choice has arrived
+    int64_t prompt_tokens = 0;
     int64_t completion_tokens = 0;
     bool finished = false;
   };
   nlohmann::json chunk(nlohmann::json choice) const;
-  std::string format_one(const RequestOutput& d);
+  std::string format_one(const ChoiceDelta& d);
   std::string finish_stream();
   std::string generate_update() const;
 

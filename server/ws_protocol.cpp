@@ -100,30 +100,34 @@ ParseResult parse_ws_generation(const WsClientMessage& msg, const ServingModel& 
                                                   : parse_completion_request(body, model);
 }
 
-std::string ws_delta_message(const std::string& id, int64_t seq, const WsDelta& d) {
-  return dump(json{{"type", "delta"}, {"id", id},     {"seq", seq},
-                   {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}});
+std::string ws_delta_message(const std::string& id, int64_t seq, const ChoiceDelta& d) {
+  json msg = {{"type", "delta"},  {"id", id},       {"seq", seq},
+              {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}};
+  if (!d.logprobs.is_null()) msg["logprobs"] = d.logprobs;
+  return dump(msg);
 }
 
-std::string ws_done_message(const std::string& id, int64_t seq, const RequestOutput& out,
-                            const std::vector<RequestOutput>& choices) {
-  json usage = {{"prompt_tokens", out.prompt_tokens},
-                {"completion_tokens", out.completion_tokens},
-                {"total_tokens", out.prompt_tokens + out.completion_tokens}};
+std::string ws_done_message(const std::string& id, int64_t seq,
+                            const std::vector<ChoiceDelta>& choices, int64_t prompt_tokens,
+                            int64_t completion_tokens) {
+  const ChoiceDelta first = choices.empty() ? ChoiceDelta{} : choices.front();
   json msg = {{"type", "done"},
               {"id", id},
               {"seq", seq},
-              {"index", out.index},
-              {"finish_reason", finish_reason_str(out.finish_reason)},
-              {"stop_reason", stop_reason_json(out)},
-              {"usage", usage}};
+              {"index", first.index},
+              {"finish_reason", finish_reason_str(first.finish_reason)},
+              {"stop_reason", first.stop_reason},
+              {"usage",
+               {{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion_tokens},
+                {"total_tokens", prompt_tokens + completion_tokens}}}};
   if (choices.size() > 1) {
     json list = json::array();
-    for (size_t i = 0; i < choices.size(); ++i)
-      list.push_back({{"index", static_cast<int>(i)},
-                      {"finish_reason", finish_reason_str(choices[i].finish_reason)},
-                      {"stop_reason", stop_reason_json(choices[i])},
-                      {"completion_tokens", choices[i].completion_tokens}});
+    for (const ChoiceDelta& c : choices)
+      list.push_back({{"index", c.index},
+                      {"finish_reason", finish_reason_str(c.finish_reason)},
+                      {"stop_reason", c.stop_reason},
+                      {"completion_tokens", c.completion_tokens}});
     msg["choices"] = std::move(list);
   }
   return dump(msg);

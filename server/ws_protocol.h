@@ -13,7 +13,7 @@
 //                                       gets a 409 error for the id);
 //   {"type": "subscribe_stats", "interval_ms"?} / {"type": "unsubscribe_stats"}.
 // Server → client:
-//   {"type": "delta", "id", "seq", "index", "text", "token_ids"}
+//   {"type": "delta", "id", "seq", "index", "text", "token_ids", "logprobs"?}
 //   {"type": "done", "id", "seq", "finish_reason", "stop_reason", "usage"}
 //   {"type": "error", "id" (null when unknown), "error": {OpenAI error object}}
 //   {"type": "stats", ...}
@@ -29,6 +29,7 @@
 
 #include "engine/request.h"
 #include "engine/stats.h"
+#include "server/choice_output.h"
 #include "server/openai_error.h"
 #include "server/openai_request.h"
 #include "server/serving_model.h"
@@ -61,21 +62,19 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
 // the HTTP API's own parsers. "stream" is ignored (always streamed).
 ParseResult parse_ws_generation(const WsClientMessage& msg, const ServingModel& model);
 
-// One entry of a stream's log: the engine delta numbered seq (1-based).
-struct WsDelta {
-  int index = 0;
-  std::string text;
-  std::vector<int32_t> token_ids;
-};
-
 // Server messages (serialized; invalid UTF-8 replaced by U+FFFD).
-std::string ws_delta_message(const std::string& id, int64_t seq, const WsDelta& d);
-// {"type":"done", id, seq, index, finish_reason, stop_reason, usage}; with
-// more than one choice also "choices": [{index, finish_reason, stop_reason,
-// completion_tokens}] (one entry per choice, in index order) and usage
-// summing every choice's completion tokens (final_output carries the sum).
-std::string ws_done_message(const std::string& id, int64_t seq, const RequestOutput& final_output,
-                            const std::vector<RequestOutput>& choices = {});
+// {"type":"delta", id, seq, index, text, token_ids} for d (one choice's
+// deltas, appended), plus "logprobs" (SSE's shape for those tokens) when the
+// request asked for logprobs.
+std::string ws_delta_message(const std::string& id, int64_t seq, const ChoiceDelta& d);
+// {"type":"done", id, seq, index, finish_reason, stop_reason, usage} from
+// every choice's output (GenerationGroup::choices(), index order; the top
+// level fields are choice 0's); with more than one choice (prompts x n) also
+// "choices": [{index, finish_reason, stop_reason, completion_tokens}]. usage:
+// prompt_tokens (each prompt once), completion_tokens (every choice).
+std::string ws_done_message(const std::string& id, int64_t seq,
+                            const std::vector<ChoiceDelta>& choices, int64_t prompt_tokens,
+                            int64_t completion_tokens);
 std::string ws_error_message(const std::optional<std::string>& id, const OpenAIError& e);
 
 // A stats message from the snapshot `now`, with rates and means over the

@@ -135,7 +135,26 @@ void WsSession::start_generation(const WsClientMessage& m) {
   s->client_id = m.id;
   s->request_id = parsed.request_id;
   s->resumable = m.resumable;
-  s->channel = std::make_shared<OutputChannel>();
+  // Engine thread: only posts onto the owner's strand (whoever owns the
+  // stream when the delta arrives: a resume may have moved it).
+  std::weak_ptr<WsStream> weak_stream = s;
+  auto notify = [weak_stream] {
+    auto st = weak_stream.lock();
+    if (!st) return;
+    std::weak_ptr<WsSession> owner;
+    net::any_io_executor ex;
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (st->owner.expired()) return;  // detached: a resume drains it
+      owner = st->owner;
+      ex = st->owner_executor;
+    }
+    net::post(ex, [owner, st] {
+      if (auto o = owner.lock()) o->on_stream_ready(st);
+    });
+  };
+  // The same pipeline as HTTP: every prompt, n choices each, logprobs, echo.
+  s->group = std::make_unique<GenerationGroup>(std::move(parsed), *ctx_.engine, notify);
   {
     std::lock_guard<std::mutex> lock(s->mu);
     s->owner = weak_from_this();
@@ -151,31 +170,10 @@ void WsSession::start_generation(const WsClientMessage& m) {
                                      m.id),
                          "id")));
   attached_[m.id] = Attached{s, 0};
-
-  // Engine thread: only posts onto the owner's strand (whoever owns the
-  // stream when the delta arrives: a resume may have moved it).
-  std::weak_ptr<WsStream> weak_stream = s;
-  s->channel->set_notifier([weak_stream] {
-    auto st = weak_stream.lock();
-    if (!st) return;
-    std::weak_ptr<WsSession> owner;
-    net::any_io_executor ex;
-    {
-      std::lock_guard<std::mutex> lock(st->mu);
-      if (st->owner.expired()) return;  // detached: a resume drains it
-      owner = st->owner;
-      ex = st->owner_executor;
-    }
-    net::post(ex, [owner, st] {
-      if (auto o = owner.lock()) o->on_stream_ready(st);
-    });
-  });
-  auto request = std::make_unique<GenerateRequest>();
-  request->request_id = parsed.request_id;
-  request->prompt_token_ids = std::move(parsed.prompt_token_ids);
-  request->sampling = parsed.sampling;
-  request->output = s->channel;
-  ctx_.engine->add_request(std::move(request));
+  // Not under s->mu: an engine that rejects a request at once runs the
+  // notifier on this thread. The group's channels only reach the group
+  // through drain_locked, under the lock.
+  s->group->submit();
 }
 
 void WsSession::cancel(const WsClientMessage& m) {
@@ -186,10 +184,11 @@ void WsSession::cancel(const WsClientMessage& m) {
     std::lock_guard<std::mutex> lock(s->mu);
     detached = s->owner.expired();
   }
-  // Attached (here or elsewhere): the engine's abort delta ends the stream
+  // Attached (here or elsewhere): the engine's abort deltas end the stream
   // with a done message (finish_reason "abort") on its connection.
-  ctx_.engine->abort_request(s->request_id);
-  if (detached) ctx_.streams->remove(s);
+  if (detached) return ctx_.streams->abort(s);
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->abort_locked();
 }
 
 void WsSession::resume(const WsClientMessage& m) {
@@ -314,22 +313,18 @@ std::string WsSession::next_stream_message(const std::string& id) {
     if (a.sent_seq < n) {
       // Everything unsent, up to the first change of choice index, in one
       // message whose seq is the last engine delta it covers.
-      WsDelta merged;
-      merged.index = s->log[static_cast<size_t>(a.sent_seq)].index;
-      int64_t last = a.sent_seq;
-      while (last < n && s->log[static_cast<size_t>(last)].index == merged.index) {
-        const WsDelta& d = s->log[static_cast<size_t>(last)];
-        merged.text += d.text;
-        merged.token_ids.insert(merged.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
-        ++last;
-      }
+      ChoiceDelta merged = s->log[static_cast<size_t>(a.sent_seq)];
+      int64_t last = a.sent_seq + 1;
+      while (last < n && s->log[static_cast<size_t>(last)].index == merged.index)
+        append_choice_delta(merged, s->log[static_cast<size_t>(last++)]);
       a.sent_seq = last;
       if (!merged.text.empty() || !merged.token_ids.empty()) msg = ws_delta_message(id, last, merged);
       more = last < n || s->finished;
     } else if (s->finished) {
-      const RequestOutput& f = s->final_output;
-      msg = f.error.empty() ? ws_done_message(id, n, f, s->choice_finals)
-                            : ws_error_message(id, error_for_output(f));
+      const GenerationGroup& g = *s->group;
+      msg = g.failed()
+                ? ws_error_message(id, error_for_output(g.error()))
+                : ws_done_message(id, n, g.choices(), g.prompt_tokens(), g.completion_tokens());
       done = true;
     }
   }

@@ -1,38 +1,23 @@
 #include "server/ws_stream.h"
 
-#include <algorithm>
-
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
 namespace pagoda {
 
 void WsStream::drain_locked() {
-  if (!channel) return;
-  for (RequestOutput& d : channel->drain()) {
-    if (finished) continue;  // nothing follows the finished delta
-    log.push_back(WsDelta{d.index, std::move(d.text), std::move(d.token_ids)});
-    if (!d.finished) continue;
-    d.text.clear();
-    d.token_ids.clear();
-    d.logprobs.clear();
-    if (!d.error.empty()) {  // an error ends every choice
-      finished = true;
-      final_output = std::move(d);
-      continue;
-    }
-    const size_t n = static_cast<size_t>(std::max(1, channel->num_choices()));
-    if (choice_finals.size() < n) choice_finals.resize(n);
-    const size_t i = d.index >= 0 && static_cast<size_t>(d.index) < n ? static_cast<size_t>(d.index) : 0;
-    if (choice_finals[i].finished) continue;
-    choice_finals[i] = std::move(d);
-    if (++num_finished_choices < static_cast<int>(n)) continue;
-    finished = true;
-    // Usage: the prompt once, every choice's completion tokens.
-    final_output = choice_finals[0];
-    final_output.completion_tokens = 0;
-    for (const RequestOutput& c : choice_finals) final_output.completion_tokens += c.completion_tokens;
+  if (!group) return;
+  for (ChoiceDelta& d : group->drain()) {
+    if (finished) continue;  // nothing follows an error
+    const bool error = !d.error.empty();
+    log.push_back(std::move(d));
+    finished = error;
   }
+  finished = finished || group->done();
+}
+
+void WsStream::abort_locked() {
+  if (group && !finished) group->abort();
 }
 
 bool StreamHub::add(const std::shared_ptr<WsStream>& s) {
@@ -53,12 +38,10 @@ void StreamHub::remove(const std::shared_ptr<WsStream>& s) {
 }
 
 void StreamHub::abort(const std::shared_ptr<WsStream>& s) {
-  bool finished;
   {
     std::lock_guard<std::mutex> lock(s->mu);
-    finished = s->finished;
+    s->abort_locked();
   }
-  if (!finished && engine_) engine_->abort_request(s->request_id);
   remove(s);
 }
 

@@ -78,6 +78,45 @@ TEST(CliGenerate, OnePromptRejectedExitsNonZeroAfterTheOthersComplete) {
 }
 
 
+// The CLI runs the server's request pipeline: each line carries what the
+// HTTP API answers for the same request (text, ids, finish, usage).
+TEST(CliGenerate, EachLineEqualsTheHttpResultOfTheSameRequest) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
+  GenerateRun r =
+      run_generate_cli("as_http", prompts, "--max-tokens 10 --temperature 0 --ignore-eos --logprobs 2");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 2u) << r.err;
+  PagodaServer server({});
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    json http = post_json(server.port(), "/v1/completions",
+                          {{"prompt", prompts[i]},
+                           {"max_tokens", 10},
+                           {"temperature", 0},
+                           {"ignore_eos", true},
+                           {"logprobs", 2},
+                           {"return_token_ids", true}});
+    const json& c = http["choices"][0];
+    const json& l = r.lines[i];
+    EXPECT_EQ(l["index"], i);
+    EXPECT_EQ(l["prompt"], prompts[i]);
+    EXPECT_EQ(l["text"], c["text"]);
+    EXPECT_EQ(l["token_ids"], c["token_ids"]);
+    EXPECT_EQ(l["finish_reason"], c["finish_reason"]);
+    EXPECT_EQ(l["stop_reason"], c["stop_reason"]);
+    EXPECT_EQ(l["usage"], http["usage"]);
+    ASSERT_TRUE(l.contains("logprobs")) << l.dump();
+    EXPECT_EQ(l["logprobs"]["tokens"], c["logprobs"]["tokens"]);
+    EXPECT_EQ(l["logprobs"]["text_offset"], c["logprobs"]["text_offset"]);
+    ASSERT_EQ(l["logprobs"]["token_logprobs"].size(), 10u);
+    for (size_t t = 0; t < 10; ++t)  // one engine run's floats against another's
+      EXPECT_NEAR(l["logprobs"]["token_logprobs"][t].get<double>(),
+                  c["logprobs"]["token_logprobs"][t].get<double>(), 1e-4);
+  }
+  int status = server.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 // --model (vLLM's flag) is the positional MODEL_DIR; both, differing, is a
 // command-line error before anything loads (serve included).
 TEST(CliGenerate, ModelFlagIsThePositionalModel) {

@@ -114,6 +114,18 @@ RequestOutput delta(int index, const std::string& text, std::vector<TokenLogprob
   return d;
 }
 
+// Engine deltas through the request pipeline's assembler, as
+// GenerationGroup::drain() hands them to the formatter.
+struct Assembled {
+  explicit Assembled(const ParsedRequest& req) : a(req) {}
+  std::vector<ChoiceDelta> operator()(const std::vector<RequestOutput>& ds) {
+    std::vector<ChoiceDelta> out;
+    for (const RequestOutput& d : ds) out.push_back(a.add(d));
+    return out;
+  }
+  ChoiceAssembler a;
+};
+
 TEST(ProtocolSurface, CompletionLogprobsObjectByHand) {
   ServingModel m = make_test_model();
   ParsedRequest r = parse_ok(parse_completion_request(R"({"prompt": "ab", "logprobs": 1, "max_tokens": 2})", m));
@@ -177,18 +189,19 @@ TEST(ProtocolSurface, StreamInterleavedChoicesUsageAfterTheLast) {
           "stream_options": {"include_usage": true}})",
       m));
   StreamFormatter f(r);
+  Assembled pipe(r);
   auto events = testing_http::sse_payloads(f.begin());
   ASSERT_EQ(events.size(), 2u);  // a role chunk per choice
   EXPECT_EQ(json::parse(events[1])["choices"][0]["index"], 1);
   RequestOutput a = delta(0, "x"), b = delta(1, "y"), a2 = delta(0, "z", {}, true), b2 = delta(1, "", {}, true);
   a2.completion_tokens = 2;
   b2.completion_tokens = 1;
-  std::string s = f.format({a, b, a2});
+  std::string s = f.format(pipe({a, b, a2}));
   events = testing_http::sse_payloads(s);
   ASSERT_EQ(events.size(), 3u);  // choice 0 "x", choice 1 "y", choice 0 "z" finished
   EXPECT_EQ(json::parse(events[2])["choices"][0]["finish_reason"], "length");
   EXPECT_FALSE(f.done());
-  events = testing_http::sse_payloads(f.format({b2}));
+  events = testing_http::sse_payloads(f.format(pipe({b2})));
   ASSERT_EQ(events.size(), 3u);  // choice 1 finish, usage, [DONE]
   json usage = json::parse(events[1]);
   EXPECT_TRUE(usage["choices"].empty());
@@ -206,9 +219,10 @@ TEST(ProtocolSurface, GenerateEndpointFormats) {
   EXPECT_EQ(j, json({{"text", {"abc", "abd"}}}));
   ParsedRequest s = parse_ok(parse_generate_request(R"({"prompt": "ab", "stream": true})", m));
   StreamFormatter f(s);
+  Assembled pipe(s);
   EXPECT_EQ(f.begin(), "");
-  std::string out = f.format({delta(0, "c")});
-  out += f.format({delta(0, "d", {}, true)});
+  std::string out = f.format(pipe({delta(0, "c")}));
+  out += f.format(pipe({delta(0, "d", {}, true)}));
   EXPECT_EQ(out, std::string(R"({"text":["abc"]})") + '\0' + R"({"text":["abcd"]})" + '\0');
   EXPECT_TRUE(f.done());
   EXPECT_STREQ(stream_content_type(s), "application/json");
@@ -378,6 +392,8 @@ TEST(ProtocolSurface, GenerationGroupRemapsChoiceIndices) {
   RecordingEngine engine;
   int notified = 0;
   GenerationGroup g(r, engine, [&] { ++notified; });
+  EXPECT_TRUE(engine.requests.empty());  // nothing before submit()
+  g.submit();
   ASSERT_EQ(engine.requests.size(), 2u);
   EXPECT_EQ(engine.requests[0]->request_id, r.request_id + "-0");
   EXPECT_EQ(engine.requests[1]->request_id, r.request_id + "-1");
@@ -398,6 +414,56 @@ TEST(ProtocolSurface, GenerationGroupRemapsChoiceIndices) {
   g.drain();
   EXPECT_TRUE(g.done());
   EXPECT_FALSE(g.failed());
+}
+
+// The pipeline's per-choice results: echo in each choice's first delta (as
+// vLLM streams it), logprobs in the request's wire format per delta and
+// joined per choice, usage with each prompt once.
+TEST(ProtocolSurface, GenerationGroupAssemblesEchoLogprobsAndUsage) {
+  ServingModel m = make_test_model();
+  ParsedRequest r = parse_ok(
+      parse_completion_request(R"({"prompt": ["ab", "c"], "max_tokens": 2, "echo": true})", m));
+  RecordingEngine engine;
+  GenerationGroup g(r, engine, [] {});
+  g.submit();
+  ASSERT_EQ(engine.requests.size(), 2u);
+  RequestOutput x = delta(0, "x");
+  x.completion_tokens = 1;
+  RequestOutput y = delta(0, "y", {}, true);
+  y.completion_tokens = 2;
+  RequestOutput z = delta(0, "z", {}, true);
+  z.completion_tokens = 1;
+  engine.requests[0]->output->push(x);
+  engine.requests[1]->output->push(z);
+  engine.requests[0]->output->push(y);
+  std::vector<ChoiceDelta> d = g.drain();
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].text, "abx");  // prompt 0's text, then its first token's
+  EXPECT_EQ(d[1].text, "y");
+  EXPECT_EQ(d[2].index, 1);
+  EXPECT_EQ(d[2].text, "cz");
+  EXPECT_EQ(d[2].prompt_tokens, 2);  // BOS + 'c'
+  ASSERT_TRUE(g.done());
+  EXPECT_EQ(g.choices()[0].text, "abxy");
+  EXPECT_EQ(g.choices()[0].token_ids, (std::vector<int32_t>{id('x'), id('y')}));
+  EXPECT_EQ(g.choices()[0].finish_reason, FinishReason::kLength);
+  EXPECT_EQ(g.prompt_tokens(), 3 + 2);
+  EXPECT_EQ(g.completion_tokens(), 2 + 1);
+  EXPECT_EQ(completion_response(g.request(), g.choices())["choices"][1]["text"], "cz");
+
+  ParsedRequest lr =
+      parse_ok(parse_completion_request(R"({"prompt": "ab", "max_tokens": 2, "logprobs": 1})", m));
+  GenerationGroup lg(lr, engine, [] {});
+  lg.submit();
+  engine.requests.back()->output->push(delta(0, "h", {{id('h'), -0.5f, {{id('h'), -0.5f}}}}));
+  engine.requests.back()->output->push(
+      delta(0, "i", {{id('i'), -1.5f, {{id('x'), -0.25f}}}}, true));
+  std::vector<ChoiceDelta> ld = lg.drain();
+  ASSERT_EQ(ld.size(), 2u);
+  EXPECT_EQ(ld[1].logprobs["tokens"], json({"i"}));
+  EXPECT_EQ(ld[1].logprobs["text_offset"], json({1}));  // after "h"
+  EXPECT_EQ(lg.choices()[0].logprobs["token_logprobs"], json({-0.5, -1.5}));
+  EXPECT_EQ(lg.choices()[0].logprobs["text_offset"], json({0, 1}));
 }
 
 }  // namespace

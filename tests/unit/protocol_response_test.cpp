@@ -31,6 +31,18 @@ RequestOutput delta(const char* text, bool finished = false, FinishReason why = 
   return d;
 }
 
+// Engine deltas through the request pipeline's assembler, as
+// GenerationGroup::drain() hands them to the formatter.
+struct Assembled {
+  explicit Assembled(const ParsedRequest& req) : a(req) {}
+  std::vector<ChoiceDelta> operator()(const std::vector<RequestOutput>& ds) {
+    std::vector<ChoiceDelta> out;
+    for (const RequestOutput& d : ds) out.push_back(a.add(d));
+    return out;
+  }
+  ChoiceAssembler a;
+};
+
 // Splits SSE text into its `data:` payloads; checks the framing.
 std::vector<std::string> sse_payloads(const std::string& s) {
   std::vector<std::string> out;
@@ -80,8 +92,9 @@ TEST(ProtocolResponse, ChatCompletionObjectWithStopReason) {
 TEST(ProtocolResponse, CompletionStreamChunksThenDone) {
   ParsedRequest req = make_req(ApiKind::kCompletion, true);
   StreamFormatter f(req);
+  Assembled as(req);
   EXPECT_EQ(f.begin(), "");
-  auto p1 = sse_payloads(f.format({delta("Once", false, FinishReason::kNone, 1)}));
+  auto p1 = sse_payloads(f.format(as({delta("Once", false, FinishReason::kNone, 1)})));
   ASSERT_EQ(p1.size(), 1u);
   json c1 = json::parse(p1[0]);
   EXPECT_EQ(c1["object"], "text_completion");
@@ -90,21 +103,23 @@ TEST(ProtocolResponse, CompletionStreamChunksThenDone) {
   EXPECT_TRUE(c1["choices"][0]["finish_reason"].is_null());
   EXPECT_FALSE(c1.contains("usage"));  // only with include_usage
   EXPECT_FALSE(f.done());
-  auto p2 = sse_payloads(f.format({delta(" upon", true, FinishReason::kLength, 2)}));
+  auto p2 = sse_payloads(f.format(as({delta(" upon", true, FinishReason::kLength, 2)})));
   ASSERT_EQ(p2.size(), 2u);
   json c2 = json::parse(p2[0]);
   EXPECT_EQ(c2["choices"][0]["text"], " upon");
   EXPECT_EQ(c2["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(p2[1], "[DONE]");
   EXPECT_TRUE(f.done());
-  EXPECT_EQ(f.format({delta("late")}), "");  // nothing after [DONE]
+  EXPECT_EQ(f.format(as({delta("late")})), "");  // nothing after [DONE]
 }
 
 TEST(ProtocolResponse, PendingDeltasCoalesceIntoOneChunk) {
   ParsedRequest req = make_req(ApiKind::kCompletion, true);
   StreamFormatter f(req);
-  auto p = sse_payloads(f.format({delta("a", false, FinishReason::kNone, 1), delta("b", false, FinishReason::kNone, 2),
-                                  delta("c", false, FinishReason::kNone, 3)}));
+  Assembled as(req);
+  auto p = sse_payloads(f.format(
+      as({delta("a", false, FinishReason::kNone, 1), delta("b", false, FinishReason::kNone, 2),
+          delta("c", false, FinishReason::kNone, 3)})));
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(json::parse(p[0])["choices"][0]["text"], "abc");
 }
@@ -112,6 +127,7 @@ TEST(ProtocolResponse, PendingDeltasCoalesceIntoOneChunk) {
 TEST(ProtocolResponse, ChatStreamRoleFirstUsageLast) {
   ParsedRequest req = make_req(ApiKind::kChat, true, true);
   StreamFormatter f(req);
+  Assembled as(req);
   auto p0 = sse_payloads(f.begin());
   ASSERT_EQ(p0.size(), 1u);
   json c0 = json::parse(p0[0]);
@@ -120,7 +136,7 @@ TEST(ProtocolResponse, ChatStreamRoleFirstUsageLast) {
   EXPECT_TRUE(c0.contains("usage") && c0["usage"].is_null());
   RequestOutput last = delta("!", true, FinishReason::kStop, 2);
   last.stop_token_id = 2;
-  auto p = sse_payloads(f.format({delta("Hi", false, FinishReason::kNone, 1), last}));
+  auto p = sse_payloads(f.format(as({delta("Hi", false, FinishReason::kNone, 1), last})));
   ASSERT_EQ(p.size(), 3u);
   json c1 = json::parse(p[0]);
   EXPECT_EQ(c1["choices"][0]["delta"], (json{{"content", "Hi!"}}));
@@ -135,7 +151,8 @@ TEST(ProtocolResponse, ChatStreamRoleFirstUsageLast) {
 TEST(ProtocolResponse, FinishWithoutTextStillSendsFinalChunk) {
   ParsedRequest req = make_req(ApiKind::kChat, true);
   StreamFormatter f(req);
-  auto p = sse_payloads(f.format({delta("", true, FinishReason::kAbort, 0)}));
+  Assembled as(req);
+  auto p = sse_payloads(f.format(as({delta("", true, FinishReason::kAbort, 0)})));
   ASSERT_EQ(p.size(), 2u);
   json c = json::parse(p[0]);
   EXPECT_EQ(c["choices"][0]["delta"], json::object());
@@ -145,9 +162,10 @@ TEST(ProtocolResponse, FinishWithoutTextStillSendsFinalChunk) {
 TEST(ProtocolResponse, EngineErrorBecomesErrorEventThenDone) {
   ParsedRequest req = make_req(ApiKind::kCompletion, true);
   StreamFormatter f(req);
+  Assembled as(req);
   RequestOutput bad = delta("", true, FinishReason::kAbort);
   bad.error = "prompt does not fit the KV cache";
-  auto p = sse_payloads(f.format({bad}));
+  auto p = sse_payloads(f.format(as({bad})));
   ASSERT_EQ(p.size(), 2u);
   json e = json::parse(p[0]);
   EXPECT_EQ(e["error"]["message"], "prompt does not fit the KV cache");

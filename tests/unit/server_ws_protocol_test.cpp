@@ -97,24 +97,46 @@ TEST(WsProtocol, GenerationFieldsGoThroughTheHttpApisParser) {
 }
 
 TEST(WsProtocol, ServerMessagesHaveTheDocumentedShape) {
-  WsDelta d{0, "你好🙂", {5, 6}};
-  EXPECT_EQ(json::parse(ws_delta_message("a", 4, d)),
-            json::parse(R"({"type":"delta","id":"a","seq":4,"index":0,"text":"你好🙂","token_ids":[5,6]})"));
-  RequestOutput f;
+  ChoiceDelta d;
+  d.text = "你好🙂";
+  d.token_ids = {5, 6};
+  EXPECT_EQ(
+      json::parse(ws_delta_message("a", 4, d)),
+      json::parse(
+          R"({"type":"delta","id":"a","seq":4,"index":0,"text":"你好🙂","token_ids":[5,6]})"));
+  // Logprobs (when asked for) as the SSE chunk carries them.
+  d.logprobs = {{"content", json::array()}};
+  EXPECT_EQ(json::parse(ws_delta_message("a", 4, d))["logprobs"], d.logprobs);
+  ChoiceDelta f;
   f.finished = true;
   f.finish_reason = FinishReason::kLength;
-  f.prompt_tokens = 3;
   f.completion_tokens = 5;
-  EXPECT_EQ(json::parse(ws_done_message("a", 6, f)),
-            json::parse(R"({"type":"done","id":"a","seq":6,"index":0,"finish_reason":"length","stop_reason":null,
+  EXPECT_EQ(
+      json::parse(ws_done_message("a", 6, {f}, 3, 5)),
+      json::parse(
+          R"({"type":"done","id":"a","seq":6,"index":0,"finish_reason":"length","stop_reason":null,
                             "usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})"));
+  // Several choices (prompts x n): each one's finish, usage over all.
+  ChoiceDelta g = f;
+  g.index = 1;
+  g.finish_reason = FinishReason::kStop;
+  g.stop_reason = "\n";
+  g.completion_tokens = 2;
+  json two = json::parse(ws_done_message("a", 9, {f, g}, 7, 7));
+  EXPECT_EQ(
+      two["choices"],
+      json::parse(R"([{"index":0,"finish_reason":"length","stop_reason":null,"completion_tokens":5},
+                                             {"index":1,"finish_reason":"stop","stop_reason":"\n","completion_tokens":2}])"));
+  EXPECT_EQ(two["usage"]["total_tokens"], 14);
   json e = json::parse(ws_error_message(std::nullopt, bad_request("nope", "x")));
   EXPECT_EQ(e["type"], "error");
   EXPECT_TRUE(e["id"].is_null());
   EXPECT_EQ(e["error"]["message"], "nope");
   EXPECT_EQ(e["error"]["code"], 400);
   // Invalid UTF-8 never reaches the socket (WebSocket text must be UTF-8).
-  EXPECT_NO_THROW(json::parse(ws_delta_message("a", 1, WsDelta{0, "\xff", {}})));
+  ChoiceDelta bad;
+  bad.text = "\xff";
+  EXPECT_NO_THROW(json::parse(ws_delta_message("a", 1, bad)));
   EngineStats before, now;
   now.generation_tokens_total = 500;
   now.time_to_first_token.observe(0.25);

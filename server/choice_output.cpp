@@ -1,0 +1,130 @@
+#include "server/choice_output.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace pagoda {
+
+using nlohmann::json;
+
+namespace {
+
+bool echoes(const ParsedRequest& req) {
+  return req.kind == ApiKind::kGenerate || (req.kind == ApiKind::kCompletion && req.echo);
+}
+
+// Both wire formats are objects of arrays: concatenate each array.
+void append_logprobs(json& into, const json& next) {
+  if (next.is_null()) return;
+  if (into.is_null()) {
+    into = next;
+    return;
+  }
+  for (auto it = next.begin(); it != next.end(); ++it) {
+    json& dst = into[it.key()];
+    if (!dst.is_array()) dst = json::array();
+    for (const json& v : it.value()) dst.push_back(v);
+  }
+}
+
+}  // namespace
+
+void append_choice_delta(ChoiceDelta& into, const ChoiceDelta& next) {
+  into.text += next.text;
+  into.token_ids.insert(into.token_ids.end(), next.token_ids.begin(), next.token_ids.end());
+  append_logprobs(into.logprobs, next.logprobs);
+  into.engine_deltas += next.engine_deltas;
+  into.prompt_tokens = next.prompt_tokens;
+  into.completion_tokens = next.completion_tokens;
+  if (next.finished || !next.error.empty()) {
+    into.finished = next.finished;
+    into.finish_reason = next.finish_reason;
+    into.stop_reason = next.stop_reason;
+    into.error = next.error;
+    into.error_status = next.error_status;
+  }
+}
+
+json stop_reason_json(const RequestOutput& out) {
+  if (out.stop_str) return *out.stop_str;
+  if (out.stop_token_id) return *out.stop_token_id;
+  return nullptr;
+}
+
+const PromptInput* prompt_of(const ParsedRequest& req, int index) {
+  if (index < 0) return nullptr;
+  size_t i = static_cast<size_t>(index / std::max(1, req.sampling.n));
+  return i < req.prompts.size() ? &req.prompts[i] : nullptr;
+}
+
+ChoiceAssembler::ChoiceAssembler(const ParsedRequest& req) : req_(req) {
+  const size_t n = static_cast<size_t>(std::max(1, req.num_choices()));
+  state_.resize(n);
+  choices_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int index = static_cast<int>(i);
+    const PromptInput* p = prompt_of(req, index);
+    ChoiceDelta& c = choices_[i];
+    c.index = index;
+    c.engine_deltas = 0;
+    c.prompt_tokens = p ? static_cast<int64_t>(p->token_ids.size())
+                        : static_cast<int64_t>(req.prompt_token_ids.size());
+    if (req.sampling.logprobs && req.tokenizer) {
+      const std::vector<int32_t>& context = p ? p->token_ids : req.prompt_token_ids;
+      const int64_t offset = echoes(req) && p ? utf8_length(p->text) : 0;
+      state_[i].logprobs = std::make_unique<ChoiceLogprobs>(*req.tokenizer, context, offset);
+      // A choice that ends before any token still answers the empty object.
+      c.logprobs = req.kind == ApiKind::kChat ? state_[i].logprobs->chat({})
+                                              : state_[i].logprobs->completion({});
+    }
+  }
+}
+
+ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
+  ChoiceDelta out;
+  out.index = d.index;
+  out.token_ids = d.token_ids;
+  out.finished = d.finished || !d.error.empty();
+  out.finish_reason = out.finished ? d.finish_reason : FinishReason::kNone;
+  out.stop_reason = stop_reason_json(d);
+  out.completion_tokens = d.completion_tokens;
+  out.prompt_tokens = d.prompt_tokens;
+  out.error = d.error;
+  out.error_status = d.error_status;
+  const bool in_range = d.index >= 0 && static_cast<size_t>(d.index) < choices_.size();
+  if (!in_range || !d.error.empty()) {
+    out.text = d.text;
+    return out;
+  }
+  State& st = state_[static_cast<size_t>(d.index)];
+  ChoiceDelta& choice = choices_[static_cast<size_t>(d.index)];
+  out.prompt_tokens = choice.prompt_tokens;
+  if (echoes(req_) && !st.echoed) {
+    const PromptInput* p = prompt_of(req_, d.index);
+    if (p) out.text = p->text;
+    st.echoed = true;
+  }
+  out.text += d.text;
+  if (st.logprobs)
+    out.logprobs = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs)
+                                               : st.logprobs->completion(d.logprobs);
+  if (choice.engine_deltas == 0 && !out.logprobs.is_null())
+    choice.logprobs = nullptr;  // replaced by the first delta's
+  append_choice_delta(choice, out);
+  return out;
+}
+
+int64_t ChoiceAssembler::prompt_tokens() const {
+  int64_t n = 0;
+  for (const PromptInput& p : req_.prompts) n += static_cast<int64_t>(p.token_ids.size());
+  if (req_.prompts.empty()) n = static_cast<int64_t>(req_.prompt_token_ids.size());
+  return n;
+}
+
+int64_t ChoiceAssembler::completion_tokens() const {
+  int64_t n = 0;
+  for (const ChoiceDelta& c : choices_) n += c.completion_tokens;
+  return n;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,81 @@
+// ChoiceDelta / ChoiceAssembler: the engine's deltas as every front end
+// (SSE, non-streamed JSON, /v1/ws, `pagoda generate`) frames them. One
+// place turns a RequestOutput (its index already request-wide:
+// prompt_index * n + sample_index, GenerationGroup's) into the choice's
+// text, token ids, logprobs in the request's wire format, finish fields and
+// usage, so the front ends cannot disagree on any of them.
+//
+// Echo (completions "echo", and vLLM's /generate, which always returns
+// prompt + completion): a choice's first delta starts with its prompt's
+// text, as vLLM's serving_completion.py streams it ("echo the prompt and
+// first token"); logprobs' text_offset then starts after the prompt.
+// Logprobs (sampling.logprobs set and a tokenizer): openai_logprobs.h's
+// completions object {tokens, token_logprobs, top_logprobs, text_offset} or
+// chat's {content: [...]}, for this delta's tokens; null otherwise.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/openai_logprobs.h"
+#include "server/openai_request.h"
+
+namespace pagoda {
+
+struct ChoiceDelta {
+  int index = 0;                   // request-wide choice index
+  std::string text;                // whole UTF-8 characters; echo: prompt first
+  std::vector<int32_t> token_ids;  // the completion's new ids (never the prompt's)
+  nlohmann::json logprobs;         // null, or the wire format for token_ids
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  nlohmann::json stop_reason;     // vLLM's: the stop string, else the stop token id, else null
+  int64_t prompt_tokens = 0;      // this choice's prompt
+  int64_t completion_tokens = 0;  // this choice's, so far
+  int engine_deltas = 1;          // engine deltas it covers (a /v1/ws seq counts these)
+  std::string error;              // non-empty: the request failed (finished)
+  int error_status = 400;         // RequestOutput::error_status
+};
+
+// Appends next (a later delta of the same choice) to into: text, token ids
+// and logprob arrays concatenated, engine_deltas summed; usage, finish and
+// error fields from next.
+void append_choice_delta(ChoiceDelta& into, const ChoiceDelta& next);
+
+// vLLM's stop_reason for an engine delta: the stop string, else the stop
+// token id, else null.
+nlohmann::json stop_reason_json(const RequestOutput& out);
+
+// The prompt behind request-wide choice `index` (index / n); null when out
+// of range.
+const PromptInput* prompt_of(const ParsedRequest& req, int index);
+
+// Single-threaded (its owner's strand or lock). req must outlive it.
+class ChoiceAssembler {
+ public:
+  explicit ChoiceAssembler(const ParsedRequest& req);
+  // The next engine delta (deltas of one choice in order) as its choice's
+  // delta; also folded into choices(). An index outside [0, num_choices)
+  // is passed through but not folded.
+  ChoiceDelta add(const RequestOutput& d);
+  // Each choice's output so far (choices()[i].index == i): every delta of
+  // it appended.
+  const std::vector<ChoiceDelta>& choices() const { return choices_; }
+  // Usage as OpenAI counts it: each prompt once, every choice's tokens.
+  int64_t prompt_tokens() const;
+  int64_t completion_tokens() const;
+
+ private:
+  struct State {
+    std::unique_ptr<ChoiceLogprobs> logprobs;
+    bool echoed = false;
+  };
+  const ParsedRequest& req_;
+  std::vector<State> state_;
+  std::vector<ChoiceDelta> choices_;
+};
+
+}  // namespace pagoda
