@@ -31,8 +31,9 @@ std::vector<std::vector<int32_t>> bad_words_token_ids(const Tokenizer& tok,
     if (plain.empty())
       throw std::invalid_argument(
           fmt::format("bad_words contains '{}', which encodes to no tokens", word));
-    std::vector<int32_t> spaced =
-        encode_prompt(tok, " " + std::string(stripped), /*add_special_tokens=*/false);
+    std::string with_space(1, ' ');  // appended: GCC 12's -Wrestrict misfires on " " + string
+    with_space.append(stripped);
+    std::vector<int32_t> spaced = encode_prompt(tok, with_space, /*add_special_tokens=*/false);
     const bool keep_spaced =
         !spaced.empty() && spaced.front() != plain.front() && spaced.size() == plain.size();
     out.push_back(std::move(plain));
