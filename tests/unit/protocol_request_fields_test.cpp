@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "server/api_docs.h"
 #include "server/bad_words.h"
 #include "server/openai_request.h"
 #include "server/request_model.h"
@@ -97,6 +98,29 @@ TEST(RequestFields, EveryModelDeclaresEachFieldOnce) {
     std::map<std::string_view, int> seen;
     for (const auto& f : m->fields) ++seen[f.name];
     for (const auto& [name, count] : seen) EXPECT_EQ(count, 1) << m->endpoint << " " << name;
+  }
+}
+
+// /openapi.json documents what the request models declare: every field it
+// lists is declared, and every field the conversion reads is listed.
+TEST(RequestFields, OpenApiDocumentsTheDeclaredFields) {
+  const json spec = json::parse(openapi_json());
+  const std::pair<const char*, const request_model::RequestModel*> endpoints[] = {
+      {"/v1/completions", &request_model::completion_model()},
+      {"/v1/chat/completions", &request_model::chat_model()},
+      {"/generate", &request_model::generate_model()}};
+  for (const auto& [path, model] : endpoints) {
+    SCOPED_TRACE(path);
+    const json& props = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+                            ["schema"]["properties"];
+    for (const auto& [name, _] : props.items()) {
+      EXPECT_NE(model->find(name), nullptr) << name << " is not declared";
+    }
+    for (const auto& f : model->fields) {
+      if (f.status == request_model::Status::kConverted) {
+        EXPECT_TRUE(props.contains(std::string(f.name))) << f.name << " is not documented";
+      }
+    }
   }
 }
 
