@@ -101,7 +101,11 @@ std::vector<FieldSpec> sampling_fields() {
        .default_value = int64_t{0},
        .range = {.lo = 0, .message = "min_tokens must be non-negative, got {}."}},
       {.name = "skip_special_tokens", .type = kBool, .default_value = true},
-      {.name = "spaces_between_special_tokens", .type = kBool, .default_value = true},
+      {.name = "spaces_between_special_tokens",
+       .type = kBool,
+       .default_value = true,
+       .note = "the detokenizer never puts spaces around special tokens: false is HF's "
+               "output, true vLLM's fast-tokenizer one (the same text)"},
       {.name = "include_stop_str_in_output", .type = kBool, .default_value = false},
       {.name = "logit_bias", .type = kObj, .type_text = "an object mapping token ids to biases"},
       {.name = "allowed_token_ids",
