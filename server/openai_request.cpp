@@ -308,8 +308,20 @@ std::string render_chat(const RequestFields& f, const json& messages, const Serv
   o.chat_template = f.string("chat_template").value_or("");
   // vLLM passes documents to the template, then chat_template_kwargs.
   if (const json* docs = f.value("documents")) o.variables["documents"] = *docs;
-  if (const json* kwargs = f.value("chat_template_kwargs"))
-    for (const auto& [key, value] : kwargs->items()) o.variables[key] = value;
+  if (const json* kwargs = f.value("chat_template_kwargs")) {
+    for (const auto& [key, value] : kwargs->items()) {
+      // The renderer's own variables would shadow these (vLLM: transformers
+      // fails on a second `messages`); refused rather than dropped.
+      if (key == "messages" || key == "add_generation_prompt" || key == "bos_token" ||
+          key == "eos_token" || key == "raise_exception")
+        fail(
+            fmt::format(
+                "chat_template_kwargs cannot set '{}'; it is set by the request (or the tokenizer)",
+                key),
+            "chat_template_kwargs");
+      o.variables[key] = value;
+    }
+  }
   if (!model.chat_renderer || (o.chat_template.empty() && !model.has_chat_template))
     fail(fmt::format(
              "The model `{}` has no chat template (tokenizer_config.json has no chat_template); "

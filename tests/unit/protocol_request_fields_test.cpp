@@ -291,6 +291,9 @@ TEST(RequestFieldsChat, RequestTemplateAndKwargsReachTheRenderer) {
   OpenAIError e = err(chat({}, no_default));
   EXPECT_NE(e.message.find("no chat template"), std::string::npos) << e.message;
   EXPECT_EQ(err(chat({{"chat_template_kwargs", "x"}})).param, "chat_template_kwargs");
+  OpenAIError shadowed = err(chat({{"chat_template_kwargs", {{"messages", json::array()}}}}));
+  EXPECT_EQ(shadowed.param, "chat_template_kwargs");
+  EXPECT_NE(shadowed.message.find("cannot set 'messages'"), std::string::npos) << shadowed.message;
   EXPECT_EQ(err(chat({{"chat_template", 5}})).param, "chat_template");
 }
 
