@@ -123,11 +123,8 @@ std::vector<FieldSpec> sampling_fields() {
        .note = "keep the prompt's last k tokens; -1: max_model_len"},
       {.name = "prompt_logprobs",
        .type = kInt,
-       .range = {.lo = 0,
-                 .hi = 20,
-                 .message = "`prompt_logprobs` must be a positive value, got {}.",
-                 .above_message =
-                     "Requested prompt logprobs of {}, which is greater than max allowed: 20"}},
+       .range = {.lo = 0, .hi = 20, .message = "prompt_logprobs must be between 0 and 20, got {}."},
+       .note = "20: vLLM's default max_logprobs"},
   };
 }
 

@@ -387,7 +387,8 @@ TEST(RequestFieldsSampling, PromptLogprobs) {
   EXPECT_EQ(ok(completion({{"prompt_logprobs", 3}})).sampling.prompt_logprobs, 3);
   EXPECT_EQ(ok(chat({{"prompt_logprobs", 0}})).sampling.prompt_logprobs, 0);
   EXPECT_FALSE(ok(completion({})).sampling.prompt_logprobs.has_value());
-  EXPECT_NE(err(completion({{"prompt_logprobs", 21}})).message.find("greater than max allowed: 20"),
+  EXPECT_NE(err(completion({{"prompt_logprobs", 21}}))
+                .message.find("prompt_logprobs must be between 0 and 20, got 21."),
             std::string::npos);
   EXPECT_EQ(err(completion({{"prompt_logprobs", -1}})).param, "prompt_logprobs");
   // With stream=true: a 400 when > 0, as vLLM's check_logprobs.
