@@ -218,15 +218,21 @@ ServingModel make_serving_model(const LoadedModel& m, const std::string& model_d
   s.max_model_len = m.max_model_len;
   s.tokenizer = m.tokenizer;
   s.generation_config = m.generation_config;
-  if (m.chat_template) {
-    auto tmpl = m.chat_template;
-    auto mu = std::make_shared<std::mutex>();
-    std::string bos = m.tokenizer_config.bos_token, eos = m.tokenizer_config.eos_token;
-    s.chat_renderer = [tmpl, mu, bos, eos](const nlohmann::json& messages, bool add_generation_prompt) {
-      std::lock_guard<std::mutex> lock(*mu);
-      return tmpl->render(messages, add_generation_prompt, bos, eos);
-    };
-  }
+  s.has_chat_template = m.chat_template != nullptr;
+  // The server's template is shared (one render at a time); a request's own
+  // template is parsed for that request alone.
+  auto tmpl = m.chat_template;
+  auto mu = std::make_shared<std::mutex>();
+  std::string bos = m.tokenizer_config.bos_token, eos = m.tokenizer_config.eos_token;
+  s.chat_renderer = [tmpl, mu, bos, eos](const nlohmann::json& messages,
+                                         const ChatRenderOptions& o) {
+    if (!o.chat_template.empty())
+      return ChatTemplate(o.chat_template)
+          .render(messages, o.add_generation_prompt, bos, eos, o.variables);
+    if (!tmpl) throw ChatTemplateError("the model has no chat template");
+    std::lock_guard<std::mutex> lock(*mu);
+    return tmpl->render(messages, o.add_generation_prompt, bos, eos, o.variables);
+  };
   return s;
 }
 

@@ -1,21 +1,21 @@
 #include "server/openai_fields.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <string>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
-#include <fmt/format.h>
+#include "server/bad_words.h"
+#include "server/request_model.h"
 
 namespace pagoda::openai_fields {
 
 using nlohmann::json;
-
-namespace {
-constexpr int64_t kMaxChoices = 128;
-}  // namespace
 
 void fail(std::string message, std::string param) {
   throw RequestFieldError{bad_request(std::move(message), std::move(param))};
@@ -23,15 +23,23 @@ void fail(std::string message, std::string param) {
 
 const char* type_name(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    case json::value_t::number_float: return "number";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    default: return "value";
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "number";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::object:
+      return "object";
+    default:
+      return "value";
   }
 }
 
@@ -44,7 +52,8 @@ const json* get(const json& obj, const char* name) {
 std::optional<double> get_number(const json& obj, const char* name) {
   const json* v = get(obj, name);
   if (!v) return std::nullopt;
-  if (!v->is_number()) fail(fmt::format("'{}' must be a number, got {}", name, type_name(*v)), name);
+  if (!v->is_number())
+    fail(fmt::format("'{}' must be a number, got {}", name, type_name(*v)), name);
   return v->get<double>();
 }
 
@@ -63,61 +72,101 @@ std::optional<int64_t> get_int(const json& obj, const char* name) {
     if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18)
       return static_cast<int64_t>(d);
   }
-  fail(fmt::format("'{}' must be an integer, got {}", name, v->is_number() ? v->dump() : type_name(*v)),
+  fail(fmt::format("'{}' must be an integer, got {}", name,
+                   v->is_number() ? v->dump() : type_name(*v)),
        name);
 }
 
 std::optional<bool> get_bool(const json& obj, const char* name) {
   const json* v = get(obj, name);
   if (!v) return std::nullopt;
-  if (!v->is_boolean()) fail(fmt::format("'{}' must be a boolean, got {}", name, type_name(*v)), name);
+  if (!v->is_boolean())
+    fail(fmt::format("'{}' must be a boolean, got {}", name, type_name(*v)), name);
   return v->get<bool>();
 }
 
 std::optional<std::string> get_string(const json& obj, const char* name) {
   const json* v = get(obj, name);
   if (!v) return std::nullopt;
-  if (!v->is_string()) fail(fmt::format("'{}' must be a string, got {}", name, type_name(*v)), name);
+  if (!v->is_string())
+    fail(fmt::format("'{}' must be a string, got {}", name, type_name(*v)), name);
   return v->get<std::string>();
 }
 
 namespace {
 
-void parse_stop(const json& obj, SamplingParams& sp) {
-  const json* v = get(obj, "stop");
+using request_model::RequestFields;
+
+void parse_stop(const RequestFields& f, SamplingParams& sp) {
+  const json* v = f.value("stop");
   if (!v) return;
   if (v->is_string()) {
     if (!v->get_ref<const std::string&>().empty()) sp.stop.push_back(v->get<std::string>());
     return;
   }
-  if (!v->is_array()) fail(fmt::format("'stop' must be a string or a list of strings, got {}", type_name(*v)), "stop");
   for (const json& s : *v) {
     if (!s.is_string()) fail("'stop' must be a string or a list of strings", "stop");
     if (!s.get_ref<const std::string&>().empty()) sp.stop.push_back(s.get<std::string>());
   }
 }
 
-void parse_stop_token_ids(const json& obj, const ServingModel& model, SamplingParams& sp) {
-  const json* v = get(obj, "stop_token_ids");
+int64_t vocab_size(const ServingModel& model) {
+  return model.tokenizer ? model.tokenizer->vocab_size() : std::numeric_limits<int32_t>::max();
+}
+
+void parse_stop_token_ids(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
+  const json* v = f.value("stop_token_ids");
   if (!v) return;
-  if (!v->is_array()) fail(fmt::format("'stop_token_ids' must be a list of integers, got {}", type_name(*v)), "stop_token_ids");
-  int64_t vocab = model.tokenizer ? model.tokenizer->vocab_size() : std::numeric_limits<int32_t>::max();
+  const int64_t vocab = vocab_size(model);
   for (const json& t : *v) {
-    if (!t.is_number_integer()) fail("'stop_token_ids' must be a list of integers", "stop_token_ids");
+    if (!t.is_number_integer())
+      fail("'stop_token_ids' must be a list of integers", "stop_token_ids");
     int64_t id = t.get<int64_t>();
     if (id < 0 || id >= vocab)
-      fail(fmt::format("stop_token_ids contains {}, outside the vocabulary [0, {})", id, vocab), "stop_token_ids");
+      fail(fmt::format("stop_token_ids contains {}, outside the vocabulary [0, {})", id, vocab),
+           "stop_token_ids");
     sp.stop_token_ids.push_back(static_cast<int32_t>(id));
   }
 }
 
-void parse_logit_bias(const json& obj, const ServingModel& model, SamplingParams& sp) {
-  const json* lb = get(obj, "logit_bias");
+// vLLM's Processor._validate_allowed_token_ids: a list, not empty, every id
+// in the vocabulary.
+void parse_allowed_token_ids(const RequestFields& f, const ServingModel& model,
+                             SamplingParams& sp) {
+  const json* v = f.value("allowed_token_ids");
+  if (!v) return;
+  if (v->empty()) fail("allowed_token_ids is not None and empty!", "allowed_token_ids");
+  const int64_t vocab = vocab_size(model);
+  for (const json& t : *v) {
+    if (!t.is_number_integer())
+      fail("'allowed_token_ids' must be a list of integers", "allowed_token_ids");
+    int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= vocab)
+      fail("allowed_token_ids contains out-of-vocab token id!", "allowed_token_ids");
+    sp.allowed_token_ids.push_back(static_cast<int32_t>(id));
+  }
+}
+
+void parse_bad_words(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
+  const json* v = f.value("bad_words");
+  if (!v) return;
+  for (const json& w : *v) {
+    if (!w.is_string()) fail("'bad_words' must be a list of strings", "bad_words");
+    sp.bad_words.push_back(w.get<std::string>());
+  }
+  if (!sp.bad_words.empty() && model.tokenizer) {
+    try {
+      sp.bad_words_token_ids = bad_words_token_ids(*model.tokenizer, sp.bad_words);
+    } catch (const std::invalid_argument& e) {
+      fail(e.what(), "bad_words");
+    }
+  }
+}
+
+void parse_logit_bias(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
+  const json* lb = f.value("logit_bias");
   if (!lb) return;
-  if (!lb->is_object())
-    fail(fmt::format("'logit_bias' must be an object mapping token ids to biases, got {}", type_name(*lb)),
-         "logit_bias");
-  int64_t vocab = model.tokenizer ? model.tokenizer->vocab_size() : std::numeric_limits<int32_t>::max();
+  const int64_t vocab = vocab_size(model);
   for (const auto& [key, value] : lb->items()) {
     int64_t id = -1;
     size_t used = 0;
@@ -127,11 +176,14 @@ void parse_logit_bias(const json& obj, const ServingModel& model, SamplingParams
       used = 0;
     }
     if (used == 0 || used != key.size())
-      fail(fmt::format("logit_bias keys must be token ids (integers as strings), got '{}'", key), "logit_bias");
+      fail(fmt::format("logit_bias keys must be token ids (integers as strings), got '{}'", key),
+           "logit_bias");
     if (id < 0 || id >= vocab)
-      fail(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, vocab), "logit_bias");
+      fail(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, vocab),
+           "logit_bias");
     if (!value.is_number())
-      fail(fmt::format("logit_bias['{}'] must be a number, got {}", key, type_name(value)), "logit_bias");
+      fail(fmt::format("logit_bias['{}'] must be a number, got {}", key, type_name(value)),
+           "logit_bias");
     double bias = value.get<double>();
     if (!(bias >= -100.0 && bias <= 100.0))
       fail(fmt::format("logit_bias['{}'] must be in [-100, 100], got {}", key, bias), "logit_bias");
@@ -139,99 +191,79 @@ void parse_logit_bias(const json& obj, const ServingModel& model, SamplingParams
   }
 }
 
-void check_response_format(const json& obj) {
-  const json* rf = get(obj, "response_format");
+}  // namespace
+
+void check_response_format(const json* rf) {
   if (!rf) return;
-  if (!rf->is_object()) fail(fmt::format("'response_format' must be an object, got {}", type_name(*rf)), "response_format");
   auto type = get_string(*rf, "type");
-  if (!type) fail("response_format.type is required ('text', 'json_object' or 'json_schema')", "response_format");
+  if (!type)
+    fail("response_format.type is required ('text', 'json_object' or 'json_schema')",
+         "response_format");
   if (*type == "text") return;
   if (*type == "json_object" || *type == "json_schema")
-    fail(fmt::format("response_format type '{}' is not supported yet (it needs guided decoding); only 'text'",
+    fail(fmt::format("response_format type '{}' is not supported yet (it needs guided decoding); "
+                     "only 'text'",
                      *type),
          "response_format");
-  fail(fmt::format("response_format type must be 'text', 'json_object' or 'json_schema', got '{}'", *type),
+  fail(fmt::format("response_format type must be 'text', 'json_object' or 'json_schema', got '{}'",
+                   *type),
        "response_format");
 }
 
-}  // namespace
-
-void parse_sampling(const json& obj, const ServingModel& model, SamplingParams& sp) {
+void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
   const GenerationConfig& gc = model.generation_config;
-  check_response_format(obj);
 
-  // n and best_of: vLLM's limits (n >= 1, best_of >= n); 128 bounds the
-  // work one request can ask for.
-  int64_t n = get_int(obj, "n").value_or(1);
-  if (n < 1) fail(fmt::format("n must be at least 1, got {}.", n), "n");
-  if (n > kMaxChoices) fail(fmt::format("n must be at most {}, got {}.", kMaxChoices, n), "n");
+  // n and best_of: vLLM's limits (n >= 1, best_of >= n); the ranges (n <=
+  // 128, best_of <= 128) are checked by the request model.
+  const int64_t n = *f.integer("n");
   sp.n = static_cast<int>(n);
-  if (auto best_of = get_int(obj, "best_of")) {
+  if (auto best_of = f.integer("best_of")) {
     if (*best_of < n)
-      fail(fmt::format("best_of must be greater than or equal to n, got n={} and best_of={}.", n, *best_of),
+      fail(fmt::format("best_of must be greater than or equal to n, got n={} and best_of={}.", n,
+                       *best_of),
            "best_of");
-    if (*best_of > kMaxChoices) fail(fmt::format("best_of must be at most {}, got {}.", kMaxChoices, *best_of), "best_of");
     sp.best_of = static_cast<int>(*best_of);
   }
-  parse_logit_bias(obj, model, sp);
+  parse_logit_bias(f, model, sp);
 
-  // Each range is checked on the number as sent (a double), and the message
-  // prints that number: checked after the conversion to float, 1e-300 read
-  // as 0 and 1.0000000001 as 1.
-  const double temperature = get_number(obj, "temperature").value_or(gc.temperature.value_or(1.0f));
-  if (!(temperature >= 0.0)) fail(fmt::format("temperature must be non-negative, got {}.", temperature), "temperature");
-  sp.temperature = static_cast<float>(temperature);
-
-  const double top_p = get_number(obj, "top_p").value_or(gc.top_p.value_or(1.0f));
-  if (!(top_p > 0.0 && top_p <= 1.0)) fail(fmt::format("top_p must be in (0, 1], got {}.", top_p), "top_p");
+  // Ranges were checked on the number as sent (request_model.cpp): checked
+  // after the conversion to float, 1e-300 would read as 0 and 1.0000000001
+  // as 1.
+  sp.temperature =
+      static_cast<float>(f.number("temperature").value_or(gc.temperature.value_or(1.0f)));
   // A top_p below the smallest float keeps only the most likely token, as
   // the smallest float does.
-  sp.top_p = std::max(static_cast<float>(top_p), std::numeric_limits<float>::denorm_min());
-
-  int64_t top_k = get_int(obj, "top_k").value_or(gc.top_k.value_or(0));
-  if (top_k < -1) fail(fmt::format("top_k must be -1 (disable), or at least 1, got {}.", top_k), "top_k");
+  sp.top_p = std::max(static_cast<float>(f.number("top_p").value_or(gc.top_p.value_or(1.0f))),
+                      std::numeric_limits<float>::denorm_min());
+  int64_t top_k = f.integer("top_k").value_or(gc.top_k.value_or(0));
   if (top_k > std::numeric_limits<int>::max()) top_k = 0;  // larger than any vocabulary: off
   sp.top_k = static_cast<int>(top_k);
+  sp.min_p = static_cast<float>(*f.number("min_p"));
+  if (auto seed = f.integer("seed")) sp.seed = static_cast<uint64_t>(*seed);  // any int64, as vLLM
+  sp.presence_penalty = static_cast<float>(*f.number("presence_penalty"));
+  sp.frequency_penalty = static_cast<float>(*f.number("frequency_penalty"));
+  sp.repetition_penalty =
+      std::max(static_cast<float>(
+                   f.number("repetition_penalty").value_or(gc.repetition_penalty.value_or(1.0f))),
+               std::numeric_limits<float>::denorm_min());
 
-  const double min_p = get_number(obj, "min_p").value_or(0.0);
-  if (!(min_p >= 0.0 && min_p <= 1.0)) fail(fmt::format("min_p must be in [0, 1], got {}.", min_p), "min_p");
-  sp.min_p = static_cast<float>(min_p);
-
-  if (auto seed = get_int(obj, "seed")) sp.seed = static_cast<uint64_t>(*seed);  // any int64, as vLLM
-
-  const double presence_penalty = get_number(obj, "presence_penalty").value_or(0.0);
-  if (!(presence_penalty >= -2.0 && presence_penalty <= 2.0))
-    fail(fmt::format("presence_penalty must be in [-2, 2], got {}.", presence_penalty), "presence_penalty");
-  sp.presence_penalty = static_cast<float>(presence_penalty);
-  const double frequency_penalty = get_number(obj, "frequency_penalty").value_or(0.0);
-  if (!(frequency_penalty >= -2.0 && frequency_penalty <= 2.0))
-    fail(fmt::format("frequency_penalty must be in [-2, 2], got {}.", frequency_penalty), "frequency_penalty");
-  sp.frequency_penalty = static_cast<float>(frequency_penalty);
-  const double repetition_penalty =
-      get_number(obj, "repetition_penalty").value_or(gc.repetition_penalty.value_or(1.0f));
-  if (!(repetition_penalty > 0.0))
-    fail(fmt::format("repetition_penalty must be greater than zero, got {}.", repetition_penalty), "repetition_penalty");
-  if (!(repetition_penalty <= std::numeric_limits<float>::max()))
-    fail(fmt::format("repetition_penalty must be at most {} (a float), got {}.", std::numeric_limits<float>::max(),
-                     repetition_penalty),
-         "repetition_penalty");
-  sp.repetition_penalty = std::max(static_cast<float>(repetition_penalty), std::numeric_limits<float>::denorm_min());
-
-  parse_stop(obj, sp);
-  parse_stop_token_ids(obj, model, sp);
-  sp.ignore_eos = get_bool(obj, "ignore_eos").value_or(false);
-  sp.min_tokens = get_int(obj, "min_tokens").value_or(0);
-  if (sp.min_tokens < 0) fail(fmt::format("min_tokens must be non-negative, got {}.", sp.min_tokens), "min_tokens");
-  sp.skip_special_tokens = get_bool(obj, "skip_special_tokens").value_or(true);
-  sp.spaces_between_special_tokens = get_bool(obj, "spaces_between_special_tokens").value_or(true);
-  sp.include_stop_str_in_output = get_bool(obj, "include_stop_str_in_output").value_or(false);
-  get_string(obj, "user");  // accepted and ignored, but must be a string
+  parse_stop(f, sp);
+  parse_stop_token_ids(f, model, sp);
+  sp.ignore_eos = *f.boolean("ignore_eos");
+  sp.min_tokens = *f.integer("min_tokens");
+  sp.skip_special_tokens = *f.boolean("skip_special_tokens");
+  sp.spaces_between_special_tokens = *f.boolean("spaces_between_special_tokens");
+  sp.include_stop_str_in_output = *f.boolean("include_stop_str_in_output");
+  parse_allowed_token_ids(f, model, sp);
+  parse_bad_words(f, model, sp);
+  if (auto k = f.integer("prompt_logprobs")) sp.prompt_logprobs = static_cast<int>(*k);
 }
 
 std::string check_model(const json& obj, const ServingModel& model) {
   auto name = get_string(obj, "model");
   if (name && *name != model.served_model_name)
-    throw RequestFieldError{not_found(fmt::format("The model `{}` does not exist.", *name), "model")};
+    throw RequestFieldError{
+        not_found(fmt::format("The model `{}` does not exist.", *name), "model")};
   return model.served_model_name;
 }
 
@@ -240,18 +272,21 @@ int64_t resolve_max_tokens(std::optional<int64_t> requested, int64_t prompt_len,
   if (requested && *requested < 1)
     fail(fmt::format("max_tokens must be at least 1, got {}.", *requested), param);
   if (prompt_len >= max_model_len)
-    fail(fmt::format("This model's maximum context length is {} tokens. However, your request has {} "
-                     "input tokens. Please reduce the length of the input {}.",
-                     max_model_len, prompt_len, what),
+    fail(fmt::format(
+             "This model's maximum context length is {} tokens. However, your request has {} "
+             "input tokens. Please reduce the length of the input {}.",
+             max_model_len, prompt_len, what),
          what);
   if (!requested) return max_model_len - prompt_len;
   if (*requested > max_model_len - prompt_len) {
     int64_t total = *requested > std::numeric_limits<int64_t>::max() - prompt_len
                         ? std::numeric_limits<int64_t>::max()
                         : prompt_len + *requested;
-    fail(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
-                     "({} in the {}, {} in the completion). Please reduce the length of the {} or completion.",
-                     max_model_len, total, prompt_len, what, *requested, what),
+    fail(fmt::format(
+             "This model's maximum context length is {} tokens. However, you requested {} tokens "
+             "({} in the {}, {} in the completion). Please reduce the length of the {} or "
+             "completion.",
+             max_model_len, total, prompt_len, what, *requested, what),
          param);
   }
   return *requested;

@@ -4,15 +4,18 @@
 // the endpoint parsers turn into their OpenAIError result.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/sample/sampling_params.h"
 #include "server/openai_error.h"
 #include "server/serving_model.h"
+
+namespace pagoda::request_model {
+class RequestFields;
+}
 
 namespace pagoda::openai_fields {
 
@@ -31,14 +34,21 @@ std::optional<std::string> get_string(const nlohmann::json& obj, const char* nam
 // Field present and not null.
 const nlohmann::json* get(const nlohmann::json& obj, const char* name);
 
-// Fields both endpoints share: temperature, top_p, top_k, min_p, seed, stop,
-// stop_token_ids, ignore_eos, min_tokens, n, presence/frequency/repetition
-// penalties, skip_special_tokens, spaces_between_special_tokens,
-// include_stop_str_in_output, best_of, logit_bias, response_format.
-// generation_config.json supplies temperature/top_p/top_k/
+// The SamplingParams fields every generation endpoint shares (request_model's
+// sampling group: n, best_of, temperature, top_p, top_k, min_p, seed, the
+// penalties, stop, stop_token_ids, ignore_eos, min_tokens,
+// skip_special_tokens, spaces_between_special_tokens,
+// include_stop_str_in_output, logit_bias, allowed_token_ids, bad_words (+
+// their token ids), prompt_logprobs), from fields already checked against
+// their model. generation_config.json supplies temperature/top_p/top_k/
 // repetition_penalty when the request leaves them out. max_tokens is not
 // set here (see resolve_max_tokens).
-void parse_sampling(const nlohmann::json& obj, const ServingModel& model, SamplingParams& sp);
+void parse_sampling(const request_model::RequestFields& fields, const ServingModel& model,
+                    SamplingParams& sp);
+
+// response_format (an object): {"type": "text"} passes; json_object and
+// json_schema are 400 "not supported yet"; anything else a 400.
+void check_response_format(const nlohmann::json* response_format);
 
 // Checks the model name: absent → the served one; another → 404
 // "The model `x` does not exist.".

@@ -1,14 +1,17 @@
 #include "server/openai_request.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "engine/chat/chat_template.h"
+#include "server/chat_prompt.h"
 #include "server/openai_fields.h"
+#include "server/request_model.h"
 #include "server/strict_json.h"
 
 namespace pagoda {
@@ -17,8 +20,9 @@ using nlohmann::json;
 using namespace openai_fields;
 
 std::string make_request_id(std::string_view prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}() ^
-                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  thread_local std::mt19937_64 rng{
+      std::random_device{}() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
   return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
 }
 
@@ -26,7 +30,8 @@ json parse_request_body(std::string_view body) {
   std::variant<json, std::string> parsed = parse_strict_json(body, "Request body");
   if (auto* message = std::get_if<std::string>(&parsed)) fail(std::move(*message));
   json& obj = std::get<json>(parsed);
-  if (!obj.is_object()) fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
+  if (!obj.is_object())
+    fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
   return std::move(obj);
 }
 
@@ -43,7 +48,9 @@ std::vector<int32_t> token_ids_from_json(const json& arr, const ServingModel& mo
   int64_t vocab = model.tokenizer ? model.tokenizer->vocab_size() : 0;
   for (const json& t : arr) {
     if (!t.is_number_integer())
-      fail(fmt::format("'prompt' must be a string or a list of token ids; found a {} in the list", type_name(t)), "prompt");
+      fail(fmt::format("'prompt' must be a string or a list of token ids; found a {} in the list",
+                       type_name(t)),
+           "prompt");
     int64_t id = t.get<int64_t>();
     if (id < 0 || id >= vocab)
       fail(fmt::format("Token id {} is out of vocabulary (vocab size {})", id, vocab), "prompt");
@@ -63,7 +70,8 @@ PromptInput prompt_from_ids(std::vector<int32_t> ids, const ServingModel& model)
 PromptInput prompt_from_text(const std::string& text, const json& obj, const ServingModel& model) {
   PromptInput p;
   p.text = text;
-  p.token_ids = encode_prompt(*model.tokenizer, text, get_bool(obj, "add_special_tokens").value_or(true));
+  p.token_ids =
+      encode_prompt(*model.tokenizer, text, get_bool(obj, "add_special_tokens").value_or(true));
   // The engine would refuse it too, but only after a stream's 200 header.
   if (p.token_ids.empty()) fail("The prompt is empty (no tokens)", "prompt");
   return p;
@@ -76,8 +84,10 @@ std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel&
   if (!p) fail("'prompt' is required", "prompt");
   if (p->is_string()) return {prompt_from_text(p->get_ref<const std::string&>(), obj, model)};
   if (!p->is_array())
-    fail(fmt::format("'prompt' must be a string, a list of strings, a list of token ids or a list of "
-                     "token-id lists, got {}", type_name(*p)),
+    fail(fmt::format(
+             "'prompt' must be a string, a list of strings, a list of token ids or a list of "
+             "token-id lists, got {}",
+             type_name(*p)),
          "prompt");
   if (p->empty()) fail("'prompt' must not be empty", "prompt");
   std::vector<PromptInput> out;
@@ -101,122 +111,109 @@ std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel&
 
 namespace {
 
-void parse_completion_logprobs(const json& obj, ParsedRequest& req) {
-  if (auto lp = get_int(obj, "logprobs")) {
-    if (*lp < 0 || *lp > 5) fail(fmt::format("logprobs must be between 0 and 5, got {}.", *lp), "logprobs");
-    req.sampling.logprobs = static_cast<int>(*lp);
-  }
-  req.echo = get_bool(obj, "echo").value_or(false);
-  if (req.echo && req.sampling.logprobs)
-    fail("echo together with logprobs is not supported yet: it needs the prompt's logprobs, which the "
-         "engine does not compute; send echo or logprobs, not both",
-         "echo");
-  if (auto suffix = get_string(obj, "suffix"); suffix && !suffix->empty())
-    fail("suffix is not supported yet", "suffix");
+using request_model::RequestFields;
+
+// truncate_prompt_tokens as vLLM validates it (SamplingParams: >= 1 or -1;
+// the renderer: -1 is max_model_len, more than max_model_len is an error).
+std::optional<int64_t> truncation(const RequestFields& f, const ServingModel& model) {
+  auto k = f.integer("truncate_prompt_tokens");
+  if (!k) return std::nullopt;
+  if (*k == 0 || *k < -1)
+    fail(fmt::format("truncate_prompt_tokens must be an integer >= 1 or -1, got {}", *k),
+         "truncate_prompt_tokens");
+  if (*k == -1) return model.max_model_len;
+  if (*k > model.max_model_len)
+    fail(fmt::format("truncate_prompt_tokens ({}) cannot be greater than max_length ({}). Please "
+                     "select a smaller "
+                     "truncation size.",
+                     *k, model.max_model_len),
+         "truncate_prompt_tokens");
+  return k;
 }
 
-void parse_chat_logprobs(const json& obj, ParsedRequest& req) {
-  bool logprobs = get_bool(obj, "logprobs").value_or(false);
-  auto top = get_int(obj, "top_logprobs");
-  if (top && (*top < 0 || *top > 20))
-    fail(fmt::format("top_logprobs must be between 0 and 20, got {}.", *top), "top_logprobs");
-  if (top && *top > 0 && !logprobs)
-    fail("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
-  if (logprobs) req.sampling.logprobs = static_cast<int>(top.value_or(0));
-  if (get_bool(obj, "echo").value_or(false)) fail("echo is not supported yet on chat completions", "echo");
+// Keeps the last k ids. Text tokenized with add_special_tokens keeps the
+// special tokens the tokenizer added (BOS first, EOS last) and takes the
+// rest from the text's end, k in all: HF's left truncation
+// (tokenizer(text, truncation=True, max_length=k), vLLM's truncation_side
+// "left"). Ids sent as ids, or text without added specials: ids[-k:].
+void truncate_ids(std::vector<int32_t>& ids, int64_t k, bool added_specials,
+                  const ServingModel& model) {
+  if (static_cast<int64_t>(ids.size()) <= k) return;
+  size_t head = 0, tail = 0;
+  if (added_specials) {
+    const std::vector<int32_t> specials =
+        encode_prompt(*model.tokenizer, "", /*add_special_tokens=*/true);
+    const auto bos = model.tokenizer->bos_token_id();
+    head = !specials.empty() && bos && specials.front() == *bos ? 1 : 0;
+    tail = specials.size() - head;
+    if (static_cast<int64_t>(head + tail) >= k) head = tail = 0;
+  }
+  std::vector<int32_t> out(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head));
+  const auto body_keep = static_cast<std::ptrdiff_t>(k) - static_cast<std::ptrdiff_t>(head + tail);
+  const auto body_end = ids.end() - static_cast<std::ptrdiff_t>(tail);
+  out.insert(out.end(), body_end - body_keep, body_end);
+  out.insert(out.end(), body_end, ids.end());
+  ids = std::move(out);
 }
 
-void reject_chat_unsupported(const json& obj) {
-  if (const json* tools = get(obj, "tools")) {
-    if (!tools->is_array()) fail(fmt::format("'tools' must be a list, got {}", type_name(*tools)), "tools");
-    if (!tools->empty()) fail("tools (function calling) are not supported yet", "tools");
-  }
-  if (const json* tc = get(obj, "tool_choice")) {
-    if (!tc->is_string() && !tc->is_object())
-      fail(fmt::format("'tool_choice' must be a string or an object, got {}", type_name(*tc)), "tool_choice");
-    if (!(tc->is_string() && tc->get_ref<const std::string&>() == "none"))
-      fail("tool_choice is not supported yet (function calling); only \"none\"", "tool_choice");
-  }
-  if (const json* f = get(obj, "functions")) {
-    if (!f->is_array()) fail(fmt::format("'functions' must be a list, got {}", type_name(*f)), "functions");
-    if (!f->empty()) fail("functions (function calling) are not supported yet", "functions");
-  }
-  if (const json* fc = get(obj, "function_call")) {
-    if (!(fc->is_string() && fc->get_ref<const std::string&>() == "none"))
-      fail("function_call is not supported yet (function calling)", "function_call");
-  }
-  get_bool(obj, "parallel_tool_calls");  // type-checked; moot without tools
+void check_priority(const RequestFields& f) {
+  // vLLM's default FCFS scheduler refuses any other priority (its
+  // Processor: "Got priority ... but Priority scheduling is not enabled.").
+  if (int64_t priority = *f.integer("priority"); priority != 0)
+    fail(fmt::format("Got priority {} but Priority scheduling is not enabled.", priority),
+         "priority");
 }
 
-// Messages with content normalized to a string (null or missing: ""), other keys kept.
-json chat_messages(const json& obj) {
-  const json* msgs = get(obj, "messages");
-  if (!msgs) fail("'messages' is required", "messages");
-  if (!msgs->is_array()) fail(fmt::format("'messages' must be a list, got {}", type_name(*msgs)), "messages");
-  if (msgs->empty()) fail("'messages' must not be empty", "messages");
-  json out = json::array();
-  for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& m = (*msgs)[i];
-    std::string where = fmt::format("messages[{}]", i);
-    if (!m.is_object()) fail(fmt::format("{} must be an object, got {}", where, type_name(m)), "messages");
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string())
-      fail(fmt::format("{}.role is required and must be a string", where), "messages");
-    json msg = m;
-    auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      // OpenAI allows null content (an assistant turn beside tool_calls);
-      // vLLM renders it, and a missing one, as "" (an empty part list).
-      msg["content"] = "";
-    } else if (content->is_array()) {
-      std::string text;
-      for (size_t j = 0; j < content->size(); ++j) {
-        const json& part = (*content)[j];
-        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-          fail(fmt::format("{}.content[{}] must be an object with a string 'type'", where, j), "messages");
-        const std::string& type = part["type"].get_ref<const std::string&>();
-        if (type != "text")
-          fail(fmt::format("{}.content[{}] has type '{}': only 'text' parts are supported", where, j, type),
-               "messages");
-        auto t = part.find("text");
-        if (t == part.end() || !t->is_string())
-          fail(fmt::format("{}.content[{}].text is required and must be a string", where, j), "messages");
-        if (j) text += "\n";
-        text += t->get<std::string>();
-      }
-      msg["content"] = text;
-    } else if (!content->is_string()) {
-      fail(fmt::format("{}.content must be a string or a list of content parts, got {}", where,
-                       type_name(*content)),
-           "messages");
-    }
-    out.push_back(std::move(msg));
-  }
-  return out;
+// The response id: "<prefix><request_id>" when the request names one (vLLM:
+// f"cmpl-{request.request_id}"), else "<prefix><32 random hex digits>".
+std::string response_id(const RequestFields& f, std::string_view prefix) {
+  if (auto id = f.string("request_id")) return std::string(prefix) + *id;
+  return make_request_id(prefix);
 }
 
-void finish_common(const json& obj, const ServingModel& model, ParsedRequest& req) {
-  req.tokenizer = model.tokenizer;
-  req.stream = get_bool(obj, "stream").value_or(false);
-  if (const json* so = get(obj, "stream_options")) {
-    if (!so->is_object()) fail(fmt::format("'stream_options' must be an object, got {}", type_name(*so)), "stream_options");
-    if (!req.stream) fail("Stream options can only be defined when `stream=True`.", "stream_options");
-    req.include_usage = get_bool(*so, "include_usage").value_or(false);
-    req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);
-  }
+// What every endpoint finishes with: stream, the checks across fields, the
+// first prompt's ids and max_tokens in the request.
+void finish_common(const RequestFields& f, ParsedRequest& req) {
+  req.stream = *f.boolean("stream");
   if (req.stream && req.sampling.best_of && *req.sampling.best_of > req.sampling.n)
     fail(fmt::format("best_of > n is not supported with stream=true (best_of={}, n={})",
                      *req.sampling.best_of, req.sampling.n),
          "best_of");
+  if (req.stream && req.sampling.prompt_logprobs && *req.sampling.prompt_logprobs > 0)
+    fail("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
   for (const PromptInput& p : req.prompts)
     if (req.sampling.min_tokens > p.max_tokens)
-      fail(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.", p.max_tokens,
-                       req.sampling.min_tokens),
+      fail(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.",
+                       p.max_tokens, req.sampling.min_tokens),
            "min_tokens");
-  req.return_token_ids = get_bool(obj, "return_token_ids").value_or(false);
   req.prompt_token_ids = req.prompts.front().token_ids;
   req.sampling.max_tokens = req.prompts.front().max_tokens;
   req.created = unix_now();
+}
+
+// The fields /v1/completions and /v1/chat/completions share beyond sampling.
+void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequest& req,
+                   std::string_view prefix) {
+  req.tokenizer = model.tokenizer;
+  check_response_format(f.value("response_format"));
+  check_priority(f);
+  finish_common(f, req);
+  if (const json* so = f.value("stream_options")) {
+    if (!req.stream)
+      fail("Stream options can only be defined when `stream=True`.", "stream_options");
+    req.include_usage = get_bool(*so, "include_usage").value_or(false);
+    req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);
+  }
+  req.return_token_ids = *f.boolean("return_token_ids");
+  req.request_id = response_id(f, prefix);
+}
+
+RequestFields checked_fields(const json& obj, const request_model::RequestModel& m,
+                             ParsedRequest& req) {
+  RequestFields f(obj, m);
+  req.ignored_fields = f.unknown();
+  request_model::warn_unknown_fields(req.ignored_fields);
+  return f;
 }
 
 }  // namespace
@@ -226,21 +223,39 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
     json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kCompletion;
+    RequestFields f = checked_fields(obj, request_model::completion_model(), req);
     req.model = check_model(obj, model);
-    parse_sampling(obj, model, req.sampling);
-    parse_completion_logprobs(obj, req);
-    auto requested = get_int(obj, "max_tokens");
+    parse_sampling(f, model, req.sampling);
+    if (auto lp = f.integer("logprobs")) req.sampling.logprobs = static_cast<int>(*lp);
+    req.echo = *f.boolean("echo");
+    if (req.echo && req.sampling.logprobs)
+      fail(
+          "echo together with logprobs is not supported yet: it needs the prompt's logprobs, which "
+          "the "
+          "engine does not compute; send echo or logprobs, not both",
+          "echo");
+    const auto k = truncation(f, model);
     req.prompts = completion_prompts(obj, model);
-    // Unset max_tokens: 16, as vLLM's CompletionRequest and OpenAI's legacy
-    // completions, capped by the room left in the context (vLLM's
-    // get_max_tokens takes the smaller). Chat keeps max_model_len - prompt.
-    for (PromptInput& p : req.prompts) {
-      p.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
-                                        "prompt", "max_tokens");
-      if (!requested) p.max_tokens = std::min(p.max_tokens, kCompletionDefaultMaxTokens);
+    const bool add_special = *f.boolean("add_special_tokens");
+    const json& prompt = obj.at("prompt");
+    for (size_t i = 0; i < req.prompts.size(); ++i) {
+      PromptInput& p = req.prompts[i];
+      if (k) {
+        const bool from_text = prompt.is_string() || prompt[i].is_string();
+        truncate_ids(p.token_ids, *k, from_text && add_special, model);
+        if (!from_text)
+          p.text = model.tokenizer->decode(p.token_ids, /*skip_special_tokens=*/false);
+      }
+      // Unset max_tokens: 16, as vLLM's CompletionRequest and OpenAI's legacy
+      // completions, capped by the room left in the context (vLLM's
+      // get_max_tokens takes the smaller). Chat keeps max_model_len - prompt.
+      const bool requested = f.has("max_tokens");
+      p.max_tokens = resolve_max_tokens(requested ? f.integer("max_tokens") : std::nullopt,
+                                        static_cast<int64_t>(p.token_ids.size()),
+                                        model.max_model_len, "prompt", "max_tokens");
+      if (!requested) p.max_tokens = std::min(p.max_tokens, *f.integer("max_tokens"));
     }
-    finish_common(obj, model, req);
-    req.request_id = make_request_id("cmpl-");
+    finish_openai(f, model, req, "cmpl-");
     return req;
   } catch (const RequestFieldError& e) {
     return e.error;
@@ -252,21 +267,24 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
     json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kGenerate;
+    RequestFields f = checked_fields(obj, request_model::generate_model(), req);
     req.model = model.served_model_name;
-    parse_sampling(obj, model, req.sampling);
-    if (auto lp = get_int(obj, "logprobs"); lp && *lp != 0)
+    req.tokenizer = model.tokenizer;
+    parse_sampling(f, model, req.sampling);
+    if (auto lp = f.integer("logprobs"); lp && *lp != 0)
       fail("logprobs is not returned by /generate; use /v1/completions", "logprobs");
-    auto prompt = get_string(obj, "prompt");
+    if (req.sampling.prompt_logprobs)
+      fail("prompt_logprobs is not returned by /generate; use /v1/completions", "prompt_logprobs");
+    auto prompt = f.string("prompt");
     if (!prompt) fail("'prompt' is required and must be a string", "prompt");
     req.prompts.push_back(prompt_from_text(*prompt, obj, model));
     PromptInput& p = req.prompts.front();
-    p.max_tokens = resolve_max_tokens(get_int(obj, "max_tokens").value_or(16),
-                                      static_cast<int64_t>(p.token_ids.size()), model.max_model_len, "prompt",
-                                      "max_tokens");
-    req.stream = get_bool(obj, "stream").value_or(false);
-    json no_stream_options = json::object();
-    no_stream_options["stream"] = req.stream;
-    finish_common(no_stream_options, model, req);
+    if (auto k = truncation(f, model))
+      truncate_ids(p.token_ids, *k, *f.boolean("add_special_tokens"), model);
+    p.max_tokens =
+        resolve_max_tokens(f.integer("max_tokens"), static_cast<int64_t>(p.token_ids.size()),
+                           model.max_model_len, "prompt", "max_tokens");
+    finish_common(f, req);
     req.request_id = make_request_id("gen-");
     return req;
   } catch (const RequestFieldError& e) {
@@ -274,44 +292,84 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
   }
 }
 
+namespace {
+
+// The chat's prompt text: the request's or the server's template, with
+// add_generation_prompt, chat_template_kwargs and documents; cut after the
+// final message when continue_final_message.
+std::string render_chat(const RequestFields& f, const json& messages, const ServingModel& model) {
+  ChatRenderOptions o;
+  o.add_generation_prompt = *f.boolean("add_generation_prompt");
+  const bool continue_final = *f.boolean("continue_final_message");
+  // vLLM's check_generation_prompt; transformers refuses the pair too.
+  if (continue_final && o.add_generation_prompt)
+    fail("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+         "continue_final_message");
+  o.chat_template = f.string("chat_template").value_or("");
+  // vLLM passes documents to the template, then chat_template_kwargs.
+  if (const json* docs = f.value("documents")) o.variables["documents"] = *docs;
+  if (const json* kwargs = f.value("chat_template_kwargs")) {
+    for (const auto& [key, value] : kwargs->items()) {
+      // The renderer's own variables would shadow these (vLLM: transformers
+      // fails on a second `messages`); refused rather than dropped.
+      if (key == "messages" || key == "add_generation_prompt" || key == "bos_token" ||
+          key == "eos_token" || key == "raise_exception")
+        fail(
+            fmt::format(
+                "chat_template_kwargs cannot set '{}'; it is set by the request (or the tokenizer)",
+                key),
+            "chat_template_kwargs");
+      o.variables[key] = value;
+    }
+  }
+  if (!model.chat_renderer || (o.chat_template.empty() && !model.has_chat_template))
+    fail(fmt::format(
+             "The model `{}` has no chat template (tokenizer_config.json has no chat_template); "
+             "start the server with --chat-template FILE, or send chat_template, to use "
+             "/v1/chat/completions",
+             model.served_model_name),
+         "messages");
+  std::string prompt;
+  try {
+    prompt = model.chat_renderer(messages, o);
+  } catch (const ChatTemplateError& e) {
+    fail(fmt::format("Chat template error: {}", e.what()),
+         o.chat_template.empty() ? "messages" : "chat_template");
+  }
+  if (continue_final)
+    prompt = cut_after_final_message(prompt, messages.back()["content"].get<std::string>());
+  return prompt;
+}
+
+}  // namespace
+
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model) {
   try {
     json obj = parse_request_body(body);
     ParsedRequest req;
     req.kind = ApiKind::kChat;
+    RequestFields f = checked_fields(obj, request_model::chat_model(), req);
     req.model = check_model(obj, model);
-    reject_chat_unsupported(obj);
-    parse_sampling(obj, model, req.sampling);
-    parse_chat_logprobs(obj, req);
-    const char* max_param = "max_completion_tokens";
-    auto requested = get_int(obj, "max_completion_tokens");
-    if (!requested) {
-      requested = get_int(obj, "max_tokens");
-      max_param = "max_tokens";
-    }
-    json messages = chat_messages(obj);
-    bool add_generation_prompt = get_bool(obj, "add_generation_prompt").value_or(true);
-    bool add_special_tokens = get_bool(obj, "add_special_tokens").value_or(false);
-    if (!model.chat_renderer)
-      fail(fmt::format("The model `{}` has no chat template (tokenizer_config.json has no chat_template); "
-                       "start the server with --chat-template FILE to use /v1/chat/completions",
-                       model.served_model_name),
-           "messages");
-    std::string prompt;
-    try {
-      prompt = model.chat_renderer(messages, add_generation_prompt);
-    } catch (const ChatTemplateError& e) {
-      fail(fmt::format("Chat template error: {}", e.what()), "messages");
-    }
+    parse_sampling(f, model, req.sampling);
+    const bool logprobs = *f.boolean("logprobs");
+    const int64_t top = *f.integer("top_logprobs");
+    if (top > 0 && !logprobs)
+      fail("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
+    if (logprobs) req.sampling.logprobs = static_cast<int>(top);
+    const char* max_param = f.has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    const std::optional<int64_t> requested = f.integer(max_param);
+    const json messages = chat_messages(obj);
+    std::string prompt = render_chat(f, messages, model);
     PromptInput p;
-    p.token_ids = encode_prompt(*model.tokenizer, prompt, add_special_tokens);
+    p.token_ids = encode_prompt(*model.tokenizer, prompt, *f.boolean("add_special_tokens"));
     if (p.token_ids.empty()) fail("The rendered chat prompt is empty", "messages");
-    p.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
-                                      "messages", max_param);
+    if (auto k = truncation(f, model))
+      truncate_ids(p.token_ids, *k, *f.boolean("add_special_tokens"), model);
+    p.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()),
+                                      model.max_model_len, "messages", max_param);
     p.text = std::move(prompt);
     req.prompts.push_back(std::move(p));
-    finish_common(obj, model, req);
-    req.request_id = make_request_id("chatcmpl-");
+    finish_openai(f, model, req, "chatcmpl-");
     return req;
   } catch (const RequestFieldError& e) {
     return e.error;

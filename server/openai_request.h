@@ -5,20 +5,21 @@
 // Reference: the OpenAI API reference (Completions, Chat Completions) and
 // vLLM's CompletionRequest / ChatCompletionRequest
 // (vllm/entrypoints/openai/protocol.py): same field names and defaults, the
-// same validation messages where vLLM has one, unknown fields ignored.
-// Fields known but not supported yet (tools / tool_choice / functions,
-// response_format json_object / json_schema, suffix, echo together with
-// logprobs (needs prompt logprobs), chat echo) are rejected with a 400
-// naming them rather than ignored.
+// same validation messages where vLLM has one. Each endpoint's fields are
+// declared once in server/request_model.cpp (type, default, range, status)
+// and checked there before the conversion here reads them: fields known but
+// not supported yet (guided decoding, beam search, tools / tool_choice /
+// functions, suffix, ...) answer 400 naming them when set to anything but
+// their default; keys no model declares are logged (spdlog warn, vLLM's
+// words) and listed in ParsedRequest::ignored_fields.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/sample/sampling_params.h"
 #include "server/openai_error.h"
@@ -34,29 +35,34 @@ enum class ApiKind { kCompletion, kChat, kGenerate };
 // prompt_index * n + sample_index (vLLM's order).
 struct PromptInput {
   std::vector<int32_t> token_ids;
-  std::string text;          // as sent, or the ids decoded (echo, /generate)
-  int64_t max_tokens = 0;    // resolved for this prompt's length
+  std::string text;        // as sent, or the ids decoded (echo, /generate)
+  int64_t max_tokens = 0;  // resolved for this prompt's length
 };
 
 struct ParsedRequest {
   ApiKind kind = ApiKind::kCompletion;
-  std::string request_id;               // "cmpl-<32 hex>" / "chatcmpl-<32 hex>"
-  int64_t created = 0;                  // Unix time, seconds
-  std::string model;                    // the served model name (echoed back)
+  // "cmpl-" / "chatcmpl-" + the request's request_id (vLLM), else + 32
+  // random hex digits; /generate: "gen-<32 hex>".
+  std::string request_id;
+  int64_t created = 0;                    // Unix time, seconds
+  std::string model;                      // the served model name (echoed back)
   std::vector<int32_t> prompt_token_ids;  // prompts[0].token_ids
   std::vector<PromptInput> prompts;       // >= 1; chat: exactly one
-  SamplingParams sampling;              // max_tokens always set (prompts[0]'s)
+  SamplingParams sampling;                // max_tokens always set (prompts[0]'s)
   bool stream = false;
-  bool include_usage = false;           // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
   // stream_options.continuous_usage_stats (vLLM extension), only honoured
   // with include_usage: every chunk carries its choice's usage so far.
   bool continuous_usage_stats = false;
-  bool return_token_ids = false;        // vLLM extension: ids in the choices
-  bool echo = false;                    // completions: prompt text first
+  bool return_token_ids = false;  // vLLM extension: ids in the choices
+  bool echo = false;              // completions: prompt text first
   // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
   // completions the {tokens, token_logprobs, top_logprobs, text_offset}
   // object. The tokenizer turns ids into the token strings.
   std::shared_ptr<const Tokenizer> tokenizer;
+  // Keys of the body that the endpoint's request model does not declare
+  // (e.g. a misspelled "max_token"), in the body's order; logged once.
+  std::vector<std::string> ignored_fields;
 
   // Choices in the response: prompts.size() * n.
   int num_choices() const { return static_cast<int>(prompts.size()) * sampling.n; }
@@ -71,18 +77,24 @@ inline constexpr int64_t kCompletionDefaultMaxTokens = 16;
 // POST /v1/completions. prompt: a string (tokenized with the tokenizer's
 // special tokens, i.e. BOS prepended when add_bos_token), a list of token
 // ids (used as given), a list of strings or a list of token-id lists (one
-// PromptInput each). max_tokens unset: kCompletionDefaultMaxTokens, capped
+// PromptInput each). truncate_prompt_tokens k keeps each prompt's last k
+// tokens (-1: max_model_len; text keeps the BOS it was given, as HF's
+// left truncation). max_tokens unset: kCompletionDefaultMaxTokens, capped
 // at max_model_len - prompt length (vLLM's CompletionRequest default and
 // get_max_tokens).
 ParseResult parse_completion_request(std::string_view body, const ServingModel& model);
 
 // POST /v1/chat/completions. messages: [{role, content}] with content a
 // string, null or missing (rendered as "", as vLLM does), or a list of
-// {"type": "text", "text"} parts (joined with "\n", as vLLM does); rendered with model.chat_renderer and tokenized
-// WITHOUT adding special tokens (the template writes BOS itself;
+// {"type": "text", "text"} parts (joined with "\n", as vLLM does); rendered
+// with model.chat_renderer: the server's template or the request's
+// chat_template, chat_template_kwargs and documents as template variables,
+// add_generation_prompt (default true), continue_final_message (the prompt
+// ends inside the final message; with add_generation_prompt true: 400).
+// Tokenized WITHOUT adding special tokens (the template writes BOS itself;
 // transformers' behaviour), unless the request sets add_special_tokens
 // true. Special-token text in prompts ("<s>") becomes its id
-// (encode_prompt).
+// (encode_prompt); truncate_prompt_tokens keeps the last k tokens.
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model);
 
 // vLLM's api_server POST /generate: {"prompt": string, "stream", sampling

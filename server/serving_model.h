@@ -16,12 +16,21 @@
 
 namespace pagoda {
 
+// How one request renders its chat (vLLM's ChatCompletionRequest fields).
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;  // as in transformers' apply_chat_template
+  // chat_template: the request's own Jinja source, rendered by the same
+  // bounded ChatTemplate as --chat-template; empty: the server's template.
+  std::string chat_template;
+  // chat_template_kwargs (and documents): extra template variables.
+  nlohmann::json variables = nlohmann::json::object();
+};
+
 // Renders a chat: messages (array of {role, content: string, ...}) →
-// prompt text. add_generation_prompt as in transformers'
-// apply_chat_template. Throws ChatTemplateError (its what() is reported to
-// the client as a 400).
+// prompt text. Throws ChatTemplateError (its what() is reported to the
+// client as a 400), also for a request template that does not parse.
 using ChatRenderer =
-    std::function<std::string(const nlohmann::json& messages, bool add_generation_prompt)>;
+    std::function<std::string(const nlohmann::json& messages, const ChatRenderOptions& options)>;
 
 struct ServingModel {
   std::string served_model_name;  // the `model` clients send and get back
@@ -29,7 +38,12 @@ struct ServingModel {
   int64_t max_model_len = 0;      // prompt + completion tokens, at most
   std::shared_ptr<const Tokenizer> tokenizer;
   GenerationConfig generation_config;  // defaults for fields a request omits
-  ChatRenderer chat_renderer;     // empty: no chat template (chat → 400)
+  // Empty: no chat at all (chat → 400). Set: renders the server's template
+  // when has_chat_template, and a request's own chat_template always.
+  ChatRenderer chat_renderer;
+  // tokenizer_config.json's chat_template or --chat-template was given;
+  // false: a chat request without its own chat_template is a 400.
+  bool has_chat_template = false;
 };
 
 }  // namespace pagoda

@@ -22,6 +22,7 @@ std::variant<json, OpenAIError> tokenize_request(std::string_view body, const Se
       json chat = obj;
       chat.erase("max_tokens");
       chat.erase("max_completion_tokens");
+      chat.erase("return_token_strs");  // /tokenize's own field, not the chat model's
       chat["max_tokens"] = 1;
       ParseResult r = parse_chat_request(chat.dump(), model);
       if (auto* e = std::get_if<OpenAIError>(&r)) return *e;

@@ -199,11 +199,15 @@ function onError(m) {
   const cur = state.current;
   const message = (m.error && m.error.message) || "error";
   if (cur && m.id === cur.id) {
-    // A model without a chat template: switch to plain completion once.
+    // A model without a chat template: switch to plain completion once,
+    // and say so.
     if (cur.mode === "chat" && !cur.retried && /chat template/i.test(message)) {
       cur.el.remove();
       state.current = null;
       $("mode").value = "completion";
+      showModeNotice("This model has no chat template, so Mode switched to completion: your text is sent " +
+                     "as a plain prompt and the model continues it. To chat, start the server with " +
+                     "--chat-template FILE.");
       startRequest(cur.userText, true);
       return;
     }
@@ -218,6 +222,15 @@ function onError(m) {
   }
   const { el } = addMessage("assistant", message);
   el.classList.add("error");
+}
+
+// Why the Mode changed by itself: shown under the Mode control while it
+// stays on completion, and once in the conversation.
+function showModeNotice(text) {
+  const note = $("mode-note");
+  note.textContent = text;
+  note.hidden = false;
+  addMessage("notice", text);
 }
 
 function fmt(v, digits) { return v === null || v === undefined ? "–" : v.toFixed(digits); }
@@ -272,6 +285,7 @@ function init() {
     const input = $(k);
     input.addEventListener("input", () => { $(k + "-val").textContent = input.value; });
   }
+  $("mode").addEventListener("change", () => { $("mode-note").hidden = $("mode").value !== "completion"; });
   $("api_key").value = state.apiKey;
   $("api_key").addEventListener("change", () => setApiKey($("api_key").value));
   loadModel();

@@ -324,5 +324,43 @@ TEST_F(ServeChat, ChatCompletionWithTemplateStreamedAndNot) {
       << bad.dump();
 }
 
+// vLLM's per-request chat fields on the real template engine: the request's
+// own chat_template with chat_template_kwargs, request_id naming the
+// response, continue_final_message ending the prompt inside the assistant's
+// turn, and a field not supported yet refused with its name.
+TEST_F(ServeChat, RequestTemplateKwargsIdAndContinuation) {
+  auto tok = load_tokenizer(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K");
+  json own = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+              {"chat_template",
+               "{% for m in messages %}{{ m['content'] }}{% if shout %}!{% endif %}{% endfor %}"},
+              {"chat_template_kwargs", {{"shout", true}}},
+              {"request_id", "story-7"},
+              {"max_tokens", 2},
+              {"return_token_ids", true}};
+  json r = post_json(server_->port(), "/v1/chat/completions", own);
+  EXPECT_EQ(r["id"], "chatcmpl-story-7");
+  EXPECT_EQ(tok->decode(r["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), true),
+            "Once upon a time!");
+
+  json cont = {{"messages",
+                {{{"role", "user"}, {"content", "Tell me a story"}},
+                 {{"role", "assistant"}, {"content", "Once upon"}}}},
+               {"add_generation_prompt", false},
+               {"continue_final_message", true},
+               {"max_tokens", 2},
+               {"return_token_ids", true}};
+  json c = post_json(server_->port(), "/v1/chat/completions", cont);
+  // llama-2-chat closes the assistant turn with " </s>"; continued, it ends
+  // inside the message.
+  EXPECT_EQ(tok->decode(c["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), true),
+            "[INST] Tell me a story [/INST] Once upon");
+
+  json bad = post_json(
+      server_->port(), "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"guided_regex", "[a-z]+"}}, 400);
+  EXPECT_EQ(bad["error"]["param"], "guided_regex");
+  EXPECT_EQ(bad["error"]["message"], "'guided_regex' is not supported yet");
+}
+
 }  // namespace
 }  // namespace pagoda::testing_http

@@ -134,6 +134,22 @@ TEST(Detokenizer, SpecialTokensSkippedOrShown) {
   EXPECT_EQ(shown.text, " world</s><s> world<unk>");
 }
 
+// spaces_between_special_tokens=false (with skip_special_tokens=false):
+// transformers' decode(ids, skip_special_tokens=False,
+// spaces_between_special_tokens=False) joins special tokens and text with
+// nothing between them ("</s><s></s>"), and so does vLLM's fast
+// detokenizer for either value (tokenizers' DecodeStream adds no space).
+// The detokenizer never inserts a space, so the flag's false is what it
+// streams; true matches vLLM's default fast path, not the slow tokenizer's
+// " ".join.
+TEST(Detokenizer, SpecialTokensStreamWithoutSpacesBetweenThem) {
+  const SentencePieceTokenizer tok(shared_path("tokenizers/llama2/tokenizer.model"),
+                                   llama_config());
+  const std::vector<int32_t> gen{2, 1, 2, 3186, 1};  // </s> <s> </s> " world" <s>
+  EXPECT_EQ(stream(tok, tok.encode("Hello", true), gen, false).text, "</s><s></s> world<s>");
+  EXPECT_EQ(tok.decode(gen, false), "</s><s></s> world<s>");
+}
+
 TEST(Detokenizer, InvalidBytesAreFlushedAsReplacement) {
   const SentencePieceTokenizer tok(shared_path("tokenizers/llama2/tokenizer.model"),
                                    llama_config());

@@ -34,8 +34,9 @@ ServingModel serving_model(const std::string& dir) {
   TokenizerConfig tc = TokenizerConfig::from_dir(dir);
   m.tokenizer = tok;
   auto tmpl = std::make_shared<ChatTemplate>(tc.chat_template);
-  m.chat_renderer = [tmpl, tc](const json& messages, bool add_generation_prompt) {
-    return tmpl->render(messages, add_generation_prompt, tc.bos_token, tc.eos_token);
+  m.has_chat_template = true;
+  m.chat_renderer = [tmpl, tc](const json& messages, const ChatRenderOptions& o) {
+    return tmpl->render(messages, o.add_generation_prompt, tc.bos_token, tc.eos_token, o.variables);
   };
   return m;
 }

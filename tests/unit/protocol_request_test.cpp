@@ -333,7 +333,7 @@ TEST(ProtocolChat, NoTemplateIsA400NamingTheProblem) {
 
 TEST(ProtocolChat, TemplateExceptionIsA400WithItsMessage) {
   ServingModel m = make_test_model();
-  m.chat_renderer = [](const json&, bool) -> std::string {
+  m.chat_renderer = [](const json&, const ChatRenderOptions&) -> std::string {
     throw ChatTemplateError("Conversation roles must alternate user/assistant/user/assistant/...");
   };
   OpenAIError e = err_chat(R"({"messages": [{"role": "assistant", "content": "q"}]})", m);

@@ -20,7 +20,9 @@ class ByteTokenizer final : public Tokenizer {
   }
   // Special-token text is not split out: "<s>" is its three bytes (the
   // protocol tests count bytes; the real tokenizers' splitting has its own tests).
-  std::vector<int32_t> encode_with_special_text(std::string_view text) const override { return encode(text, false); }
+  std::vector<int32_t> encode_with_special_text(std::string_view text) const override {
+    return encode(text, false);
+  }
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override {
     std::string s;
     for (int32_t id : ids) {
@@ -40,7 +42,9 @@ class ByteTokenizer final : public Tokenizer {
 };
 
 // max_model_len 64, served as "tiny"; chat renders "<s>[role]content..."
-// (BOS written by the "template", as real templates do).
+// (BOS written by the "template", as real templates do), then "{k=v}" for
+// each extra template variable; a request's own chat_template is rendered
+// as "<tmpl:SOURCE>" followed by the same.
 inline ServingModel make_test_model(bool with_chat = true) {
   ServingModel m;
   m.served_model_name = "tiny";
@@ -48,8 +52,14 @@ inline ServingModel make_test_model(bool with_chat = true) {
   m.max_model_len = 64;
   m.tokenizer = std::make_shared<ByteTokenizer>();
   if (with_chat) {
-    m.chat_renderer = [](const nlohmann::json& messages, bool add_generation_prompt) {
+    m.has_chat_template = true;
+    m.chat_renderer = [](const nlohmann::json& messages, const ChatRenderOptions& o) {
       std::string out = "<s>";
+      if (!o.chat_template.empty()) {
+        out += "<tmpl:";
+        out += o.chat_template;
+        out += '>';
+      }
       for (const auto& msg : messages) {
         // Appended piecewise: GCC 12's -Wrestrict misfires on "[" + string.
         out += '[';
@@ -57,7 +67,14 @@ inline ServingModel make_test_model(bool with_chat = true) {
         out += ']';
         if (msg["content"].is_string()) out += msg["content"].get<std::string>();
       }
-      if (add_generation_prompt) out += "[assistant]";
+      for (const auto& [k, v] : o.variables.items()) {
+        out += '{';
+        out += k;
+        out += '=';
+        out += v.dump();
+        out += '}';
+      }
+      if (o.add_generation_prompt) out += "[assistant]";
       return out;
     };
   }

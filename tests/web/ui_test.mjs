@@ -1,6 +1,7 @@
 // Headless Chromium test of the chat UI (web/) against a running
 // `pagoda serve`: type a prompt, see tokens arrive, press Stop, check the
-// stats panel, save a screenshot. Then, on a mocked /v1/ws stream, check
+// notice that Mode switched to completion (stories260K has no chat
+// template), check the stats panel, save a screenshot. Then, on a mocked /v1/ws stream, check
 // that Chinese and emoji deltas render exactly while streaming.
 // Last, against a server run with --api-key, the UI asks for the key,
 // refuses a wrong one, and streams once the right one is entered.
@@ -61,6 +62,18 @@ try {
   if (!/^stopped/.test(meta)) fail(`the reply did not end as stopped: '${meta}'`);
   const tokens = parseInt(meta.split("·")[1], 10);
   if (!(tokens > 0 && tokens < 480)) fail(`stopped reply has ${tokens} tokens (expected 0 < n < 480): '${meta}'`);
+  // stories260K has no chat template: the UI switched Mode to completion
+  // and says why, under the Mode control and in the conversation.
+  const modeNote = await page.evaluate(() => {
+    const n = document.getElementById("mode-note");
+    return { hidden: n.hidden, visible: n.offsetParent !== null, text: n.textContent,
+             mode: document.getElementById("mode").value,
+             inChat: (document.querySelector(".msg.notice .body") || {}).textContent || "" };
+  });
+  if (modeNote.mode !== "completion") fail(`Mode is '${modeNote.mode}', expected the switch to completion`);
+  if (modeNote.hidden || !modeNote.visible || !/no chat template/.test(modeNote.text))
+    fail(`no visible notice of the switch: ${JSON.stringify(modeNote)}`);
+  if (!/no chat template/.test(modeNote.inChat)) fail(`no notice in the conversation: '${modeNote.inChat}'`);
   if (await page.isEnabled("#stop")) fail("Stop stays enabled after the reply ended");
   if (!(await page.isEnabled("#send"))) fail("Send stays disabled after the reply ended");
   // The live stats panel has numbers.

@@ -1,0 +1,102 @@
+#include "server/chat_prompt.h"
+
+#include <fmt/format.h>
+
+#include <string_view>
+
+#include "server/openai_fields.h"
+
+namespace pagoda {
+
+using nlohmann::json;
+using openai_fields::fail;
+using openai_fields::type_name;
+
+json chat_messages(const json& obj) {
+  const json* msgs = openai_fields::get(obj, "messages");
+  if (!msgs) fail("'messages' is required", "messages");
+  if (!msgs->is_array())
+    fail(fmt::format("'messages' must be a list, got {}", type_name(*msgs)), "messages");
+  if (msgs->empty()) fail("'messages' must not be empty", "messages");
+  json out = json::array();
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object())
+      fail(fmt::format("{} must be an object, got {}", where, type_name(m)), "messages");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string())
+      fail(fmt::format("{}.role is required and must be a string", where), "messages");
+    json msg = m;
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      // OpenAI allows null content (an assistant turn beside tool_calls);
+      // vLLM renders it, and a missing one, as "" (an empty part list).
+      msg["content"] = "";
+    } else if (content->is_array()) {
+      std::string text;
+      for (size_t j = 0; j < content->size(); ++j) {
+        const json& part = (*content)[j];
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+          fail(fmt::format("{}.content[{}] must be an object with a string 'type'", where, j),
+               "messages");
+        const std::string& type = part["type"].get_ref<const std::string&>();
+        if (type != "text")
+          fail(fmt::format("{}.content[{}] has type '{}': only 'text' parts are supported", where,
+                           j, type),
+               "messages");
+        auto t = part.find("text");
+        if (t == part.end() || !t->is_string())
+          fail(fmt::format("{}.content[{}].text is required and must be a string", where, j),
+               "messages");
+        if (j) text += "\n";
+        text += t->get<std::string>();
+      }
+      msg["content"] = text;
+    } else if (!content->is_string()) {
+      fail(fmt::format("{}.content must be a string or a list of content parts, got {}", where,
+                       type_name(*content)),
+           "messages");
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+namespace {
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+std::string_view lstrip(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  return s;
+}
+
+std::string_view strip(std::string_view s) {
+  s = lstrip(s);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::string cut_after_final_message(const std::string& rendered, const std::string& final_content) {
+  const std::string_view stripped = strip(final_content);
+  const size_t loc = rendered.rfind(stripped);
+  if (loc == std::string::npos)
+    fail(
+        "continue_final_message is set but the final message does not appear in the chat after "
+        "applying the "
+        "chat template! This can happen if the chat template deletes portions of the final "
+        "message. Please "
+        "verify the chat template and final message in your chat to ensure they are compatible.",
+        "messages");
+  const size_t whole = lstrip(final_content).size();
+  if (std::string_view(rendered).substr(loc, whole) == final_content)
+    return rendered.substr(0, loc + whole);
+  return rendered.substr(0, loc + stripped.size());
+}
+
+}  // namespace pagoda

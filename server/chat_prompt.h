@@ -1,0 +1,29 @@
+// The chat side of a request's prompt: messages normalized for the
+// template, and the rendered text cut after the final message when the
+// request continues it.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace pagoda {
+
+// obj["messages"] with each content normalized to a string, other keys
+// kept: null or missing → "" (vLLM renders both as ""), a list of
+// {"type": "text", "text"} parts → the texts joined with "\n" (vLLM's
+// string content format). Errors (missing, not a non-empty list, a message
+// without a string role, a non-text part): openai_fields::RequestFieldError
+// (400, param "messages").
+nlohmann::json chat_messages(const nlohmann::json& obj);
+
+// continue_final_message: rendered (with add_generation_prompt false) cut
+// right after the last occurrence of the final message's content, so the
+// model continues that message instead of starting a new turn;
+// transformers' apply_chat_template rule: the stripped content is searched
+// for; when the text at that place matches the content with only its
+// leading whitespace removed it is kept whole, else only the stripped
+// content is (the template trimmed it). ASCII whitespace only. A final
+// message the template did not reproduce: RequestFieldError (400, param
+// "messages", transformers' message).
+std::string cut_after_final_message(const std::string& rendered, const std::string& final_content);
+
+}  // namespace pagoda

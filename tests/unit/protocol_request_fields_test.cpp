@@ -1,0 +1,405 @@
+// The declared request models (server/request_model.h): unknown fields
+// listed, fields not supported yet refused with a 400 naming them, and the
+// fields vLLM implements cheaply filled into SamplingParams / ParsedRequest.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <stdexcept>
+
+#include "server/api_docs.h"
+#include "server/bad_words.h"
+#include "server/openai_request.h"
+#include "server/request_model.h"
+#include "tests/unit/protocol_test_model.h"
+
+namespace pagoda {
+namespace {
+
+using nlohmann::json;
+using testing_protocol::make_test_model;
+
+ParsedRequest ok(const ParseResult& r) {
+  if (auto* e = std::get_if<OpenAIError>(&r)) {
+    ADD_FAILURE() << "unexpected error: " << e->body();
+    return {};
+  }
+  return std::get<ParsedRequest>(r);
+}
+
+OpenAIError err(const ParseResult& r) {
+  EXPECT_TRUE(std::holds_alternative<OpenAIError>(r)) << "expected an error";
+  if (!std::holds_alternative<OpenAIError>(r)) return {};
+  return std::get<OpenAIError>(r);
+}
+
+ParseResult completion(json body, const ServingModel& m = make_test_model()) {
+  if (!body.contains("prompt")) body["prompt"] = "x";
+  return parse_completion_request(body.dump(), m);
+}
+
+ParseResult chat(json body, const ServingModel& m = make_test_model()) {
+  if (!body.contains("messages"))
+    body["messages"] = json::array({{{"role", "user"}, {"content", "q"}}});
+  return parse_chat_request(body.dump(), m);
+}
+
+ParseResult generate(json body, const ServingModel& m = make_test_model()) {
+  if (!body.contains("prompt")) body["prompt"] = "x";
+  return parse_generate_request(body.dump(), m);
+}
+
+// A 400 with param `field` and "'field' is not supported yet", from all
+// three endpoints.
+void expect_not_supported(const std::string& field, const json& value) {
+  SCOPED_TRACE(field + " = " + value.dump());
+  for (const ParseResult& r :
+       {completion({{field, value}}), chat({{field, value}}), generate({{field, value}})}) {
+    OpenAIError e = err(r);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.type, "BadRequestError");
+    EXPECT_EQ(e.param, field);
+    EXPECT_NE(e.message.find("'" + field + "' is not supported yet"), std::string::npos)
+        << e.message;
+  }
+}
+
+// ---- unknown fields ----
+
+TEST(RequestFields, MisspelledFieldIsListedAndTheDefaultStays) {
+  ParsedRequest r = ok(completion({{"max_token", 5}, {"temprature", 0}}));
+  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"max_token", "temprature"}));
+  EXPECT_EQ(r.sampling.max_tokens.value(), 16);  // max_token did nothing
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(ok(chat({{"max_token", 5}})).ignored_fields, (std::vector<std::string>{"max_token"}));
+  EXPECT_EQ(ok(generate({{"max_token", 5}})).ignored_fields,
+            (std::vector<std::string>{"max_token"}));
+}
+
+TEST(RequestFields, DeclaredFieldsAreNotListed) {
+  // user: accepted and ignored as vLLM does, but declared; null values too.
+  EXPECT_TRUE(ok(completion({{"user", "u1"}, {"max_tokens", 3}, {"seed", nullptr}}))
+                  .ignored_fields.empty());
+  EXPECT_TRUE(
+      ok(chat({{"user", "u1"}, {"max_completion_tokens", 3}, {"parallel_tool_calls", true}}))
+          .ignored_fields.empty());
+}
+
+TEST(RequestFields, ReadingAnUndeclaredFieldIsAProgrammingError) {
+  json obj = {{"prompt", "x"}};
+  request_model::RequestFields f(obj, request_model::completion_model());
+  EXPECT_THROW(f.boolean("not_a_field"), std::logic_error);
+  EXPECT_THROW(f.integer("temperature"), std::logic_error);  // declared as a number
+  EXPECT_EQ(f.integer("max_tokens").value(), 16);            // the table's default
+}
+
+TEST(RequestFields, EveryModelDeclaresEachFieldOnce) {
+  for (const auto* m : {&request_model::completion_model(), &request_model::chat_model(),
+                        &request_model::generate_model()}) {
+    std::map<std::string_view, int> seen;
+    for (const auto& f : m->fields) ++seen[f.name];
+    for (const auto& [name, count] : seen) EXPECT_EQ(count, 1) << m->endpoint << " " << name;
+  }
+}
+
+// /openapi.json documents what the request models declare: every field it
+// lists is declared, and every field the conversion reads is listed.
+TEST(RequestFields, OpenApiDocumentsTheDeclaredFields) {
+  const json spec = json::parse(openapi_json());
+  const std::pair<const char*, const request_model::RequestModel*> endpoints[] = {
+      {"/v1/completions", &request_model::completion_model()},
+      {"/v1/chat/completions", &request_model::chat_model()},
+      {"/generate", &request_model::generate_model()}};
+  for (const auto& [path, model] : endpoints) {
+    SCOPED_TRACE(path);
+    const json& props = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+                            ["schema"]["properties"];
+    for (const auto& [name, _] : props.items()) {
+      EXPECT_NE(model->find(name), nullptr) << name << " is not declared";
+    }
+    for (const auto& f : model->fields) {
+      if (f.status == request_model::Status::kConverted) {
+        EXPECT_TRUE(props.contains(std::string(f.name))) << f.name << " is not documented";
+      }
+    }
+  }
+}
+
+// ---- not supported yet: 400 when set to anything but the default ----
+
+TEST(RequestFieldsNotSupported, GuidedJson) {
+  expect_not_supported("guided_json", {{"type", "object"}});
+}
+TEST(RequestFieldsNotSupported, GuidedRegex) { expect_not_supported("guided_regex", "[a-z]+"); }
+TEST(RequestFieldsNotSupported, GuidedChoice) {
+  expect_not_supported("guided_choice", {"yes", "no"});
+}
+TEST(RequestFieldsNotSupported, GuidedGrammar) {
+  expect_not_supported("guided_grammar", "root ::= \"a\"");
+}
+TEST(RequestFieldsNotSupported, GuidedWhitespacePattern) {
+  expect_not_supported("guided_whitespace_pattern", " *");
+}
+TEST(RequestFieldsNotSupported, GuidedDecodingBackend) {
+  expect_not_supported("guided_decoding_backend", "xgrammar");
+}
+TEST(RequestFieldsNotSupported, StructuredOutputs) {
+  expect_not_supported("structured_outputs", {{"regex", "a"}});
+}
+TEST(RequestFieldsNotSupported, UseBeamSearchTrue) {
+  expect_not_supported("use_beam_search", true);
+  EXPECT_TRUE(ok(completion({{"use_beam_search", false}})).ignored_fields.empty());
+}
+TEST(RequestFieldsNotSupported, LengthPenaltyNotOne) {
+  expect_not_supported("length_penalty", 2.0);
+  ok(completion({{"length_penalty", 1}}));
+  ok(chat({{"length_penalty", 1.0}}));
+}
+TEST(RequestFieldsNotSupported, EarlyStoppingTrueOrNever) {
+  expect_not_supported("early_stopping", true);
+  expect_not_supported("early_stopping", "never");
+  ok(completion({{"early_stopping", false}}));
+}
+
+TEST(RequestFieldsNotSupported, WrongTypeIsATypeErrorFirst) {
+  OpenAIError e = err(completion({{"use_beam_search", "yes"}}));
+  EXPECT_EQ(e.param, "use_beam_search");
+  EXPECT_NE(e.message.find("must be a boolean"), std::string::npos) << e.message;
+}
+
+// ---- truncate_prompt_tokens ----
+
+TEST(RequestFieldsTruncate, KeepsTheLastTokensAndTheBos) {
+  // Text with add_special_tokens: BOS kept, k in all (HF's left truncation).
+  EXPECT_EQ(ok(completion({{"prompt", "abcdef"}, {"truncate_prompt_tokens", 3}})).prompt_token_ids,
+            (std::vector<int32_t>{1, 'e' + 3, 'f' + 3}));
+  EXPECT_EQ(
+      ok(completion(
+             {{"prompt", "abcdef"}, {"add_special_tokens", false}, {"truncate_prompt_tokens", 2}}))
+          .prompt_token_ids,
+      (std::vector<int32_t>{'e' + 3, 'f' + 3}));
+  // Ids as sent: the last k; the echoed text is theirs.
+  ParsedRequest ids =
+      ok(completion({{"prompt", {5 + 3, 6 + 3, 'x' + 3, 'y' + 3}}, {"truncate_prompt_tokens", 2}}));
+  EXPECT_EQ(ids.prompt_token_ids, (std::vector<int32_t>{'x' + 3, 'y' + 3}));
+  EXPECT_EQ(ids.prompts[0].text, "xy");
+  // Shorter prompts are left alone; -1 is max_model_len.
+  EXPECT_EQ(
+      ok(completion({{"prompt", "ab"}, {"truncate_prompt_tokens", 10}})).prompt_token_ids.size(),
+      3u);
+  EXPECT_EQ(
+      ok(completion({{"prompt", "ab"}, {"truncate_prompt_tokens", -1}})).prompt_token_ids.size(),
+      3u);
+  // Chat: the rendered prompt's last k; max_tokens from the truncated length.
+  ParsedRequest c = ok(chat({{"truncate_prompt_tokens", 4}}));
+  EXPECT_EQ(c.prompt_token_ids.size(), 4u);
+  EXPECT_EQ(c.sampling.max_tokens.value(), 64 - 4);
+  EXPECT_EQ(ok(generate({{"prompt", "abcdef"}, {"truncate_prompt_tokens", 2}})).prompt_token_ids,
+            (std::vector<int32_t>{1, 'f' + 3}));
+}
+
+TEST(RequestFieldsTruncate, ValidatedAsVllm) {
+  for (int k : {0, -2}) {
+    OpenAIError e = err(completion({{"truncate_prompt_tokens", k}}));
+    EXPECT_EQ(e.param, "truncate_prompt_tokens");
+    EXPECT_NE(e.message.find("must be an integer >= 1 or -1, got " + std::to_string(k)),
+              std::string::npos)
+        << e.message;
+  }
+  OpenAIError big = err(chat({{"truncate_prompt_tokens", 65}}));
+  EXPECT_EQ(big.param, "truncate_prompt_tokens");
+  EXPECT_NE(big.message.find("truncate_prompt_tokens (65) cannot be greater than max_length (64)"),
+            std::string::npos)
+      << big.message;
+}
+
+// ---- chat: continue_final_message, chat_template, chat_template_kwargs ----
+
+// The test model's renderer, but closing each turn with "</t>" as real
+// templates write an end-of-turn token.
+ServingModel turn_closing_model() {
+  ServingModel m = make_test_model();
+  m.chat_renderer = [](const json& messages, const ChatRenderOptions& o) {
+    std::string out = "<s>";
+    for (const auto& msg : messages) {
+      out += '[';
+      out += msg["role"].get<std::string>();
+      out += ']';
+      out += msg["content"].get<std::string>();
+      out += "</t>";
+    }
+    if (o.add_generation_prompt) out += "[assistant]";
+    return out;
+  };
+  return m;
+}
+
+TEST(RequestFieldsChat, ContinueFinalMessageEndsInsideIt) {
+  const json msgs = json::array(
+      {{{"role", "user"}, {"content", "q"}}, {{"role", "assistant"}, {"content", "Hel"}}});
+  ParsedRequest r = ok(
+      chat({{"messages", msgs}, {"add_generation_prompt", false}, {"continue_final_message", true}},
+           turn_closing_model()));
+  EXPECT_EQ(r.prompts[0].text, "<s>[user]q</t>[assistant]Hel");
+  // Without it the turn is closed.
+  EXPECT_EQ(ok(chat({{"messages", msgs}, {"add_generation_prompt", false}}, turn_closing_model()))
+                .prompts[0]
+                .text,
+            "<s>[user]q</t>[assistant]Hel</t>");
+  // Trailing whitespace the template kept stays (transformers' rule).
+  const json spaced = json::array(
+      {{{"role", "user"}, {"content", "q"}}, {{"role", "assistant"}, {"content", "Hel "}}});
+  EXPECT_EQ(ok(chat({{"messages", spaced},
+                     {"add_generation_prompt", false},
+                     {"continue_final_message", true}},
+                    turn_closing_model()))
+                .prompts[0]
+                .text,
+            "<s>[user]q</t>[assistant]Hel ");
+}
+
+TEST(RequestFieldsChat, ContinueFinalMessageWithGenerationPromptIs400) {
+  // add_generation_prompt defaults to true, as in vLLM.
+  for (const json& body :
+       {json{{"continue_final_message", true}},
+        json{{"continue_final_message", true}, {"add_generation_prompt", true}}}) {
+    OpenAIError e = err(chat(body));
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "continue_final_message");
+    EXPECT_NE(e.message.find(
+                  "Cannot set both `continue_final_message` and `add_generation_prompt` to True."),
+              std::string::npos)
+        << e.message;
+  }
+}
+
+TEST(RequestFieldsChat, RequestTemplateAndKwargsReachTheRenderer) {
+  ServingModel roomy = make_test_model();
+  roomy.max_model_len = 256;
+  ParsedRequest r = ok(chat({{"chat_template", "T"},
+                             {"chat_template_kwargs", {{"enable_thinking", false}}},
+                             {"documents", json::array({{{"title", "a"}, {"text", "b"}}})}},
+                            roomy));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(
+      r.prompts[0].text,
+      R"(<s><tmpl:T>[user]q{documents=[{"text":"b","title":"a"}]}{enable_thinking=false}[assistant])");
+  // A server without a template serves a request that brings its own.
+  ServingModel no_default = make_test_model();
+  no_default.has_chat_template = false;
+  EXPECT_EQ(ok(chat({{"chat_template", "T"}}, no_default)).prompts[0].text,
+            "<s><tmpl:T>[user]q[assistant]");
+  OpenAIError e = err(chat({}, no_default));
+  EXPECT_NE(e.message.find("no chat template"), std::string::npos) << e.message;
+  EXPECT_EQ(err(chat({{"chat_template_kwargs", "x"}})).param, "chat_template_kwargs");
+  OpenAIError shadowed = err(chat({{"chat_template_kwargs", {{"messages", json::array()}}}}));
+  EXPECT_EQ(shadowed.param, "chat_template_kwargs");
+  EXPECT_NE(shadowed.message.find("cannot set 'messages'"), std::string::npos) << shadowed.message;
+  EXPECT_EQ(err(chat({{"chat_template", 5}})).param, "chat_template");
+}
+
+// ---- request_id, priority ----
+
+TEST(RequestFields, RequestIdNamesTheResponse) {
+  EXPECT_EQ(ok(completion({{"request_id", "abc"}})).request_id, "cmpl-abc");
+  EXPECT_EQ(ok(chat({{"request_id", "abc"}})).request_id, "chatcmpl-abc");
+  EXPECT_EQ(ok(chat({})).request_id.size(), 9u + 32u);
+  EXPECT_EQ(err(completion({{"request_id", 5}})).param, "request_id");
+}
+
+TEST(RequestFields, NonZeroPriorityIs400AsVllmFcfs) {
+  ok(completion({{"priority", 0}}));
+  for (const ParseResult& r : {completion({{"priority", 1}}), chat({{"priority", -3}})}) {
+    OpenAIError e = err(r);
+    EXPECT_EQ(e.param, "priority");
+    EXPECT_NE(e.message.find("but Priority scheduling is not enabled."), std::string::npos)
+        << e.message;
+  }
+}
+
+// ---- sampling: spaces_between_special_tokens, allowed_token_ids, bad_words, prompt_logprobs ----
+
+TEST(RequestFieldsSampling, SpacesBetweenSpecialTokens) {
+  EXPECT_TRUE(ok(completion({})).sampling.spaces_between_special_tokens);
+  EXPECT_FALSE(
+      ok(chat({{"spaces_between_special_tokens", false}})).sampling.spaces_between_special_tokens);
+}
+
+TEST(RequestFieldsSampling, AllowedTokenIds) {
+  EXPECT_EQ(ok(completion({{"allowed_token_ids", {5, 258}}})).sampling.allowed_token_ids,
+            (std::vector<int32_t>{5, 258}));
+  EXPECT_TRUE(ok(chat({})).sampling.allowed_token_ids.empty());
+  const std::pair<json, const char*> bad[] = {{json::array(), "is not None and empty!"},
+                                              {{5, 259}, "out-of-vocab token id"},
+                                              {{-1}, "out-of-vocab token id"},
+                                              {{"5"}, "list of integers"},
+                                              {5, "must be a list of token ids"}};
+  for (const auto& [value, message] : bad) {
+    OpenAIError e = err(completion({{"allowed_token_ids", value}}));
+    EXPECT_EQ(e.param, "allowed_token_ids");
+    EXPECT_NE(e.message.find(message), std::string::npos) << e.message;
+  }
+}
+
+// Whole-string vocabulary: "hello" 10, " hello" 11, "a b" 12 13 14, " a b"
+// 15 13 14 (same length, new first id), "x y" 20 21, " x y" 22 20 21.
+class WordTokenizer final : public Tokenizer {
+ public:
+  std::vector<int32_t> encode(std::string_view text, bool) const override {
+    static const std::map<std::string, std::vector<int32_t>, std::less<>> vocab = {
+        {"hello", {10}},   {" hello", {11}},       {"a b", {12, 13, 14}}, {" a b", {15, 13, 14}},
+        {"x y", {20, 21}}, {" x y", {22, 20, 21}}, {"same", {30}},        {" same", {30}}};
+    auto it = vocab.find(text);
+    return it == vocab.end() ? std::vector<int32_t>{} : it->second;
+  }
+  std::vector<int32_t> encode_with_special_text(std::string_view text) const override {
+    return encode(text, false);
+  }
+  std::string decode(std::span<const int32_t>, bool) const override { return ""; }
+  std::string id_to_piece(int32_t) const override { return ""; }
+  bool is_special(int32_t) const override { return false; }
+  int64_t vocab_size() const override { return 100; }
+  std::optional<int32_t> bos_token_id() const override { return std::nullopt; }
+  std::optional<int32_t> eos_token_id() const override { return std::nullopt; }
+};
+
+TEST(RequestFieldsSampling, BadWordsTokenIdsFollowVllmsRule) {
+  const WordTokenizer tok;
+  // lstrip'ed; the spaced variant kept when its first id differs and its
+  // length is the same.
+  EXPECT_EQ(
+      bad_words_token_ids(tok, {"  hello", "a b", "x y", "same"}),
+      (std::vector<std::vector<int32_t>>{{10}, {11}, {12, 13, 14}, {15, 13, 14}, {20, 21}, {30}}));
+  EXPECT_THROW(bad_words_token_ids(tok, {"   "}), std::invalid_argument);
+}
+
+TEST(RequestFieldsSampling, BadWordsAreFilled) {
+  // Byte tokenizer: " ab" is one token longer than "ab", so only "ab" is kept.
+  ParsedRequest r = ok(completion({{"bad_words", {" ab", "c"}}}));
+  EXPECT_EQ(r.sampling.bad_words, (std::vector<std::string>{" ab", "c"}));
+  EXPECT_EQ(r.sampling.bad_words_token_ids,
+            (std::vector<std::vector<int32_t>>{{'a' + 3, 'b' + 3}, {'c' + 3}}));
+  EXPECT_EQ(err(chat({{"bad_words", {1}}})).param, "bad_words");
+  EXPECT_EQ(err(chat({{"bad_words", {""}}})).param, "bad_words");
+  EXPECT_EQ(err(chat({{"bad_words", "ab"}})).param, "bad_words");
+}
+
+TEST(RequestFieldsSampling, PromptLogprobs) {
+  EXPECT_EQ(ok(completion({{"prompt_logprobs", 3}})).sampling.prompt_logprobs, 3);
+  EXPECT_EQ(ok(chat({{"prompt_logprobs", 0}})).sampling.prompt_logprobs, 0);
+  EXPECT_FALSE(ok(completion({})).sampling.prompt_logprobs.has_value());
+  EXPECT_NE(err(completion({{"prompt_logprobs", 21}}))
+                .message.find("prompt_logprobs must be between 0 and 20, got 21."),
+            std::string::npos);
+  EXPECT_EQ(err(completion({{"prompt_logprobs", -1}})).param, "prompt_logprobs");
+  // With stream=true: a 400 when > 0, as vLLM's check_logprobs.
+  OpenAIError e = err(chat({{"prompt_logprobs", 2}, {"stream", true}}));
+  EXPECT_EQ(e.param, "prompt_logprobs");
+  EXPECT_NE(e.message.find("`prompt_logprobs` are not available when `stream=True`."),
+            std::string::npos);
+  ok(completion({{"prompt_logprobs", 0}, {"stream", true}}));
+  // /generate returns text only: refused rather than computed and dropped.
+  EXPECT_EQ(err(generate({{"prompt_logprobs", 1}})).param, "prompt_logprobs");
+}
+
+}  // namespace
+}  // namespace pagoda
