@@ -269,7 +269,7 @@ class EngineImpl {
 
   std::thread thread;
   std::atomic<bool> stop_requested{false};
-  uint64_t global_seed = 0;
+  uint64_t global_seed = config.seed;  // declared after config
   uint64_t request_counter = 0;
 
   std::vector<float> logits;
