@@ -11,6 +11,7 @@
 #include "engine/model_runner.h"
 #include "engine/output_channel.h"
 #include "engine/request_queue.h"
+#include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
 #include "engine/sched/scheduler.h"
 #include "engine/stats_logger.h"
@@ -75,6 +76,8 @@ class EngineImpl {
              std::to_string(config.max_num_seqs) + ")";
     if (sp.logprobs && (*sp.logprobs < 0 || *sp.logprobs > kMaxLogprobs))
       return "logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "]";
+    if (sp.prompt_logprobs && (*sp.prompt_logprobs < 0 || *sp.prompt_logprobs > kMaxLogprobs))
+      return "prompt_logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "]";
     for (auto [id, bias] : sp.logit_bias) {
       if (id < 0 || id >= executor->vocab_size())
         return "logit_bias token id " + std::to_string(id) + " is outside the vocabulary";
@@ -154,6 +157,8 @@ class EngineImpl {
         for (int32_t id : device_ids) sampled.push_back(TokenLogprob{id, 0.0f, {}});
       } else {
         runner.execute(out, logits);
+        // Prompt-logprob rows follow the sampling rows (prompt_logprobs.h).
+        record_prompt_logprobs(out, logits, executor->vocab_size());
         sample(out);
       }
       timed.clear();

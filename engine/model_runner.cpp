@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
 
 #include <algorithm>
@@ -32,6 +33,7 @@ ForwardBatch ModelRunner::build_batch(const SchedulerOutput& out, int64_t block_
               b.block_tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
     if (out.seqs[i].samples) b.logits_indices.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
   }
+  add_prompt_logprob_rows(out, b);  // after the sampling rows
   return b;
 }
 
@@ -62,6 +64,9 @@ bool ModelRunner::device_samplable(const Sequence& seq, const std::vector<int32_
 bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
                                      std::vector<int32_t>& token_ids) {
   if (!executor_.can_sample_on_device()) return false;
+  // Prompt-logprob rows are scored on the host (engine/sample/
+  // prompt_logprobs.h): a step that has any takes the host path.
+  if (wants_prompt_logprob_rows(out)) return false;
   for (const ScheduledSeq& s : out.seqs) {
     // A group parent's prompt row also serves its forks: the host Sampler
     // draws several tokens from one row.
