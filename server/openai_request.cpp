@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/chat/chat_template.h"
+#include "engine/sample/sampler.h"
 #include "server/openai_fields.h"
 #include "server/strict_json.h"
 
@@ -107,12 +108,27 @@ void parse_completion_logprobs(const json& obj, ParsedRequest& req) {
     req.sampling.logprobs = static_cast<int>(*lp);
   }
   req.echo = get_bool(obj, "echo").value_or(false);
-  if (req.echo && req.sampling.logprobs)
-    fail("echo together with logprobs is not supported yet: it needs the prompt's logprobs, which the "
-         "engine does not compute; send echo or logprobs, not both",
-         "echo");
   if (auto suffix = get_string(obj, "suffix"); suffix && !suffix->empty())
     fail("suffix is not supported yet", "suffix");
+}
+
+// prompt_logprobs (temporary: merged with the declared request model)
+// vLLM's field, after `stream` is known: an int in [0, max_logprobs = 20];
+// with stream=true only 0 (vLLM: "`prompt_logprobs` are not available when
+// `stream=True`."). Completions with echo and logprobs and no
+// prompt_logprobs take prompt_logprobs = logprobs (vLLM's
+// CompletionRequest.to_sampling_params): the echoed prompt's logprobs.
+void parse_prompt_logprobs(const json& obj, ParsedRequest& req) {
+  if (auto k = get_int(obj, "prompt_logprobs")) {
+    if (*k < 0 || *k > kMaxLogprobs)
+      fail(fmt::format("prompt_logprobs must be between 0 and {}, got {}.", kMaxLogprobs, *k),
+           "prompt_logprobs");
+    if (req.stream && *k > 0)
+      fail("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
+    req.sampling.prompt_logprobs = static_cast<int>(*k);
+  }
+  if (!req.sampling.prompt_logprobs && req.echo && req.sampling.logprobs)
+    req.sampling.prompt_logprobs = req.sampling.logprobs;
 }
 
 void parse_chat_logprobs(const json& obj, ParsedRequest& req) {
@@ -240,6 +256,7 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
       if (!requested) p.max_tokens = std::min(p.max_tokens, kCompletionDefaultMaxTokens);
     }
     finish_common(obj, model, req);
+    parse_prompt_logprobs(obj, req);
     req.request_id = make_request_id("cmpl-");
     return req;
   } catch (const RequestFieldError& e) {
@@ -311,6 +328,7 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model)
     p.text = std::move(prompt);
     req.prompts.push_back(std::move(p));
     finish_common(obj, model, req);
+    parse_prompt_logprobs(obj, req);
     req.request_id = make_request_id("chatcmpl-");
     return req;
   } catch (const RequestFieldError& e) {

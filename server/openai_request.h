@@ -7,9 +7,10 @@
 // (vllm/entrypoints/openai/protocol.py): same field names and defaults, the
 // same validation messages where vLLM has one, unknown fields ignored.
 // Fields known but not supported yet (tools / tool_choice / functions,
-// response_format json_object / json_schema, suffix, echo together with
-// logprobs (needs prompt logprobs), chat echo) are rejected with a 400
-// naming them rather than ignored.
+// response_format json_object / json_schema, suffix, chat echo) are
+// rejected with a 400 naming them rather than ignored. Completions' echo
+// with logprobs asks for the prompt's logprobs (vLLM: prompt_logprobs =
+// logprobs), written first in the logprobs object.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "engine/output_channel.h"
+#include "server/openai_prompt_logprobs.h"
 
 namespace pagoda {
 
@@ -83,24 +84,45 @@ json completion_response(const ParsedRequest& req, const std::vector<RequestOutp
       choice["text"] = prefix + c.text;
     }
     choice["logprobs"] = nullptr;
+    const std::vector<PromptLogprob>* plp =
+        req.sampling.prompt_logprobs ? find_prompt_logprobs(choices, c.index, req.sampling.n)
+                                     : nullptr;
     if (req.sampling.logprobs && req.tokenizer) {
-      ChoiceLogprobs lp(*req.tokenizer, prompt_ids_of(req, c.index), utf8_length(prefix));
-      choice["logprobs"] = req.kind == ApiKind::kChat ? lp.chat(c.logprobs) : lp.completion(c.logprobs);
+      if (req.kind == ApiKind::kCompletion && req.echo && plp) {
+        // vLLM: the echoed prompt's tokens first, then the completion's.
+        int64_t offset = 0;
+        json lps = echo_logprobs_json(*req.tokenizer, prompt_ids_of(req, c.index), *plp, &offset);
+        ChoiceLogprobs lp(*req.tokenizer, prompt_ids_of(req, c.index), offset);
+        append_logprobs_json(lps, lp.completion(c.logprobs));
+        choice["logprobs"] = std::move(lps);
+      } else {
+        ChoiceLogprobs lp(*req.tokenizer, prompt_ids_of(req, c.index), utf8_length(prefix));
+        choice["logprobs"] = req.kind == ApiKind::kChat ? lp.chat(c.logprobs) : lp.completion(c.logprobs);
+      }
     }
     choice["finish_reason"] = finish_reason_json(c);
     choice["stop_reason"] = stop_reason_json(c);
+    // vLLM: completions carry prompt_logprobs in each choice (chat: at the
+    // top level, below).
+    if (req.kind == ApiKind::kCompletion && req.sampling.prompt_logprobs && req.tokenizer)
+      choice["prompt_logprobs"] = plp ? prompt_logprobs_json(*req.tokenizer, *plp) : json(nullptr);
     if (req.return_token_ids) {
       choice["prompt_token_ids"] = prompt_ids_of(req, c.index);
       choice["token_ids"] = c.token_ids;
     }
     out_choices.push_back(std::move(choice));
   }
-  return {{"id", req.request_id},
-          {"object", object_name(req, false)},
-          {"created", req.created},
-          {"model", req.model},
-          {"choices", std::move(out_choices)},
-          {"usage", usage_json(total_prompt_tokens(req), completion_tokens)}};
+  json out = {{"id", req.request_id},
+              {"object", object_name(req, false)},
+              {"created", req.created},
+              {"model", req.model},
+              {"choices", std::move(out_choices)},
+              {"usage", usage_json(total_prompt_tokens(req), completion_tokens)}};
+  if (req.kind == ApiKind::kChat && req.sampling.prompt_logprobs && req.tokenizer) {
+    const std::vector<PromptLogprob>* plp = find_prompt_logprobs(choices, 0, req.sampling.n);
+    out["prompt_logprobs"] = plp ? prompt_logprobs_json(*req.tokenizer, *plp) : json(nullptr);
+  }
+  return out;
 }
 
 json completion_response(const ParsedRequest& req, const RequestOutput& merged) {
@@ -113,6 +135,7 @@ OpenAIError error_for_output(const RequestOutput& out) {
 
 StreamFormatter::StreamFormatter(const ParsedRequest& req) : req_(req) {
   choices_.resize(static_cast<size_t>(std::max(1, req.num_choices())));
+  prompt_logprobs_.resize(std::max<size_t>(1, req.prompts.size()));
   for (size_t i = 0; i < choices_.size(); ++i) {
     int index = static_cast<int>(i);
     if (req.sampling.logprobs && req.tokenizer)
@@ -140,6 +163,10 @@ json StreamFormatter::chunk(json choice) const {
   return c;
 }
 
+bool StreamFormatter::echo_with_logprobs() const {
+  return req_.kind == ApiKind::kCompletion && req_.echo && req_.sampling.logprobs && req_.tokenizer;
+}
+
 std::string StreamFormatter::begin() {
   std::string out;
   if (req_.kind == ApiKind::kGenerate) return out;
@@ -150,7 +177,7 @@ std::string StreamFormatter::begin() {
                               {"delta", {{"role", "assistant"}, {"content", ""}}},
                               {"logprobs", nullptr},
                               {"finish_reason", nullptr}}));
-    } else if (req_.echo) {
+    } else if (req_.echo && !echo_with_logprobs()) {
       out += sse_event(chunk({{"index", index},
                               {"text", echo_text(req_, index)},
                               {"logprobs", nullptr},
@@ -200,6 +227,10 @@ std::string StreamFormatter::format_one(const RequestOutput& d) {
   if (d.index < 0 || static_cast<size_t>(d.index) >= choices_.size()) return "";
   Choice& st = choices_[static_cast<size_t>(d.index)];
   if (st.finished) return "";
+  const size_t prompt = static_cast<size_t>(d.index / std::max(1, req_.sampling.n));
+  if (d.prompt_logprobs && prompt < prompt_logprobs_.size())
+    prompt_logprobs_[prompt] = d.prompt_logprobs;
+  const bool echo_first = echo_with_logprobs() && !st.echoed;
   st.completion_tokens = d.completion_tokens;
   st.text += d.text;
   if (d.finished) {
@@ -209,17 +240,34 @@ std::string StreamFormatter::format_one(const RequestOutput& d) {
   std::string out;
   if (req_.kind == ApiKind::kGenerate) {
     if (!d.text.empty() || d.finished) out += generate_update();
-  } else if (!d.text.empty() || d.finished || (req_.return_token_ids && !d.token_ids.empty()) ||
+  } else if (echo_first || !d.text.empty() || d.finished || (req_.return_token_ids && !d.token_ids.empty()) ||
              !d.logprobs.empty()) {
     json choice = {{"index", d.index}};
     if (req_.kind == ApiKind::kChat) {
       choice["delta"] = d.text.empty() ? json::object() : json{{"content", d.text}};
     } else {
-      choice["text"] = d.text;
+      choice["text"] = echo_first ? echo_text(req_, d.index) + d.text : d.text;
     }
     choice["logprobs"] = nullptr;
-    if (st.logprobs)
+    if (echo_first) {
+      // The prompt's entries, then this delta's; later deltas' offsets go on
+      // from there.
+      st.echoed = true;
+      const std::vector<int32_t>& ids = prompt_ids_of(req_, d.index);
+      const bool have = prompt < prompt_logprobs_.size() && prompt_logprobs_[prompt];
+      const std::vector<PromptLogprob>* plp = have ? &*prompt_logprobs_[prompt] : nullptr;
+      int64_t offset = utf8_length(echo_text(req_, d.index));
+      json lps = plp ? echo_logprobs_json(*req_.tokenizer, ids, *plp, &offset)
+                     : json{{"tokens", json::array()},
+                            {"token_logprobs", json::array()},
+                            {"top_logprobs", json::array()},
+                            {"text_offset", json::array()}};
+      st.logprobs = std::make_unique<ChoiceLogprobs>(*req_.tokenizer, ids, offset);
+      append_logprobs_json(lps, st.logprobs->completion(d.logprobs));
+      choice["logprobs"] = std::move(lps);
+    } else if (st.logprobs) {
       choice["logprobs"] = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs) : st.logprobs->completion(d.logprobs);
+    }
     choice["finish_reason"] = finish_reason_json(d);
     if (d.finished) choice["stop_reason"] = stop_reason_json(d);
     if (req_.return_token_ids) choice["token_ids"] = d.token_ids;

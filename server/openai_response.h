@@ -22,11 +22,19 @@
 // /generate (vLLM's api_server): {"text": [prompt + completion, ...]};
 // streamed, the same object with the texts so far after every update, each
 // followed by a NUL byte.
+// Prompt logprobs (SamplingParams::prompt_logprobs): completions choices'
+// and chat's top-level `prompt_logprobs` (server/openai_prompt_logprobs.h),
+// non-streamed only (vLLM refuses prompt_logprobs with stream=true).
+// Completions with echo and logprobs: the logprobs object starts with the
+// prompt's tokens (the first one's logprob null); streamed, the prompt's
+// text and those entries come with each choice's first delta (vLLM's
+// serving_completion.py) instead of a chunk of their own.
 // With vLLM's return_token_ids extension, choices also carry token_ids (and,
 // non-streamed, prompt_token_ids).
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,7 +89,11 @@ class StreamFormatter {
     std::string text;  // /generate: all text so far
     int64_t completion_tokens = 0;
     bool finished = false;
+    bool echoed = false;  // echo with logprobs: the prompt went out with the first delta
   };
+  // Completions' echo with logprobs (vLLM's stream): the prompt's text and
+  // logprobs go out with each choice's first delta, not in begin().
+  bool echo_with_logprobs() const;
   nlohmann::json chunk(nlohmann::json choice) const;
   std::string format_one(const RequestOutput& d);
   std::string finish_stream();
@@ -89,6 +101,9 @@ class StreamFormatter {
 
   const ParsedRequest& req_;
   std::vector<Choice> choices_;
+  // Per prompt: its prompt logprobs, once a delta of one of its choices
+  // brought them (the engine request's first delta).
+  std::vector<std::optional<std::vector<PromptLogprob>>> prompt_logprobs_;
   int finished_count_ = 0;
   bool done_ = false;
 };
