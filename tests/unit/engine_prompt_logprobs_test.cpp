@@ -26,13 +26,14 @@ namespace {
 
 const std::string kModelDir = std::string(PAGODA_SHARED_DIR) + "/models/stories260K";
 
-std::unique_ptr<Engine> make_engine(int64_t max_num_batched_tokens, int64_t num_blocks = 0) {
+std::unique_ptr<Engine> make_engine(int64_t max_num_batched_tokens, int64_t num_blocks = 0,
+                                    int64_t max_model_len = 128) {
   ExecutorOptions opts;
   opts.model_dir = kModelDir;
   opts.device = "cpu";
   opts.num_threads = 1;
   opts.block_size = 16;
-  opts.max_model_len = 128;
+  opts.max_model_len = max_model_len;
   opts.max_num_seqs = 8;  // logits workspace: 8 rows
   opts.max_num_batched_tokens = max_num_batched_tokens;
   opts.num_gpu_blocks_override = num_blocks;
@@ -191,7 +192,7 @@ TEST(EnginePromptLogprobs, PreemptionDoesNotScoreOrSendThemAgain) {
   const Prompt p = story_prompt();  // 35 tokens: 3 blocks of 16
   // 6 blocks: both requests prefill (3 + 3), then the first one's decode
   // needs a fourth block and the second is preempted and recomputed.
-  auto e = make_engine(128, 6);
+  auto e = make_engine(128, 6, 96);  // 96 tokens: one sequence fits the 6 blocks
   SamplingParams sp = plp_params(2);
   sp.max_tokens = 20;
   sp.ignore_eos = true;

@@ -6,6 +6,7 @@
 
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/ws_protocol.h"
 #include "tests/unit/protocol_test_model.h"
 
 namespace pagoda {
@@ -36,7 +37,7 @@ std::vector<PromptLogprob> hi_logprobs() {
 RequestOutput finished_output(int index = 0) {
   RequestOutput out;
   out.index = index;
-  out.text = "!";
+  out.text.push_back('!');
   out.token_ids = {id('!')};
   out.logprobs = {TokenLogprob{id('!'), -0.75f, {{id('?'), -0.5f}}}};
   out.finished = true;
@@ -182,7 +183,7 @@ TEST(ProtocolPromptLogprobs, StreamedEchoWithLogprobsComesWithTheFirstDelta) {
   first.finish_reason = FinishReason::kNone;
   first.prompt_logprobs = hi_logprobs();
   RequestOutput second;
-  second.text = "?";
+  second.text.push_back('?');
   second.token_ids = {id('?')};
   second.logprobs = {TokenLogprob{id('?'), -2.0f, {}}};
   second.finished = true;
@@ -207,6 +208,21 @@ TEST(ProtocolPromptLogprobs, StreamedEchoWithLogprobsComesWithTheFirstDelta) {
   const std::vector<json> c = sse_json(g.begin());
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0]["choices"][0]["text"], "hi");
+}
+
+// A WebSocket request always streams: refused as with stream=true, not
+// computed and dropped.
+TEST(ProtocolPromptLogprobs, WebSocketRefusesThemAsAStream) {
+  ServingModel m = make_test_model();
+  auto msg =
+      parse_ws_message(R"({"type":"completion","id":"a","prompt":"hi","prompt_logprobs":1})");
+  ASSERT_TRUE(std::holds_alternative<WsClientMessage>(msg));
+  EXPECT_EQ(parse_err(parse_ws_generation(std::get<WsClientMessage>(msg), m)).param,
+            "prompt_logprobs");
+  auto zero =
+      parse_ws_message(R"({"type":"completion","id":"a","prompt":"hi","prompt_logprobs":0})");
+  ASSERT_TRUE(std::holds_alternative<WsClientMessage>(zero));
+  parse_ok(parse_ws_generation(std::get<WsClientMessage>(zero), m));
 }
 
 }  // namespace
