@@ -18,9 +18,24 @@ double clamp_logprob(float lp) {
   return std::max(static_cast<double>(lp), -9999.0);
 }
 
-std::string decoded(const Tokenizer& tok, int32_t id) {
+std::string decode_alone(const Tokenizer& tok, int32_t id) {
   if (id < 0 || id >= tok.vocab_size()) return "";
   return tok.decode(std::vector<int32_t>{id}, /*skip_special_tokens=*/false);
+}
+
+// The id decoded alone, with the leading spaces SentencePiece's decode
+// drops restored from its piece's U+2581 markers (vLLM's
+// convert_ids_list_to_tokens): " upon", not "upon".
+std::string decoded(const Tokenizer& tok, int32_t id) {
+  std::string text = decode_alone(tok, id);
+  static const std::string kMarker = "\xE2\x96\x81";  // U+2581
+  const std::string piece = tok.id_to_piece(id);
+  size_t markers = 0;
+  while (piece.compare(markers * kMarker.size(), kMarker.size(), kMarker) == 0) ++markers;
+  size_t spaces = 0;
+  while (spaces < text.size() && text[spaces] == ' ') ++spaces;
+  if (markers > spaces) text.insert(0, markers - spaces, ' ');
+  return text;
 }
 
 }  // namespace
@@ -54,7 +69,7 @@ json echo_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prompt
     return out;
   }
   // The first token has no logprob (vLLM: decoded alone, null, null).
-  const std::string first = decoded(tok, prompt_ids.front());
+  const std::string first = decode_alone(tok, prompt_ids.front());
   out["tokens"].push_back(first);
   out["token_logprobs"].push_back(nullptr);
   out["top_logprobs"].push_back(nullptr);

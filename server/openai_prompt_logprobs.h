@@ -6,7 +6,9 @@
 //    "decoded_token"}} holding the prompt token (its rank) and the k most
 //    likely (ranks 1..k; a top token that is the prompt token keeps its
 //    top-k rank, as vLLM's dict update). decoded_token: the id decoded alone
-//    (special tokens kept). Logprobs clamped at -9999.0.
+//    (special tokens kept), with the leading spaces of its SentencePiece
+//    piece restored (vLLM's convert_ids_list_to_tokens). Logprobs clamped at
+//    -9999.0.
 //  - echo_logprobs_json: completions' echo with logprobs: the echoed prompt
 //    tokens' part of the logprobs object ({tokens, token_logprobs,
 //    top_logprobs, text_offset}), first token's logprob and top_logprobs

@@ -19,7 +19,11 @@ const json kPrompt = "Once upon a time, there was";
 
 TEST_F(ServePromptLogprobs, CompletionsChoiceCarriesVllmsList) {
   json r = post_json(port(), "/v1/completions",
-                     {{"prompt", kPrompt}, {"max_tokens", 2}, {"temperature", 0}, {"prompt_logprobs", 2}});
+                     {{"prompt", kPrompt},
+                      {"max_tokens", 2},
+                      {"temperature", 0},
+                      {"prompt_logprobs", 2},
+                      {"return_token_ids", true}});
   const int64_t n = r["usage"]["prompt_tokens"].get<int64_t>();
   ASSERT_GE(n, 6);
   const json& plp = r["choices"][0]["prompt_logprobs"];
@@ -39,16 +43,36 @@ TEST_F(ServePromptLogprobs, CompletionsChoiceCarriesVllmsList) {
     }
     EXPECT_TRUE(has_rank1) << plp[i].dump();
   }
+  // Each position holds its prompt token, and their decoded_token strings
+  // join into the prompt with SentencePiece's leading space restored
+  // (vLLM's convert_ids_list_to_tokens).
+  const json& ids = r["choices"][0]["prompt_token_ids"];
+  ASSERT_EQ(ids.size(), plp.size());
+  std::string joined;
+  for (size_t i = 1; i < plp.size(); ++i) {
+    const std::string key = std::to_string(ids[i].get<int32_t>());
+    ASSERT_TRUE(plp[i].contains(key)) << i << ": " << plp[i].dump();
+    joined += plp[i][key]["decoded_token"].get<std::string>();
+  }
+  ASSERT_FALSE(joined.empty());
+  EXPECT_EQ(joined.front(), ' ');
+  EXPECT_EQ(joined.substr(1), kPrompt.get<std::string>());
   // Not asked for: absent.
-  json plain = post_json(port(), "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 2}, {"temperature", 0}});
+  json plain = post_json(port(), "/v1/completions",
+                         {{"prompt", kPrompt}, {"max_tokens", 2}, {"temperature", 0}});
   EXPECT_FALSE(plain["choices"][0].contains("prompt_logprobs"));
 }
 
 TEST_F(ServePromptLogprobs, EchoWithLogprobsStartsWithThePromptsEntries) {
-  json list = post_json(port(), "/v1/completions",
-                        {{"prompt", kPrompt}, {"max_tokens", 3}, {"temperature", 0}, {"prompt_logprobs", 1}});
+  json list = post_json(
+      port(), "/v1/completions",
+      {{"prompt", kPrompt}, {"max_tokens", 3}, {"temperature", 0}, {"prompt_logprobs", 1}});
   json r = post_json(port(), "/v1/completions",
-                     {{"prompt", kPrompt}, {"max_tokens", 3}, {"temperature", 0}, {"echo", true}, {"logprobs", 1}});
+                     {{"prompt", kPrompt},
+                      {"max_tokens", 3},
+                      {"temperature", 0},
+                      {"echo", true},
+                      {"logprobs", 1}});
   const json& c = r["choices"][0];
   EXPECT_EQ(c["text"].get<std::string>().rfind(kPrompt.get<std::string>(), 0), 0u) << c["text"];
   EXPECT_EQ(c["text"], kPrompt.get<std::string>() + list["choices"][0]["text"].get<std::string>());
@@ -64,7 +88,8 @@ TEST_F(ServePromptLogprobs, EchoWithLogprobsStartsWithThePromptsEntries) {
     // unless it is itself top-1; its logprob equals token_logprobs[i].
     const double got = lp["token_logprobs"][i].get<double>();
     bool found = false;
-    for (const auto& [id, e] : plp[i].items()) found = found || std::abs(e["logprob"].get<double>() - got) < 1e-6;
+    for (const auto& [id, e] : plp[i].items())
+      found = found || std::abs(e["logprob"].get<double>() - got) < 1e-6;
     EXPECT_TRUE(found) << i << ": " << got << " not in " << plp[i].dump();
     EXPECT_LE(lp["top_logprobs"][i].size(), 2u);
   }
@@ -84,7 +109,8 @@ TEST_F(ServePromptLogprobs, EchoWithLogprobsStartsWithThePromptsEntries) {
                                                        {"stream", true}}
                                                       .dump());
   ASSERT_EQ(s.status, 200) << s.body;
-  json joined = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"text_offset", json::array()}};
+  json joined = {
+      {"tokens", json::array()}, {"token_logprobs", json::array()}, {"text_offset", json::array()}};
   std::string text;
   for (const std::string& e : sse_payloads(s.body)) {
     if (e == "[DONE]") continue;
@@ -102,13 +128,16 @@ TEST_F(ServePromptLogprobs, EchoWithLogprobsStartsWithThePromptsEntries) {
   ASSERT_EQ(joined["token_logprobs"].size(), lp["token_logprobs"].size());
   EXPECT_TRUE(joined["token_logprobs"][0].is_null());
   for (size_t i = 1; i < n + 3; ++i)
-    EXPECT_NEAR(joined["token_logprobs"][i].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-6) << i;
+    EXPECT_NEAR(joined["token_logprobs"][i].get<double>(), lp["token_logprobs"][i].get<double>(),
+                1e-6)
+        << i;
 }
 
 TEST_F(ServePromptLogprobs, StreamWithPromptLogprobsIsA400) {
   HttpClient client(port());
-  HttpResponse r = client.post(
-      "/v1/completions", json{{"prompt", kPrompt}, {"prompt_logprobs", 1}, {"stream", true}}.dump());
+  HttpResponse r =
+      client.post("/v1/completions",
+                  json{{"prompt", kPrompt}, {"prompt_logprobs", 1}, {"stream", true}}.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(json::parse(r.body)["error"]["param"], "prompt_logprobs");
 }
