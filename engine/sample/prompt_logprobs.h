@@ -15,6 +15,12 @@
 // preemption scores nothing again). Those rows follow the sampling rows in
 // ForwardBatch::logits_indices (the sampler reads only its own rows, which
 // come first), in schedule order.
+//
+// Cost: a step with such rows comes back to the host as [rows, vocab] F32
+// logits (up to max_num_batched_tokens rows; the executor computes them a
+// logits workspace at a time) and takes the host sampling path; vLLM
+// likewise materialises each chunk's prompt logits. Steps without them pay
+// one scan over the scheduled sequences.
 #pragma once
 #include <cstdint>
 #include <span>
