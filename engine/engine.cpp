@@ -12,6 +12,7 @@
 #include "engine/output_channel.h"
 #include "engine/request_queue.h"
 #include "engine/sample/bad_words.h"
+#include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
 #include "engine/sched/scheduler.h"
 #include "engine/stats_logger.h"
@@ -76,6 +77,8 @@ class EngineImpl {
              std::to_string(config.max_num_seqs) + ")";
     if (sp.logprobs && (*sp.logprobs < 0 || *sp.logprobs > kMaxLogprobs))
       return "logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "]";
+    if (sp.prompt_logprobs && (*sp.prompt_logprobs < 0 || *sp.prompt_logprobs > kMaxLogprobs))
+      return "prompt_logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "]";
     for (auto [id, bias] : sp.logit_bias) {
       if (id < 0 || id >= executor->vocab_size())
         return "logit_bias token id " + std::to_string(id) + " is outside the vocabulary";
@@ -151,6 +154,8 @@ class EngineImpl {
     if (!out.empty()) {
       if (!runner.execute_and_sample(out, scheduler.config().eos_token_ids, sampled)) {
         runner.execute(out, logits);
+        // Prompt-logprob rows follow the sampling rows (prompt_logprobs.h).
+        record_prompt_logprobs(out, logits, executor->vocab_size());
         sample(out);
       }
       timed.clear();
@@ -263,7 +268,7 @@ class EngineImpl {
 
   std::thread thread;
   std::atomic<bool> stop_requested{false};
-  uint64_t global_seed = 0;
+  uint64_t global_seed = config.seed;  // declared after config
   uint64_t request_counter = 0;
 
   std::vector<float> logits;

@@ -30,6 +30,11 @@ struct EngineConfig {
   double log_stats_interval_s = 5.0;  // 0 = no periodic stats log line
   bool log_stats = true;
   std::vector<int32_t> eos_token_ids;  // generation_config.json's (list)
+  // vLLM's --seed: the engine's global seed. A request without its own seed
+  // samples from mix_seed(seed + k) (splitmix64), k counting the sequences
+  // admitted so far; so one seed replays the same outputs for the same
+  // unseeded requests in the same order (as vLLM seeds its global RNG).
+  uint64_t seed = 0;
 };
 
 class EngineImpl;

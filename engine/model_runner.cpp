@@ -1,6 +1,7 @@
 #include "engine/model_runner.h"
 
 #include "engine/sample/bad_words.h"
+#include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
 
 #include <algorithm>
@@ -33,6 +34,7 @@ ForwardBatch ModelRunner::build_batch(const SchedulerOutput& out, int64_t block_
               b.block_tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
     if (out.seqs[i].samples) b.logits_indices.push_back(static_cast<int32_t>(b.input_ids.size()) - 1);
   }
+  add_prompt_logprob_rows(out, b);  // after the sampling rows
   return b;
 }
 
@@ -137,6 +139,9 @@ const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& ou
 bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
                                      std::vector<TokenLogprob>& sampled) {
   if (!executor_.can_sample_on_device()) return false;
+  // Prompt-logprob rows are scored on the host (engine/sample/
+  // prompt_logprobs.h): a step that has any takes the host path.
+  if (wants_prompt_logprob_rows(out)) return false;
   build_sampling(out, eos_token_ids);
   batch_ = build_batch(out, executor_.block_size());
   executor_.execute_and_sample(batch_, sampling_, sampled);

@@ -5,7 +5,8 @@
 // their positions and cache slots (block_table[p / block_size] * block_size +
 // p % block_size); context_lens = num_computed_tokens + num_new_tokens; a
 // logits row is requested only for sequences that sample this step (never
-// for a non-final prefill chunk).
+// for a non-final prefill chunk), then the prompt-logprob rows
+// (engine/sample/prompt_logprobs.h) after all of those.
 #pragma once
 #include <cstdint>
 #include <unordered_map>
@@ -28,8 +29,8 @@ class ModelRunner {
   static ForwardBatch build_batch(const SchedulerOutput& out, int64_t block_size);
 
   // Builds the batch and runs the model: logits becomes
-  // [out.num_samples(), vocab_size()] row-major F32, one row per sampling
-  // sequence in schedule order.
+  // [out.num_samples() + prompt-logprob rows, vocab_size()] row-major F32,
+  // one row per sampling sequence in schedule order, then the prompt rows.
   void execute(const SchedulerOutput& out, std::vector<float>& logits);
 
   // Device sampling (vLLM samples on the GPU): when the executor can sample

@@ -93,6 +93,7 @@ void merge_delta(RequestOutput& into, const RequestOutput& d) {
   into.token_ids.insert(into.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
   into.logprobs.insert(into.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
   into.cumulative_logprob = d.cumulative_logprob;
+  if (d.prompt_logprobs) into.prompt_logprobs = d.prompt_logprobs;
   into.prompt_tokens = d.prompt_tokens;
   into.completion_tokens = d.completion_tokens;
   if (d.first_token_s >= 0 && into.first_token_s < 0) into.first_token_s = d.first_token_s;

@@ -55,6 +55,7 @@ class OutputChannel {
 void push_error(const GenerateRequest& req, const std::string& error, int status = 400);
 
 // Appends delta d to `into`: text, token ids and logprobs concatenated;
+// prompt logprobs taken from d when it carries them;
 // cumulative logprob, usage and index from d; the first-token time once;
 // the finish fields (finish_reason, stop_str / stop_token_id, error and its
 // status) when d is finished or carries an error. Deltas of one choice, in

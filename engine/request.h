@@ -36,6 +36,18 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;  // most likely first; size k
 };
 
+// vLLM's prompt logprob of one prompt position p >= 1: the raw
+// log-softmax (natural log) of prompt token p given tokens [0, p), its rank
+// in that distribution (1-based: the number of tokens whose logprob is >=
+// its own, itself included, as vLLM's) and the k most likely tokens (their ranks are
+// 1..k in this order; most likely first, ties to the lower id).
+struct PromptLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  int64_t rank = 1;
+  std::vector<std::pair<int32_t, float>> top;  // size k
+};
+
 // One delta of one request's output. Deltas concatenate: the joined
 // token_ids/text of all deltas are the completion. The last delta has
 // finished == true (and may carry no new tokens).
@@ -50,6 +62,10 @@ struct RequestOutput {
   // Parallel to token_ids when SamplingParams::logprobs is set, else empty.
   std::vector<TokenLogprob> logprobs;
   double cumulative_logprob = 0.0; // sum of the sampled tokens' logprobs so far
+  // SamplingParams::prompt_logprobs set: on the request's first delta only
+  // (whichever choice it is), one entry per prompt position 1..P-1 (position
+  // 0 has none: vLLM's leading null); unset on every other delta.
+  std::optional<std::vector<PromptLogprob>> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   // Which stop string or stop token id ended it (vLLM's stop_reason), if any.

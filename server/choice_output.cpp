@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/openai_prompt_logprobs.h"
+
 namespace pagoda {
 
 using nlohmann::json;
@@ -33,6 +35,7 @@ void append_choice_delta(ChoiceDelta& into, const ChoiceDelta& next) {
   into.text += next.text;
   into.token_ids.insert(into.token_ids.end(), next.token_ids.begin(), next.token_ids.end());
   append_logprobs(into.logprobs, next.logprobs);
+  if (!next.prompt_logprobs.is_null()) into.prompt_logprobs = next.prompt_logprobs;
   into.engine_deltas += next.engine_deltas;
   into.prompt_tokens = next.prompt_tokens;
   into.completion_tokens = next.completion_tokens;
@@ -61,6 +64,7 @@ ChoiceAssembler::ChoiceAssembler(const ParsedRequest& req) : req_(req) {
   const size_t n = static_cast<size_t>(std::max(1, req.num_choices()));
   state_.resize(n);
   choices_.resize(n);
+  prompt_lps_.resize(std::max<size_t>(1, req.prompts.size()));
   for (size_t i = 0; i < n; ++i) {
     const int index = static_cast<int>(i);
     const PromptInput* p = prompt_of(req, index);
@@ -99,19 +103,45 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
   State& st = state_[static_cast<size_t>(d.index)];
   ChoiceDelta& choice = choices_[static_cast<size_t>(d.index)];
   out.prompt_tokens = choice.prompt_tokens;
+  const size_t prompt = static_cast<size_t>(d.index / std::max(1, req_.sampling.n));
+  if (d.prompt_logprobs && prompt < prompt_lps_.size() && req_.tokenizer) {
+    prompt_lps_[prompt] = *d.prompt_logprobs;
+    const json list = prompt_logprobs_json(*req_.tokenizer, *d.prompt_logprobs);
+    for (ChoiceDelta& c : choices_)
+      if (static_cast<size_t>(c.index / std::max(1, req_.sampling.n)) == prompt) c.prompt_logprobs = list;
+    out.prompt_logprobs = list;
+  }
+  json echoed_lps;
   if (echoes(req_) && !st.echoed) {
     const PromptInput* p = prompt_of(req_, d.index);
     if (p) out.text = p->text;
+    echoed_lps = echo_logprobs(d.index, st);
     st.echoed = true;
   }
   out.text += d.text;
-  if (st.logprobs)
+  if (st.logprobs) {
     out.logprobs = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs)
                                                : st.logprobs->completion(d.logprobs);
+    if (!echoed_lps.is_null()) {
+      append_logprobs_json(echoed_lps, out.logprobs);
+      out.logprobs = std::move(echoed_lps);
+    }
+  }
   if (choice.engine_deltas == 0 && !out.logprobs.is_null())
     choice.logprobs = nullptr;  // replaced by the first delta's
   append_choice_delta(choice, out);
   return out;
+}
+
+json ChoiceAssembler::echo_logprobs(int index, State& st) {
+  if (req_.kind != ApiKind::kCompletion || !st.logprobs || !req_.tokenizer) return nullptr;
+  const size_t prompt = static_cast<size_t>(index / std::max(1, req_.sampling.n));
+  const PromptInput* p = prompt_of(req_, index);
+  if (!p || prompt >= prompt_lps_.size() || !prompt_lps_[prompt]) return nullptr;
+  int64_t offset = 0;
+  json lps = echo_logprobs_json(*req_.tokenizer, p->token_ids, *prompt_lps_[prompt], &offset);
+  st.logprobs = std::make_unique<ChoiceLogprobs>(*req_.tokenizer, p->token_ids, offset);
+  return lps;
 }
 
 int64_t ChoiceAssembler::prompt_tokens() const {

@@ -12,9 +12,15 @@
 // Logprobs (sampling.logprobs set and a tokenizer): openai_logprobs.h's
 // completions object {tokens, token_logprobs, top_logprobs, text_offset} or
 // chat's {content: [...]}, for this delta's tokens; null otherwise.
+// Prompt logprobs (sampling.prompt_logprobs set): vLLM's list
+// (openai_prompt_logprobs.h), on every choice of the prompt once the engine
+// request's first delta brought them; completions' echo with logprobs puts
+// the echoed prompt's entries (first token null) before the completion's in
+// the choice's first delta, text_offset continuing after them.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -30,6 +36,7 @@ struct ChoiceDelta {
   std::string text;                // whole UTF-8 characters; echo: prompt first
   std::vector<int32_t> token_ids;  // the completion's new ids (never the prompt's)
   nlohmann::json logprobs;         // null, or the wire format for token_ids
+  nlohmann::json prompt_logprobs;  // null, or vLLM's prompt_logprobs list for this choice's prompt
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   nlohmann::json stop_reason;     // vLLM's: the stop string, else the stop token id, else null
@@ -73,8 +80,13 @@ class ChoiceAssembler {
     std::unique_ptr<ChoiceLogprobs> logprobs;
     bool echoed = false;
   };
+  // Echo with logprobs: the echoed prompt's logprobs entries (and the
+  // completion's offsets restart after them); null when not echoing them.
+  nlohmann::json echo_logprobs(int index, State& st);
   const ParsedRequest& req_;
   std::vector<State> state_;
+  // Per prompt: its prompt logprobs, once an engine delta brought them.
+  std::vector<std::optional<std::vector<PromptLogprob>>> prompt_lps_;
   std::vector<ChoiceDelta> choices_;
 };
 

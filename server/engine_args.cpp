@@ -26,7 +26,8 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step")
       ->check(CLI::PositiveNumber);
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block")->check(CLI::PositiveNumber);
-  app.add_option("--seed", a.seed, "Random seed");
+  app.add_option("--seed", a.seed,
+                 "Random seed: unseeded requests' sampling (vLLM's --seed), dummy weights");
   app.add_option("--chat-template", a.chat_template, "Chat template: a Jinja file (or inline template)");
   app.add_option("--device", a.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--dtype", a.dtype, "auto | bfloat16 | float16 | float32")
@@ -203,6 +204,7 @@ LoadedModel load_model(const EngineArgs& a) {
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_model_len = m.max_model_len;
   ec.log_stats = !a.disable_log_stats;
+  ec.seed = a.seed;  // the engine's sampling seed (vLLM's --seed), besides the dummy weights'
   ec.eos_token_ids = m.generation_config.eos_token_ids;
   if (ec.eos_token_ids.empty())
     for (int64_t id : m.config.eos_token_ids) ec.eos_token_ids.push_back(static_cast<int32_t>(id));

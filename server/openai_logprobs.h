@@ -32,6 +32,8 @@ class ChoiceLogprobs {
   nlohmann::json completion(const std::vector<TokenLogprob>& lps);
   // Chat format for the next tokens: {"content": [...]}.
   nlohmann::json chat(const std::vector<TokenLogprob>& lps);
+  // Characters of text so far: the next token's text_offset.
+  int64_t offset() const { return offset_; }
 
  private:
   std::string token_text(int32_t id) const;

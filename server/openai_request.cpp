@@ -228,12 +228,10 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
     parse_sampling(f, model, req.sampling);
     if (auto lp = f.integer("logprobs")) req.sampling.logprobs = static_cast<int>(*lp);
     req.echo = *f.boolean("echo");
-    if (req.echo && req.sampling.logprobs)
-      fail(
-          "echo together with logprobs is not supported yet: it needs the prompt's logprobs, which "
-          "the "
-          "engine does not compute; send echo or logprobs, not both",
-          "echo");
+    // Echo with logprobs and no prompt_logprobs: the echoed prompt's
+    // logprobs (vLLM's CompletionRequest.to_sampling_params).
+    if (req.echo && req.sampling.logprobs && !req.sampling.prompt_logprobs)
+      req.sampling.prompt_logprobs = req.sampling.logprobs;
     const auto k = truncation(f, model);
     req.prompts = completion_prompts(obj, model);
     const bool add_special = *f.boolean("add_special_tokens");

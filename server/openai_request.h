@@ -11,7 +11,9 @@
 // not supported yet (guided decoding, beam search, tools / tool_choice /
 // functions, suffix, ...) answer 400 naming them when set to anything but
 // their default; keys no model declares are logged (spdlog warn, vLLM's
-// words) and listed in ParsedRequest::ignored_fields.
+// words) and listed in ParsedRequest::ignored_fields. Completions' echo with
+// logprobs asks for the prompt's logprobs (vLLM: prompt_logprobs =
+// logprobs), written first in the logprobs object.
 #pragma once
 #include <cstdint>
 #include <memory>

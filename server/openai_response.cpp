@@ -1,5 +1,6 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "engine/output_channel.h"
@@ -67,24 +68,40 @@ json completion_response(const ParsedRequest& req, const std::vector<ChoiceDelta
     choice["logprobs"] = c.logprobs;
     choice["finish_reason"] = finish_reason_json(c);
     choice["stop_reason"] = c.stop_reason;
+    // vLLM: completions carry prompt_logprobs in each choice (chat: at the
+    // top level, below).
+    if (req.kind == ApiKind::kCompletion && req.sampling.prompt_logprobs)
+      choice["prompt_logprobs"] = c.prompt_logprobs;
     if (req.return_token_ids) {
       choice["prompt_token_ids"] = prompt_ids_of(req, c.index);
       choice["token_ids"] = c.token_ids;
     }
     out_choices.push_back(std::move(choice));
   }
-  return {{"id", req.request_id},
-          {"object", object_name(req, false)},
-          {"created", req.created},
-          {"model", req.model},
-          {"choices", std::move(out_choices)},
-          {"usage", usage_json(total_prompt_tokens(req), completion_tokens)}};
+  json out = {{"id", req.request_id},
+              {"object", object_name(req, false)},
+              {"created", req.created},
+              {"model", req.model},
+              {"choices", std::move(out_choices)},
+              {"usage", usage_json(total_prompt_tokens(req), completion_tokens)}};
+  if (req.kind == ApiKind::kChat && req.sampling.prompt_logprobs)
+    out["prompt_logprobs"] = choices.empty() ? json(nullptr) : choices.front().prompt_logprobs;
+  return out;
 }
 
 json completion_response(const ParsedRequest& req, const std::vector<RequestOutput>& choices) {
+  // In choice order, so a prompt's logprobs (on its first choice's output)
+  // reach the choices after it; each choice's whole output as assembled.
+  std::vector<const RequestOutput*> ordered;
+  for (const RequestOutput& c : choices) ordered.push_back(&c);
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const RequestOutput* a, const RequestOutput* b) { return a->index < b->index; });
   ChoiceAssembler a(req);
   std::vector<ChoiceDelta> assembled;
-  for (const RequestOutput& c : choices) assembled.push_back(a.add(c));
+  for (const RequestOutput* c : ordered) assembled.push_back(a.add(*c));
+  for (ChoiceDelta& c : assembled)
+    if (c.index >= 0 && static_cast<size_t>(c.index) < a.choices().size())
+      c.prompt_logprobs = a.choices()[static_cast<size_t>(c.index)].prompt_logprobs;
   return completion_response(req, assembled);
 }
 

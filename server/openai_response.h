@@ -25,6 +25,12 @@
 // followed by a NUL byte.
 // With vLLM's return_token_ids extension, choices also carry token_ids (and,
 // non-streamed, prompt_token_ids).
+// Prompt logprobs (SamplingParams::prompt_logprobs): completions choices'
+// and chat's top-level `prompt_logprobs` (server/openai_prompt_logprobs.h),
+// non-streamed only (vLLM refuses prompt_logprobs with stream=true).
+// Completions with echo and logprobs: the logprobs object starts with the
+// prompt's tokens (the first one's logprob null), in each choice's first
+// delta (server/choice_output.h).
 #pragma once
 #include <map>
 #include <memory>

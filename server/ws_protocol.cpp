@@ -96,8 +96,14 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
 
 ParseResult parse_ws_generation(const WsClientMessage& msg, const ServingModel& model) {
   std::string body = dump(msg.body);
-  return msg.type == WsClientMessage::Type::kChat ? parse_chat_request(body, model)
-                                                  : parse_completion_request(body, model);
+  ParseResult r = msg.type == WsClientMessage::Type::kChat ? parse_chat_request(body, model)
+                                                           : parse_completion_request(body, model);
+  // A WebSocket request streams: prompt_logprobs > 0 is refused as with
+  // stream=true (vLLM), not computed and dropped.
+  if (const auto* p = std::get_if<ParsedRequest>(&r);
+      p && msg.body.contains("prompt_logprobs") && p->sampling.prompt_logprobs.value_or(0) > 0)
+    return bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
+  return r;
 }
 
 std::string ws_delta_message(const std::string& id, int64_t seq, const ChoiceDelta& d) {

@@ -232,9 +232,6 @@ Tensor LlamaModel::forward(const DeviceBatch& b) {
   if (T <= 0 || T > max_num_tokens_)
     throw std::invalid_argument("LlamaModel::forward: " + std::to_string(T) +
                                 " tokens (workspace holds " + std::to_string(max_num_tokens_) + ")");
-  if (L > max_num_logits_)
-    throw std::invalid_argument("LlamaModel::forward: " + std::to_string(L) +
-                                " logits rows (workspace holds " + std::to_string(max_num_logits_) + ")");
   const int64_t Hq = local_heads_, Hk = local_kv_heads_, D = c.head_dim;  // this rank's heads
   const bool reduce = tp_.size > 1;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -260,13 +257,27 @@ Tensor LlamaModel::forward(const DeviceBatch& b) {
     backend_.linear(act, ly.down_w, nullptr, hidden);
     if (reduce) comm_->all_reduce_sum(hidden);  // row-parallel down_proj
   }
+  last_num_tokens_ = T;
+  const int64_t n = std::min(L, max_num_logits_);
+  if (n == 0) return ws_.logits.first_rows(0);
+  return logits_for(b.logits_indices.first_rows(n));
+}
+
+Tensor LlamaModel::logits_for(const Tensor& indices) {
+  const int64_t L = indices.numel();
+  if (L > max_num_logits_)
+    throw std::invalid_argument("LlamaModel::logits_for: " + std::to_string(L) +
+                                " logits rows (workspace holds " +
+                                std::to_string(max_num_logits_) + ")");
   Tensor logits = ws_.logits.first_rows(L);
   if (L == 0) return logits;
-  // Only the rows that sample need the final norm and lm_head: gather the
+  // Only the rows asked for need the final norm and lm_head: gather the
   // last MLP output and the residual stream, then add + norm on L rows.
+  const int64_t T = last_num_tokens_;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
   Tensor last_res = ws_.last_hidden.first_rows(L), last_x = ws_.normed.first_rows(L);
-  backend_.gather_rows(residual, b.logits_indices, last_res);
-  backend_.gather_rows(hidden, b.logits_indices, last_x);
+  backend_.gather_rows(ws_.residual.first_rows(T), indices, last_res);
+  backend_.gather_rows(ws_.hidden.first_rows(T), indices, last_x);
   backend_.add_rms_norm(last_x, last_res, final_norm_, eps, last_x);
   backend_.linear(last_x, lm_head_, nullptr, logits);
   return logits;

@@ -69,9 +69,19 @@ class LlamaModel {
   // logits rows per step; also builds the rope table for max_positions.
   void allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions);
 
-  // One step. Returns logits [batch.num_logits, vocab_size] F32 on the
-  // backend's device, valid until the next forward.
+  // One step. Returns logits [min(batch.num_logits, max_num_logits()),
+  // vocab_size] F32 on the backend's device (the first rows of
+  // batch.logits_indices), valid until the next forward or logits_for.
   Tensor forward(const DeviceBatch& batch);
+  // More logits rows of the last forward's tokens (prompt logprobs may ask
+  // for more rows than the workspace holds): indices [n] I32 on the device,
+  // n <= max_num_logits(), each in [0, that step's num_tokens). Returns
+  // [n, vocab_size] F32 in the same buffer as forward's logits (valid until
+  // the next forward or logits_for). Reads the last layer's hidden state,
+  // which forward leaves in place (eager steps; a CUDA graph replay keeps
+  // its own buffers, so call this only after an eager forward).
+  Tensor logits_for(const Tensor& indices);
+  int64_t max_num_logits() const { return max_num_logits_; }
 
   const ModelConfig& config() const { return config_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
@@ -135,6 +145,7 @@ class LlamaModel {
   int64_t block_size_ = 16;
   int64_t max_num_tokens_ = 0;
   int64_t max_num_logits_ = 0;
+  int64_t last_num_tokens_ = 0;  // tokens of the last forward (logits_for)
 };
 
 }  // namespace pagoda

@@ -137,11 +137,32 @@ class BackendModelExecutor final : public ModelExecutor {
 
   void execute(const ForwardBatch& batch, std::vector<float>& logits) override {
     check(batch);
+    const auto L = static_cast<int64_t>(batch.logits_indices.size());
     run_ranks([&](int r) {
-      Tensor out = forward(r, batch);
-      if (r != 0) return;  // every rank computes the same logits; rank 0's are used
-      logits.resize(static_cast<size_t>(out.numel()));
-      rank(0).backend->copy_to_host(logits.data(), out);
+      Rank& k = rank(r);
+      const int64_t cap = k.model->max_num_logits();
+      if (L <= cap) {
+        Tensor out = forward(r, batch);
+        if (r != 0) return;  // every rank computes the same logits; rank 0's are used
+        logits.resize(static_cast<size_t>(out.numel()));
+        k.backend->copy_to_host(logits.data(), out);
+        return;
+      }
+      // More rows than the logits workspace holds (prompt logprobs: a
+      // prefill chunk's every row): an eager step (never a graph: those
+      // have one row per sequence), then the rest of the rows from the same
+      // step's hidden states, a workspace at a time, on rank 0.
+      const DeviceBatch& db = k.backend->upload_batch(batch);
+      Tensor out = k.model->forward(db);
+      if (r != 0) return;
+      const auto V = static_cast<size_t>(vocab_size());
+      logits.resize(static_cast<size_t>(L) * V);
+      k.backend->copy_to_host(logits.data(), out);
+      for (int64_t done = out.rows(); done < L; done += cap) {
+        const int64_t n = std::min(cap, L - done);
+        Tensor more = k.model->logits_for(db.logits_indices.slice_rows(done, n));
+        k.backend->copy_to_host(logits.data() + static_cast<size_t>(done) * V, more);
+      }
     });
   }
 
@@ -155,6 +176,8 @@ class BackendModelExecutor final : public ModelExecutor {
       if (r.src_row < 0 || static_cast<size_t>(r.src_row) >= batch.logits_indices.size())
         throw std::invalid_argument("execute_and_sample: a sampling row reads past the step's logits rows");
     check(batch);
+    if (static_cast<int64_t>(batch.logits_indices.size()) > rank(0).model->max_num_logits())
+      throw std::invalid_argument("execute_and_sample: more logits rows than the logits workspace (use execute)");
     run_ranks([&](int r) {
       Tensor logits = forward(r, batch);
       if (r == 0) sampler_->sample(logits, sampling, out);
@@ -197,8 +220,10 @@ class BackendModelExecutor final : public ModelExecutor {
   }
 
   void check(const ForwardBatch& batch) const {
+    // Logits rows: up to one per token (prompt logprobs; execute() serves
+    // rows beyond the workspace in slices).
     validate_batch(batch, vocab_size(), num_kv_blocks(), block_size(), opts_.max_num_batched_tokens,
-                   std::min(opts_.max_num_seqs, opts_.max_num_batched_tokens), opts_.max_model_len);
+                   opts_.max_num_batched_tokens, opts_.max_model_len);
   }
 
   // Rank r's step (on its thread): replays a captured graph for a decode

@@ -75,6 +75,11 @@ struct Sequence {
   // when SamplingParams::logprobs is set: parallel to output_ids().
   std::vector<TokenLogprob> logprobs;
   double cumulative_logprob = 0.0;  // sum of the output tokens' logprobs
+  // SamplingParams::prompt_logprobs: entries for prompt positions
+  // 1..size(), filled by the group's parent (index 0) as its prefill chunks
+  // run (engine/sample/prompt_logprobs.h); kept across preemption, so a
+  // recompute does not compute them again.
+  std::vector<PromptLogprob> prompt_logprobs;
 
   FinishReason finish_reason = FinishReason::kNone;
   std::optional<std::string> stop_str;
@@ -110,6 +115,7 @@ struct SequenceGroup {
   std::vector<std::unique_ptr<Sequence>> seqs;  // [best_of]
   bool forked = false;
   int num_finished = 0;
+  bool prompt_logprobs_sent = false;  // on the group's first delta (make_delta)
   // Deltas stream per choice when best_of == n; with best_of > n nothing is
   // sent until every candidate finished, then the n best (by cumulative
   // logprob) are sent whole (vLLM does not stream best_of).

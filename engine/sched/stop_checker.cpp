@@ -96,6 +96,16 @@ RequestOutput make_delta(Sequence& seq) {
     out.logprobs.assign(seq.logprobs.begin() + static_cast<std::ptrdiff_t>(seq.tokens_sent), seq.logprobs.end());
   out.cumulative_logprob = seq.cumulative_logprob;
   seq.tokens_sent = ids.size();
+  // Prompt logprobs once per request, on its first delta, when complete
+  // (the parent computed them all: they are ready once it sampled).
+  if (seq.sampling.prompt_logprobs && seq.group && !seq.group->prompt_logprobs_sent) {
+    const Sequence& parent = *seq.group->seqs.front();
+    const int64_t positions = std::max<int64_t>(parent.num_prompt_tokens - 1, 0);
+    if (static_cast<int64_t>(parent.prompt_logprobs.size()) == positions) {
+      out.prompt_logprobs = parent.prompt_logprobs;
+      seq.group->prompt_logprobs_sent = true;
+    }
+  }
 
   const std::string& text = seq.output_text;
   size_t hold = seq.finished() ? 0 : stop_hold_back(seq.sampling);

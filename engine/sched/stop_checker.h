@@ -34,7 +34,8 @@ bool append_token(Sequence& seq, int32_t token, const StopConfig& cfg);
 void finish_sequence(Sequence& seq, FinishReason reason);
 
 // The delta since the last one: the sequence's index, new token ids (and
-// their logprobs when kept), new text (whole UTF-8 characters; the
+// their logprobs when kept), the prompt logprobs on the group's first delta
+// (when asked for and all computed), new text (whole UTF-8 characters; the
 // stop-string hold-back kept unless finished), cumulative logprob, usage
 // counts, and the finish fields when finished. Advances the sent offsets.
 RequestOutput make_delta(Sequence& seq);

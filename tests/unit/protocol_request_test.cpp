@@ -188,7 +188,6 @@ TEST(ProtocolCompletion, EachBadInputGetsItsStatusTypeAndParam) {
       {R"({"prompt": "x", "logprobs": 6})", 400, "BadRequestError", "logprobs", "between 0 and 5, got 6"},
       {R"({"prompt": "x", "logprobs": -1})", 400, "BadRequestError", "logprobs", "between 0 and 5"},
       {R"({"prompt": "x", "logprobs": true})", 400, "BadRequestError", "logprobs", "must be an integer"},
-      {R"({"prompt": "x", "echo": true, "logprobs": 1})", 400, "BadRequestError", "echo", "echo together with logprobs"},
       {R"({"prompt": "x", "echo": 1})", 400, "BadRequestError", "echo", "must be a boolean"},
       {R"({"prompt": "x", "n": 2, "best_of": 1})", 400, "BadRequestError", "best_of", "greater than or equal to n"},
       {R"({"prompt": "x", "best_of": "2"})", 400, "BadRequestError", "best_of", "must be an integer"},
