@@ -228,10 +228,6 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
     parse_sampling(f, model, req.sampling);
     if (auto lp = f.integer("logprobs")) req.sampling.logprobs = static_cast<int>(*lp);
     req.echo = *f.boolean("echo");
-    // Echo with logprobs and no prompt_logprobs: the echoed prompt's
-    // logprobs (vLLM's CompletionRequest.to_sampling_params).
-    if (req.echo && req.sampling.logprobs && !req.sampling.prompt_logprobs)
-      req.sampling.prompt_logprobs = req.sampling.logprobs;
     const auto k = truncation(f, model);
     req.prompts = completion_prompts(obj, model);
     const bool add_special = *f.boolean("add_special_tokens");
@@ -254,6 +250,11 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
       if (!requested) p.max_tokens = std::min(p.max_tokens, *f.integer("max_tokens"));
     }
     finish_openai(f, model, req, "cmpl-");
+    // Echo with logprobs and no prompt_logprobs: the echoed prompt's
+    // logprobs (vLLM's CompletionRequest.to_sampling_params), streamed too
+    // (only a requested prompt_logprobs list is refused with stream).
+    if (req.echo && req.sampling.logprobs && !req.sampling.prompt_logprobs)
+      req.sampling.prompt_logprobs = req.sampling.logprobs;
     return req;
   } catch (const RequestFieldError& e) {
     return e.error;

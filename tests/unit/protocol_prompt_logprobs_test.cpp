@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "server/openai_request.h"
+#include "server/choice_output.h"
 #include "server/openai_response.h"
 #include "server/ws_protocol.h"
 #include "tests/unit/protocol_test_model.h"
@@ -177,6 +178,7 @@ TEST(ProtocolPromptLogprobs, StreamedEchoWithLogprobsComesWithTheFirstDelta) {
   ParsedRequest r = parse_ok(parse_completion_request(
       R"({"prompt": "hi", "echo": true, "logprobs": 1, "stream": true})", m));
   StreamFormatter f(r);
+  ChoiceAssembler assemble(r);  // the request pipeline's (server/choice_output.h)
   EXPECT_EQ(f.begin(), "");  // no prompt chunk of its own
   RequestOutput first = finished_output();
   first.finished = false;
@@ -189,25 +191,29 @@ TEST(ProtocolPromptLogprobs, StreamedEchoWithLogprobsComesWithTheFirstDelta) {
   second.finished = true;
   second.finish_reason = FinishReason::kLength;
   second.completion_tokens = 2;
-  const std::vector<json> a = sse_json(f.format({first}));
+  const std::vector<json> a = sse_json(f.format({assemble.add(first)}));
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0]["choices"][0]["text"], "hi!");
   EXPECT_EQ(a[0]["choices"][0]["logprobs"]["tokens"], json({"<s>", "h", "i", "!"}));
   EXPECT_EQ(a[0]["choices"][0]["logprobs"]["token_logprobs"][0], nullptr);
   EXPECT_EQ(a[0]["choices"][0]["logprobs"]["text_offset"], json({0, 3, 4, 5}));
-  const std::vector<json> b = sse_json(f.format({second}));
+  const std::vector<json> b = sse_json(f.format({assemble.add(second)}));
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0]["choices"][0]["text"], "?");
   EXPECT_EQ(b[0]["choices"][0]["logprobs"]["tokens"], json({"?"}));
   EXPECT_EQ(b[0]["choices"][0]["logprobs"]["text_offset"], json({6}));
   EXPECT_TRUE(f.done());
-  // Echo without logprobs keeps its prompt chunk.
+  // Echo without logprobs: the prompt comes with the first delta too.
   ParsedRequest plain =
       parse_ok(parse_completion_request(R"({"prompt": "hi", "echo": true, "stream": true})", m));
   StreamFormatter g(plain);
-  const std::vector<json> c = sse_json(g.begin());
+  ChoiceAssembler assemble_plain(plain);
+  EXPECT_EQ(g.begin(), "");
+  RequestOutput only = second;
+  only.logprobs.clear();
+  const std::vector<json> c = sse_json(g.format({assemble_plain.add(only)}));
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0]["choices"][0]["text"], "hi");
+  EXPECT_EQ(c[0]["choices"][0]["text"], "hi?");
 }
 
 // A WebSocket request always streams: refused as with stream=true, not
