@@ -1,6 +1,6 @@
 #include "engine/model_runner.h"
 
-#include "engine/sample/bad_words.h"
+#include "engine/sample/device_rows.h"
 #include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
 
@@ -74,47 +74,13 @@ const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& ou
   int32_t src = 0;
   auto add = [&](Sequence& seq) {
     const SamplingParams& sp = seq.sampling;
-    DeviceSampleRow r;
-    r.src_row = src;
-    const bool greedy = sp.greedy();
-    r.temperature = greedy ? 0.f : sp.temperature;
-    r.top_k = sp.top_k;
-    r.top_p = sp.top_p;
-    r.min_p = sp.min_p;
-    r.repetition_penalty = sp.repetition_penalty;
-    r.frequency_penalty = sp.frequency_penalty;
-    r.presence_penalty = sp.presence_penalty;
-    if (Sampler::wants_logprob(sp)) r.logprobs = std::clamp(sp.logprobs.value_or(0), 0, kMaxLogprobs);
-    if (!sp.allowed_token_ids.empty()) {
-      r.allow_begin = static_cast<int32_t>(b.ids.size());
-      b.ids.insert(b.ids.end(), sp.allowed_token_ids.begin(), sp.allowed_token_ids.end());
-      r.allow_count = static_cast<int32_t>(sp.allowed_token_ids.size());
-    }
-    r.ban_begin = static_cast<int32_t>(b.ids.size());
-    append_sampling_bans(sp, seq.output_ids(), eos_token_ids, b.ids);
-    r.ban_count = static_cast<int32_t>(b.ids.size()) - r.ban_begin;
-    if (!sp.logit_bias.empty()) {
-      r.bias_begin = static_cast<int32_t>(b.bias.size());
-      b.bias.insert(b.bias.end(), sp.logit_bias.begin(), sp.logit_bias.end());
-      r.bias_count = static_cast<int32_t>(sp.logit_bias.size());
-    }
-    if (sp.repetition_penalty != 1.f || sp.frequency_penalty != 0.f || sp.presence_penalty != 0.f) {
+    DeviceSampleRow& r =
+        append_sample_row(b, sp, seq.output_ids(), eos_token_ids, src, sp.greedy() ? 0 : seq.rng());
+    if (needs_penalty_slot(sp)) {
       bool fresh = false;
       r.slot = acquire_slot(seq, fresh);
-      if (fresh) {
-        DeviceSlotInit in;
-        in.slot = r.slot;
-        in.prompt_begin = static_cast<int32_t>(b.ids.size());
-        in.prompt_count = static_cast<int32_t>(seq.num_prompt_tokens);
-        b.ids.insert(b.ids.end(), seq.prompt_ids().begin(), seq.prompt_ids().end());
-        in.output_begin = static_cast<int32_t>(b.ids.size());
-        in.output_count = static_cast<int32_t>(seq.num_output_tokens());
-        b.ids.insert(b.ids.end(), seq.output_ids().begin(), seq.output_ids().end());
-        b.inits.push_back(in);
-      }
+      if (fresh) append_slot_init(b, r.slot, seq.prompt_ids(), seq.output_ids());
     }
-    r.seed = greedy ? 0 : seq.rng();
-    b.rows.push_back(r);
   };
   for (const ScheduledSeq& s : out.seqs) {
     if (!s.samples) continue;

@@ -19,7 +19,8 @@
 // (no host round trip). A slot is (re)built from the host's ids only when a
 // sequence starts sampling (first token, fork, resume after preemption):
 // `inits` lists those. Several rows may read one logits row (n > 1 / best_of
-// forks of a prompt: `src_row`).
+// forks of a prompt: `src_row`). Plain structs (the CUDA kernels include
+// this header, compiled as C++17); engine/sample/device_rows.h builds them.
 #pragma once
 #include <cstdint>
 #include <utility>

@@ -16,7 +16,7 @@
 #include <set>
 
 #include "engine/sample/bad_words.h"
-#include "engine/sample/device_sampling.h"
+#include "engine/sample/device_rows.h"
 #include "engine/sample/sampler.h"
 #include "gpu/gpu_sampler.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -32,47 +32,15 @@ struct RowCase {
   std::vector<int32_t> prompt, output;
 };
 
-// Appends r's device row (slot = `slot` when it has a penalty, initialised
-// from its history) to b, as the ModelRunner does.
+// Appends c's device row as the ModelRunner builds it (device_rows.h); with
+// a penalty, slot `slot`, (re)built from c's history when init.
 void add_row(DeviceSamplingBatch& b, const RowCase& c, int32_t src, int32_t slot, bool init,
              const std::vector<int32_t>& eos, uint64_t seed) {
-  const SamplingParams& sp = c.sp;
-  DeviceSampleRow r;
-  r.src_row = src;
-  r.temperature = sp.greedy() ? 0.f : sp.temperature;
-  r.top_k = sp.top_k;
-  r.top_p = sp.top_p;
-  r.min_p = sp.min_p;
-  r.repetition_penalty = sp.repetition_penalty;
-  r.frequency_penalty = sp.frequency_penalty;
-  r.presence_penalty = sp.presence_penalty;
-  if (Sampler::wants_logprob(sp)) r.logprobs = sp.logprobs.value_or(0);
-  r.allow_begin = static_cast<int32_t>(b.ids.size());
-  b.ids.insert(b.ids.end(), sp.allowed_token_ids.begin(), sp.allowed_token_ids.end());
-  r.allow_count = static_cast<int32_t>(sp.allowed_token_ids.size());
-  r.ban_begin = static_cast<int32_t>(b.ids.size());
-  append_sampling_bans(sp, c.output, eos, b.ids);
-  r.ban_count = static_cast<int32_t>(b.ids.size()) - r.ban_begin;
-  r.bias_begin = static_cast<int32_t>(b.bias.size());
-  b.bias.insert(b.bias.end(), sp.logit_bias.begin(), sp.logit_bias.end());
-  r.bias_count = static_cast<int32_t>(sp.logit_bias.size());
-  if (sp.repetition_penalty != 1.f || sp.frequency_penalty != 0.f || sp.presence_penalty != 0.f) {
-    r.slot = slot;
-    b.num_slots = std::max(b.num_slots, slot + 1);
-    if (init) {
-      DeviceSlotInit in;
-      in.slot = slot;
-      in.prompt_begin = static_cast<int32_t>(b.ids.size());
-      in.prompt_count = static_cast<int32_t>(c.prompt.size());
-      b.ids.insert(b.ids.end(), c.prompt.begin(), c.prompt.end());
-      in.output_begin = static_cast<int32_t>(b.ids.size());
-      in.output_count = static_cast<int32_t>(c.output.size());
-      b.ids.insert(b.ids.end(), c.output.begin(), c.output.end());
-      b.inits.push_back(in);
-    }
-  }
-  r.seed = seed;
-  b.rows.push_back(r);
+  DeviceSampleRow& r = append_sample_row(b, c.sp, c.output, eos, src, seed);
+  if (!needs_penalty_slot(c.sp)) return;
+  r.slot = slot;
+  b.num_slots = std::max(b.num_slots, slot + 1);
+  if (init) append_slot_init(b, slot, c.prompt, c.output);
 }
 
 TokenLogprob host_sample(std::span<const float> row, const RowCase& c,
