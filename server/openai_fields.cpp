@@ -100,13 +100,16 @@ using request_model::RequestFields;
 void parse_stop(const RequestFields& f, SamplingParams& sp) {
   const json* v = f.value("stop");
   if (!v) return;
+  // vLLM's SamplingParams: "stop cannot contain an empty string."
   if (v->is_string()) {
-    if (!v->get_ref<const std::string&>().empty()) sp.stop.push_back(v->get<std::string>());
+    if (v->get_ref<const std::string&>().empty()) fail("stop cannot contain an empty string.", "stop");
+    sp.stop.push_back(v->get<std::string>());
     return;
   }
   for (const json& s : *v) {
     if (!s.is_string()) fail("'stop' must be a string or a list of strings", "stop");
-    if (!s.get_ref<const std::string&>().empty()) sp.stop.push_back(s.get<std::string>());
+    if (s.get_ref<const std::string&>().empty()) fail("stop cannot contain an empty string.", "stop");
+    sp.stop.push_back(s.get<std::string>());
   }
 }
 

@@ -199,7 +199,8 @@ void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequ
   check_priority(f);
   finish_common(f, req);
   if (const json* so = f.value("stream_options")) {
-    if (!req.stream)
+    // vLLM refuses only a non-empty stream_options without stream.
+    if (!req.stream && !(so->is_object() && so->empty()))
       fail("Stream options can only be defined when `stream=True`.", "stream_options");
     req.include_usage = get_bool(*so, "include_usage").value_or(false);
     req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);

@@ -185,8 +185,8 @@ TEST(ProtocolCompletion, EachBadInputGetsItsStatusTypeAndParam) {
       {R"({"prompt": "x", "presence_penalty": 3})", 400, "BadRequestError", "presence_penalty", "[-2, 2]"},
       {R"({"prompt": "x", "frequency_penalty": -3})", 400, "BadRequestError", "frequency_penalty", "[-2, 2]"},
       {R"({"prompt": "x", "repetition_penalty": 0})", 400, "BadRequestError", "repetition_penalty", "greater than zero"},
-      {R"({"prompt": "x", "logprobs": 6})", 400, "BadRequestError", "logprobs", "between 0 and 5, got 6"},
-      {R"({"prompt": "x", "logprobs": -1})", 400, "BadRequestError", "logprobs", "between 0 and 5"},
+      {R"({"prompt": "x", "logprobs": 21})", 400, "BadRequestError", "logprobs", "between 0 and 20, got 21"},
+      {R"({"prompt": "x", "logprobs": -1})", 400, "BadRequestError", "logprobs", "between 0 and 20"},
       {R"({"prompt": "x", "logprobs": true})", 400, "BadRequestError", "logprobs", "must be an integer"},
       {R"({"prompt": "x", "echo": 1})", 400, "BadRequestError", "echo", "must be a boolean"},
       {R"({"prompt": "x", "n": 2, "best_of": 1})", 400, "BadRequestError", "best_of", "greater than or equal to n"},
@@ -211,6 +211,12 @@ TEST(ProtocolCompletion, EachBadInputGetsItsStatusTypeAndParam) {
       {R"({"prompt": "x", "response_format": {"type": "json_object"}})", 400, "BadRequestError", "response_format",
        "json_object' is not supported yet"},
       {R"({"prompt": "x", "user": 5})", 400, "BadRequestError", "user", "must be a string"},
+      // vLLM's SamplingParams refuses empty stop strings.
+      {R"({"prompt": "x", "stop": ""})", 400, "BadRequestError", "stop", "stop cannot contain an empty string."},
+      {R"({"prompt": "x", "stop": ["a", ""]})", 400, "BadRequestError", "stop", "cannot contain an empty string"},
+      // A number beyond double range is the client's input: 400, naming its field.
+      {R"({"prompt": "x", "temperature": 1e999})", 400, "BadRequestError", "", "beyond the range of a double in 'temperature'"},
+      {R"({"prompt": "x", "logit_bias": {"5": -1e400}})", 400, "BadRequestError", "", "beyond the range of a double in '5'"},
   };
   for (const ErrorCase& c : cases) {
     SCOPED_TRACE(c.body);
@@ -234,6 +240,10 @@ TEST(ProtocolCompletion, AcceptedEdgeValues) {
   ok_completion(R"({"prompt": "x", "max_tokens": null, "temperature": null, "stop": null, "best_of": 1,
                     "logit_bias": {}, "response_format": {"type": "text"}, "logprobs": null, "echo": false})");
   EXPECT_EQ(ok_completion(R"({"prompt": "x", "max_tokens": 4.0})").sampling.max_tokens.value(), 4);
+  // vLLM: completions' logprobs up to max_logprobs (20); an empty
+  // stream_options without stream is accepted.
+  EXPECT_EQ(ok_completion(R"({"prompt": "x", "logprobs": 20})").sampling.logprobs.value(), 20);
+  EXPECT_FALSE(ok_completion(R"({"prompt": "x", "stream_options": {}})").include_usage);
 }
 
 TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
