@@ -169,7 +169,8 @@ TEST(EnginePromptLogprobs, ZeroTopAndOneTokenPrompt) {
   auto e = make_engine(128);
   expect_matches_reference(only_on_first(run_one(*e, p.ids, plp_params(0), "k0")), p, 0);
   // A one-token prompt has no position to score: an empty list (vLLM: [None]).
-  const auto& one = only_on_first(run_one(*e, {1}, plp_params(2), "one"));
+  // A copy: the deltas only_on_first points into are a temporary.
+  const std::vector<PromptLogprob> one = only_on_first(run_one(*e, {1}, plp_params(2), "one"));
   EXPECT_TRUE(one.empty());
   // Not asked for: never carried.
   SamplingParams sp = plp_params(0);
