@@ -212,7 +212,7 @@ TEST_F(ServeStories, BadInputGetsItsErrorWhileAStreamFinishesUnharmed) {
       {"POST", "/v1/completions", R"({"max_tokens": 5})", 400, "BadRequestError", "prompt"},
       {"POST", "/v1/completions", R"({"prompt": [1, 99999]})", 400, "BadRequestError", "prompt"},
       {"POST", "/v1/completions", R"({"prompt": "x", "n": 0})", 400, "BadRequestError", "n"},
-      {"POST", "/v1/completions", R"({"prompt": "x", "logprobs": 6})", 400, "BadRequestError", "logprobs"},
+      {"POST", "/v1/completions", R"({"prompt": "x", "logprobs": 21})", 400, "BadRequestError", "logprobs"},
       {"POST", "/v1/completions", R"({"prompt": "x", "model": "gpt-4o"})", 404, "NotFoundError", "model"},
       {"GET", "/v1/nope", "", 404, "NotFoundError", ""},
       {"GET", "/v1/completions", "", 405, "MethodNotAllowedError", ""},
