@@ -14,37 +14,23 @@
 #include <numeric>
 
 #include "engine/engine.h"
-#include "engine/model/generation_config.h"
-#include "engine/model/model_config.h"
 #include "engine/output_channel.h"
 #include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
 #include "model_test_helpers.h"
+#include "tests/support/test_engine.h"
 
 namespace pagoda {
 namespace {
 
-const std::string kModelDir = std::string(PAGODA_SHARED_DIR) + "/models/stories260K";
-
 std::unique_ptr<Engine> make_engine(int64_t max_num_batched_tokens, int64_t num_blocks = 0,
                                     int64_t max_model_len = 128) {
-  ExecutorOptions opts;
-  opts.model_dir = kModelDir;
-  opts.device = "cpu";
-  opts.num_threads = 1;
-  opts.block_size = 16;
+  ExecutorOptions opts = test::stories_options();
   opts.max_model_len = max_model_len;
   opts.max_num_seqs = 8;  // logits workspace: 8 rows
   opts.max_num_batched_tokens = max_num_batched_tokens;
   opts.num_gpu_blocks_override = num_blocks;
-  EngineConfig cfg;
-  cfg.max_model_len = opts.max_model_len;
-  cfg.max_num_seqs = opts.max_num_seqs;
-  cfg.max_num_batched_tokens = opts.max_num_batched_tokens;
-  cfg.log_stats = false;
-  cfg.eos_token_ids = GenerationConfig::from_dir(kModelDir).eos_token_ids;
-  return std::make_unique<Engine>(cfg, make_model_executor(ModelConfig::from_dir(kModelDir), opts),
-                                  load_tokenizer(kModelDir));
+  return test::make_test_engine(opts);
 }
 
 // "Once upon a time" followed by the first 30 of llama2.c's greedy ids:
@@ -72,7 +58,7 @@ Prompt story_prompt() {
 // Reference: one forward over the whole prompt with every row's logits,
 // then log_softmax per row (double).
 std::vector<std::vector<double>> reference_logprobs(const std::vector<int32_t>& ids) {
-  test::CpuModel m(kModelDir, 8, 128, 1);
+  test::CpuModel m(test::stories_dir(), 8, 128, 1);
   std::vector<int32_t> rows(ids.size() - 1);
   std::iota(rows.begin(), rows.end(), 0);
   const std::vector<float> logits = m.run(test::one_seq_batch(ids, 0, 0, 8, rows));

@@ -7,33 +7,15 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/engine.h"
-#include "engine/model/generation_config.h"
-#include "engine/model/model_config.h"
 #include "engine/output_channel.h"
 #include "server/engine_args.h"
+#include "tests/support/test_engine.h"
 
 namespace pagoda {
 namespace {
 
-const std::string kModelDir = std::string(PAGODA_SHARED_DIR) + "/models/stories260K";
-
 std::unique_ptr<Engine> make_engine(uint64_t seed) {
-  ExecutorOptions opts;
-  opts.model_dir = kModelDir;
-  opts.device = "cpu";
-  opts.num_threads = 1;
-  opts.max_model_len = 128;
-  opts.max_num_seqs = 8;
-  opts.max_num_batched_tokens = 128;
-  EngineConfig cfg;
-  cfg.max_model_len = opts.max_model_len;
-  cfg.max_num_seqs = opts.max_num_seqs;
-  cfg.max_num_batched_tokens = opts.max_num_batched_tokens;
-  cfg.log_stats = false;
-  cfg.eos_token_ids = GenerationConfig::from_dir(kModelDir).eos_token_ids;
-  cfg.seed = seed;
-  return std::make_unique<Engine>(cfg, make_model_executor(ModelConfig::from_dir(kModelDir), opts),
-                                  load_tokenizer(kModelDir));
+  return test::make_test_engine(test::stories_options(), seed);
 }
 
 // Three unseeded temperature-1 requests (one with n = 2); every choice's ids.
@@ -78,7 +60,7 @@ TEST(EngineSeed, SeedFlagReachesTheEngine) {
   add_engine_flags(app, a);
   const char* argv[] = {"pagoda", "--seed", "1234", "--device", "cpu", "--max-model-len", "64"};
   app.parse(7, argv);
-  a.model_dir = kModelDir;
+  a.model_dir = test::stories_dir();
   a.disable_log_stats = true;
   LoadedModel m = load_model(a);
   EXPECT_EQ(m.engine->config().seed, 1234u);

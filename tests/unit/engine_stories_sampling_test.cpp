@@ -14,14 +14,12 @@
 #include <set>
 
 #include "engine/engine.h"
-#include "engine/model/generation_config.h"
-#include "engine/model/model_config.h"
 #include "engine/output_channel.h"
+#include "tests/support/test_engine.h"
 
 namespace pagoda {
 namespace {
 
-const std::string kModelDir = std::string(PAGODA_SHARED_DIR) + "/models/stories260K";
 constexpr size_t kTokens = 48;  // of the reference, kept short for ASan runs
 
 std::string read_file(const std::string& path) {
@@ -31,23 +29,9 @@ std::string read_file(const std::string& path) {
 }
 
 std::unique_ptr<Engine> make_engine(int64_t num_blocks = 0) {
-  ExecutorOptions opts;
-  opts.model_dir = kModelDir;
-  opts.device = "cpu";
-  opts.num_threads = 1;
-  opts.block_size = 16;
-  opts.max_model_len = 128;
-  opts.max_num_seqs = 8;
-  opts.max_num_batched_tokens = 128;
+  ExecutorOptions opts = test::stories_options();
   opts.num_gpu_blocks_override = num_blocks;
-  EngineConfig cfg;
-  cfg.max_model_len = opts.max_model_len;
-  cfg.max_num_seqs = opts.max_num_seqs;
-  cfg.max_num_batched_tokens = opts.max_num_batched_tokens;
-  cfg.log_stats = false;
-  cfg.eos_token_ids = GenerationConfig::from_dir(kModelDir).eos_token_ids;
-  return std::make_unique<Engine>(cfg, make_model_executor(ModelConfig::from_dir(kModelDir), opts),
-                                  load_tokenizer(kModelDir));
+  return test::make_test_engine(opts);
 }
 
 struct Reference {

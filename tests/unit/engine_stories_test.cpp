@@ -8,33 +8,23 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/model/model_config.h"
 #include "engine/output_channel.h"
+#include "tests/support/test_engine.h"
 
 namespace pagoda {
 namespace {
 
 TEST(EngineStories260K, ConcurrentGreedyMatchesLlama2cThroughPreemption) {
-  const std::string dir = std::string(PAGODA_SHARED_DIR) + "/models/stories260K";
   std::ifstream in(std::string(PAGODA_SHARED_DIR) + "/testvectors/stories260K_greedy.json");
   ASSERT_TRUE(in.good());
   const nlohmann::json vec = nlohmann::json::parse(in);
 
-  ExecutorOptions opts;
-  opts.model_dir = dir;
-  opts.device = "cpu";
-  opts.num_threads = 1;
-  opts.block_size = 16;
+  ExecutorOptions opts = test::stories_options();
   opts.max_model_len = 96;
-  opts.max_num_seqs = 8;
   opts.max_num_batched_tokens = 64;
   opts.num_gpu_blocks_override = 6;  // 96 slots; the three need 1 + 5 + 5 + 3 x 64
-  EngineConfig cfg;
-  cfg.max_model_len = opts.max_model_len;
-  cfg.max_num_seqs = opts.max_num_seqs;
-  cfg.max_num_batched_tokens = opts.max_num_batched_tokens;
-  cfg.log_stats = false;
-  Engine engine(cfg, make_model_executor(ModelConfig::from_dir(dir), opts), load_tokenizer(dir));
+  auto engine_ptr = test::make_test_engine(opts);
+  Engine& engine = *engine_ptr;
   ASSERT_EQ(engine.num_kv_blocks(), 6);
   constexpr size_t kTokens = 64;  // of each reference (kept short for ASan runs)
 

@@ -9,14 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/model/generation_config.h"
-#include "engine/model/model_config.h"
 #include "engine/output_channel.h"
+#include "tests/support/test_engine.h"
 
 namespace pagoda {
 namespace {
-
-const std::string kModelDir = std::string(PAGODA_SOURCE_DIR) + "/models/stories260K";
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -25,24 +22,15 @@ std::string read_file(const std::string& path) {
 }
 
 std::unique_ptr<Engine> make_engine() {
-  ExecutorOptions opts;
-  opts.model_dir = kModelDir;
-  opts.device = "cpu";
+  ExecutorOptions opts = test::stories_options();
+  opts.num_threads = 0;  // all cores
   opts.max_model_len = 512;
-  opts.max_num_seqs = 8;
   opts.max_num_batched_tokens = 512;
-  EngineConfig cfg;
-  cfg.max_model_len = opts.max_model_len;
-  cfg.max_num_seqs = opts.max_num_seqs;
-  cfg.max_num_batched_tokens = opts.max_num_batched_tokens;
-  cfg.log_stats = false;
-  cfg.eos_token_ids = GenerationConfig::from_dir(kModelDir).eos_token_ids;
-  return std::make_unique<Engine>(cfg, make_model_executor(ModelConfig::from_dir(kModelDir), opts),
-                                  load_tokenizer(kModelDir));
+  return test::make_test_engine(opts);
 }
 
 TEST(GoldenEngine, BundledModelReproducesLlama2cTextAndIds) {
-  auto tok = load_tokenizer(kModelDir);
+  auto tok = load_tokenizer(test::stories_dir());
   const nlohmann::json vec =
       nlohmann::json::parse(read_file(std::string(PAGODA_SHARED_DIR) + "/testvectors/stories260K_greedy.json"));
   const std::string want_text = read_file(
