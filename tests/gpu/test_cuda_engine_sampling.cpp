@@ -13,15 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/model/model_config.h"
 #include "engine/output_channel.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/support/test_engine.h"
 
 namespace pagoda {
 namespace {
-
-const std::string kStories = std::string(PAGODA_SHARED_DIR) + "/models/stories260K";
 
 struct Req {
   std::vector<int32_t> prompt;
@@ -81,23 +79,13 @@ std::vector<Req> requests() {
 }
 
 std::unique_ptr<Engine> make_engine(const std::string& device) {
-  ExecutorOptions o;
-  o.model_dir = kStories;
-  o.device = device;
+  ExecutorOptions o = test::stories_options(device);
   o.dtype = "float32";
-  o.num_threads = 1;
-  o.block_size = 16;
   o.max_model_len = 256;
   o.max_num_seqs = 32;
   o.max_num_batched_tokens = 512;
   o.num_gpu_blocks_override = 400;
-  EngineConfig ec;
-  ec.max_model_len = o.max_model_len;
-  ec.max_num_seqs = o.max_num_seqs;
-  ec.max_num_batched_tokens = o.max_num_batched_tokens;
-  ec.log_stats = false;
-  return std::make_unique<Engine>(ec, make_model_executor(ModelConfig::from_dir(kStories), o),
-                                  load_tokenizer(kStories));
+  return test::make_test_engine(o);
 }
 
 // Runs `reqs` (all at once) and returns each choice's output, request by
