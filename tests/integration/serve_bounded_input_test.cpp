@@ -113,7 +113,9 @@ TEST_F(ServeBoundedInput, ThirtyMegabytePromptIsRefusedBeforeTokenizing) {
   const size_t rss_after = proc_status_bytes(pid, "VmRSS");
   const size_t hwm_after = proc_status_bytes(pid, "VmHWM");
   EXPECT_LT(rss_after, rss_before + (100u << 20)) << rss_before << " -> " << rss_after;
-  EXPECT_LT(hwm_after, hwm_before + (100u << 20)) << hwm_before << " -> " << hwm_after;
+  // The peak: the body, nlohmann's lexer buffer and the parsed string (about
+  // 4x the body; no tokenization at all). Was 5 GB.
+  EXPECT_LT(hwm_after, hwm_before + (200u << 20)) << hwm_before << " -> " << hwm_after;
 }
 
 TEST_F(ServeBoundedInput, TooManyPromptsTimesNIsRefusedUpFront) {
