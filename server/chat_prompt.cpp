@@ -12,12 +12,17 @@ using nlohmann::json;
 using openai_fields::fail;
 using openai_fields::type_name;
 
-json chat_messages(const json& obj) {
+json chat_messages(const json& obj, int64_t max_messages) {
   const json* msgs = openai_fields::get(obj, "messages");
   if (!msgs) fail("'messages' is required", "messages");
   if (!msgs->is_array())
     fail(fmt::format("'messages' must be a list, got {}", type_name(*msgs)), "messages");
   if (msgs->empty()) fail("'messages' must not be empty", "messages");
+  if (max_messages > 0 && msgs->size() > static_cast<size_t>(max_messages))
+    fail(fmt::format("'messages' has {} messages; the server allows at most {} per chat "
+                     "(--max-chat-messages)",
+                     msgs->size(), max_messages),
+         "messages");
   json out = json::array();
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];

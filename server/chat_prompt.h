@@ -2,6 +2,7 @@
 // template, and the rendered text cut after the final message when the
 // request continues it.
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -12,8 +13,9 @@ namespace pagoda {
 // {"type": "text", "text"} parts → the texts joined with "\n" (vLLM's
 // string content format). Errors (missing, not a non-empty list, a message
 // without a string role, a non-text part): openai_fields::RequestFieldError
-// (400, param "messages").
-nlohmann::json chat_messages(const nlohmann::json& obj);
+// (400, param "messages"), also more than max_messages messages (0: no
+// limit; checked before anything else is looked at).
+nlohmann::json chat_messages(const nlohmann::json& obj, int64_t max_messages = 0);
 
 // continue_final_message: rendered (with add_generation_prompt false) cut
 // right after the last occurrence of the final message's content, so the

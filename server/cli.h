@@ -22,6 +22,11 @@ struct ServeArgs {
   std::string web_dir;               // "" → resolve_web_dir's search
   double ws_resume_grace_s = 30.0;   // /v1/ws streams kept after an abrupt disconnect
   double slow_reader_timeout_s = 30.0;
+  // Preprocessing (issue 12): the worker pool and the per-request bounds.
+  int preprocess_threads = 2;
+  int max_preprocess_queue = 128;
+  int64_t max_seqs_per_request = 1024;
+  int64_t max_chat_messages = 2048;
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

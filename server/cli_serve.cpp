@@ -1,3 +1,7 @@
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -5,13 +9,10 @@
 #include <future>
 #include <optional>
 
-#include <boost/asio/signal_set.hpp>
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
-
 #include "server/cli.h"
 #include "server/connection_drain.h"
 #include "server/http_server.h"
+#include "server/preprocess_pool.h"
 #include "server/version.h"
 #include "server/web_assets.h"
 #include "server/ws_stream.h"
@@ -42,6 +43,19 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
                  "Seconds a streaming write may stay pending before the client is dropped and its requests "
                  "aborted (0: never)")
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_option(
+         "--preprocess-threads", a.preprocess_threads,
+         "Threads that parse, render chat templates and tokenize requests, off the network threads")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--max-preprocess-queue", a.max_preprocess_queue,
+                 "Requests that may wait for a preprocessing thread; beyond, 503 with Retry-After")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--max-seqs-per-request", a.max_seqs_per_request,
+                 "Most sequences (prompts x n) one request may ask for; beyond, 400")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--max-chat-messages", a.max_chat_messages,
+                 "Most messages one chat may hold; beyond, 400")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   add_engine_flags(app, a.engine);
 }
 
@@ -67,6 +81,8 @@ int run_serve(ServeArgs a) {
     StreamHub streams(ms(a.ws_resume_grace_s));  // outlives the server
     ServerContext ctx;
     ctx.model = make_serving_model(m, a.engine.model_dir);
+    ctx.model.max_seqs_per_request = a.max_seqs_per_request;
+    ctx.model.max_chat_messages = a.max_chat_messages;
     ctx.engine = &handle;
     ctx.access.api_key = a.api_key;
     ctx.access.allowed_origins = parse_allowed_origins(a.allowed_origins);
@@ -78,6 +94,9 @@ int run_serve(ServeArgs a) {
 
     ConnectionDrain drain;
     ctx.drain = &drain;
+    PreprocessPool preprocess(static_cast<size_t>(a.preprocess_threads),
+                              static_cast<size_t>(a.max_preprocess_queue));
+    ctx.preprocess = &preprocess;
     auto server = std::make_unique<HttpServer>(ctx, a.host, a.port, a.network_threads);
     std::promise<void> stop_requested;
     std::optional<boost::asio::signal_set> signals;
@@ -107,6 +126,7 @@ int run_serve(ServeArgs a) {
       spdlog::warn("{} connection(s) still open after {} ms; dropping them", left, kShutdownGrace.count());
     server->stop();
     server->join();
+    preprocess.stop();  // queued jobs dropped, running ones (bounded) finished
     m.engine.reset();
     signals.reset();
     server.reset();

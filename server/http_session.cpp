@@ -1,15 +1,16 @@
 #include "server/http_session.h"
 
-#include <algorithm>
-#include <utility>
-
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/beast/websocket/rfc6455.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <utility>
+
 #include "server/connection_drain.h"
+#include "server/preprocess_pool.h"
 #include "server/ws_session.h"
 
 namespace pagoda {
@@ -96,7 +97,55 @@ void HttpSession::handle(Request&& req) {
   std::optional<RouteResult> denied =
       check_access(ctx_.access, req.method(), req.target(), req[http::field::authorization], req[http::field::origin],
                    req[http::field::access_control_request_headers]);
-  RouteResult r = denied ? std::move(*denied) : router_.route(req.method(), req.target(), req.body());
+  if (denied) return respond(std::move(*denied));
+  if (ctx_.preprocess && req.method() == http::verb::post) return preprocess(std::move(req));
+  respond(router_.route(req.method(), req.target(), req.body()));
+}
+
+void HttpSession::preprocess(Request&& req) {
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  auto body = std::make_shared<std::string>(std::move(req.body()));
+  auto job = [self = shared_from_this(), executor = stream_.get_executor(), method = req.method(),
+              target = std::string(req.target()), body, cancelled] {
+    if (cancelled->load())
+      return self->ctx_.preprocess->note_dropped();  // the client left while it waited
+    RouteResult r = self->router_.route(method, target, *body);
+    net::post(executor,
+              [self, r = std::move(r)]() mutable { self->on_preprocessed(std::move(r)); });
+  };
+  if (!ctx_.preprocess->try_submit(std::move(job))) {
+    RouteResult r = RouteResult::error(make_error(
+        503,
+        fmt::format("The server is overloaded: {} requests are already waiting to be preprocessed "
+                    "(--max-preprocess-queue); retry later",
+                    ctx_.preprocess->max_queued())));
+    r.headers.emplace_back("Retry-After", "1");
+    return respond(std::move(r));
+  }
+  preprocessing_ = true;
+  preprocess_cancelled_ = std::move(cancelled);
+  stream_.expires_never();
+  watch_client();
+}
+
+void HttpSession::on_preprocessed(RouteResult&& r) {
+  preprocessing_ = false;
+  preprocess_cancelled_.reset();
+  if (client_gone_) {  // closed meanwhile: nothing is submitted
+    ctx_.preprocess->note_dropped();
+    return;
+  }
+  if (peer_eof_) {
+    keep_alive_ = false;
+    if (r.generate) {
+      ctx_.preprocess->note_dropped();
+      return client_gone("client closed the connection while its request was preprocessed");
+    }
+  }
+  respond(std::move(r));
+}
+
+void HttpSession::respond(RouteResult&& r) {
   if (draining_) keep_alive_ = false;
   if (r.generate && draining_) r = RouteResult::error(make_error(503, "The server is shutting down"));
   if (r.generate) return start_generation(std::move(*r.generate));
@@ -117,8 +166,18 @@ void HttpSession::send(Response&& res, bool close_after) {
                     [self = shared_from_this(), close_after](beast::error_code ec, size_t) {
                       self->response_.reset();
                       if (ec || close_after || self->draining_) return self->close();
-                      self->do_read();
+                      self->read_next();
                     });
+}
+
+void HttpSession::read_next() {
+  if (watching_) {  // the read that watched the client during preprocessing
+    read_after_watch_ = true;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+    return;
+  }
+  do_read();
 }
 
 void HttpSession::close() {
@@ -200,9 +259,15 @@ void HttpSession::on_watch(beast::error_code ec, size_t n) {
     return do_read();
   }
   if (ec == net::error::operation_aborted && client_gone_) return;
+  if (ec == net::error::eof && preprocessing_) {
+    // Half-closed while its request is preprocessed: a plain response still
+    // goes out (then the connection closes); a generation is not started.
+    peer_eof_ = true;
+    return;
+  }
   if (ec) return client_gone("client closed the connection");
   if (buffer_.size() > ctx_.limits.max_pipelined_bytes) return client_gone("client sent too much while waiting");
-  if (gen_active_ || writing_) watch_client();
+  if (gen_active_ || writing_ || preprocessing_) watch_client();
 }
 
 void HttpSession::on_output() {
@@ -285,6 +350,10 @@ void HttpSession::on_stream_write(beast::error_code ec) {
 void HttpSession::client_gone(const char* why) {
   if (client_gone_) return;
   client_gone_ = true;
+  if (preprocessing_ && preprocess_cancelled_) {
+    spdlog::info("Dropped a request being preprocessed: {}", why);
+    preprocess_cancelled_->store(true);
+  }
   if (gen_active_ && group_) {
     spdlog::info("Aborted request {}: {}", group_->request().request_id, why);
     group_->abort();
@@ -299,13 +368,7 @@ void HttpSession::end_generation() {
   stream_header_.reset();
   if (client_gone_) return;
   if (!keep_alive_ || draining_) return close();
-  if (watching_) {
-    read_after_watch_ = true;
-    beast::error_code ignored;
-    stream_.socket().cancel(ignored);
-    return;
-  }
-  do_read();
+  read_next();
 }
 
 }  // namespace pagoda

@@ -11,18 +11,21 @@
 //   - while the request runs, a read on the socket watches the client: a
 //     closed read side or a write error aborts the request
 //     (EngineHandle::abort_request) and closes the connection;
+//   - POST bodies are parsed, rendered and tokenized on the PreprocessPool
+//     (ServerContext::preprocess), never on this network thread; the
+//     client is watched meanwhile (a client that leaves cancels it);
 //   - shutdown (ServerContext::drain): an idle connection closes at once; a
 //     running generation finishes writing (the engine's stop ends it with an
 //     "abort" delta: last chunk, `data: [DONE]`), then the connection closes;
 //     a new generation is refused with 503.
 #pragma once
-#include <memory>
-#include <optional>
-#include <string>
-
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "engine/output_channel.h"
 #include "server/access_control.h"
@@ -47,7 +50,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void do_read();
   void on_read(boost::beast::error_code ec);
   void handle(Request&& req);
+  // Routes req on the PreprocessPool (a POST that parses, renders or
+  // tokenizes); its result comes back through on_preprocessed() on this
+  // strand. The pool full: 503 with Retry-After.
+  void preprocess(Request&& req);
+  void on_preprocessed(RouteResult&& r);
+  void respond(RouteResult&& r);  // a generation, or the response written
   void send(Response&& res, bool close);
+  void read_next();  // the next request, once a client-watch read is out of the way
   void close();
   void on_drain();  // ConnectionDrain's closer, on this strand
 
@@ -80,6 +90,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool watching_ = false;            // the client-watch read is outstanding
   bool read_after_watch_ = false;    // start the next request once the watch read ends
   bool client_gone_ = false;
+  // A request is with the PreprocessPool: the client is watched meanwhile;
+  // when it leaves, the job is cancelled (skipped if not started) and its
+  // result dropped, so nothing reaches the engine.
+  bool preprocessing_ = false;
+  bool peer_eof_ = false;  // the client half-closed while preprocessing
+  std::shared_ptr<std::atomic<bool>> preprocess_cancelled_;
   bool writing_ = false;
   bool last_chunk_sent_ = false;
   std::string pending_out_;          // formatted SSE text not yet written

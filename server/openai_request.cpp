@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <random>
 #include <utility>
@@ -67,11 +68,12 @@ PromptInput prompt_from_ids(std::vector<int32_t> ids, const ServingModel& model)
   return p;
 }
 
-PromptInput prompt_from_text(const std::string& text, const json& obj, const ServingModel& model) {
+PromptInput prompt_from_text(const std::string& text, const json& obj, const ServingModel& model,
+                             PromptLength length) {
   PromptInput p;
+  p.token_ids = encode_prompt_checked(text, get_bool(obj, "add_special_tokens").value_or(true),
+                                      model, length, "prompt");
   p.text = text;
-  p.token_ids =
-      encode_prompt(*model.tokenizer, text, get_bool(obj, "add_special_tokens").value_or(true));
   // The engine would refuse it too, but only after a stream's 200 header.
   if (p.token_ids.empty()) fail("The prompt is empty (no tokens)", "prompt");
   return p;
@@ -79,10 +81,66 @@ PromptInput prompt_from_text(const std::string& text, const json& obj, const Ser
 
 }  // namespace
 
-std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel& model) {
+void check_prompt_length_bound(std::string_view text, const ServingModel& model, const char* what) {
+  if (!model.tokenizer || model.max_model_len <= 0) return;
+  const auto at_least = static_cast<int64_t>(model.tokenizer->min_token_count(text));
+  if (at_least >= model.max_model_len)
+    fail(fmt::format(
+             "This model's maximum context length is {} tokens. However, your request has at "
+             "least {} input tokens ({} bytes of text). Please reduce the length of the input {}.",
+             model.max_model_len, at_least, text.size(), what),
+         what);
+}
+
+size_t count_prompts(const json& obj) {
+  const json* p = get(obj, "prompt");
+  if (!p || !p->is_array() || p->empty()) return 1;
+  return (*p)[0].is_string() || (*p)[0].is_array() ? p->size() : 1;
+}
+
+void check_seqs_per_request(size_t prompts, int64_t n, const ServingModel& model) {
+  const int64_t limit = model.max_seqs_per_request;
+  if (limit <= 0) return;
+  const auto num_prompts = static_cast<int64_t>(std::min<size_t>(prompts, INT64_MAX / 2));
+  if (n > limit)
+    fail(fmt::format(
+             "n ({}) is more than the server allows per request ({}, --max-seqs-per-request)", n,
+             limit),
+         "n");
+  if (num_prompts > limit / std::max<int64_t>(n, 1))
+    fail(fmt::format(
+             "The request asks for {} prompts x n={} sequences; the server allows at most {} per "
+             "request (--max-seqs-per-request)",
+             num_prompts, n, limit),
+         "prompt");
+}
+
+std::vector<int32_t> encode_prompt_checked(const std::string& text, bool add_special_tokens,
+                                           const ServingModel& model, PromptLength length,
+                                           const char* what) {
+  if (length == PromptLength::kUnchecked || model.max_model_len <= 0)
+    return encode_prompt(*model.tokenizer, text, add_special_tokens);
+  check_prompt_length_bound(text, model, what);
+  if (length == PromptLength::kBounded)
+    return encode_prompt(*model.tokenizer, text, add_special_tokens);
+  const auto limit = static_cast<size_t>(model.max_model_len);
+  std::vector<int32_t> ids =
+      encode_prompt_bounded(*model.tokenizer, text, add_special_tokens, limit);
+  if (ids.size() > limit)
+    fail(fmt::format("This model's maximum context length is {} tokens. However, your request has "
+                     "at least {} "
+                     "input tokens. Please reduce the length of the input {}.",
+                     model.max_model_len, ids.size(), what),
+         what);
+  return ids;
+}
+
+std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel& model,
+                                            PromptLength length) {
   const json* p = get(obj, "prompt");
   if (!p) fail("'prompt' is required", "prompt");
-  if (p->is_string()) return {prompt_from_text(p->get_ref<const std::string&>(), obj, model)};
+  if (p->is_string())
+    return {prompt_from_text(p->get_ref<const std::string&>(), obj, model, length)};
   if (!p->is_array())
     fail(fmt::format(
              "'prompt' must be a string, a list of strings, a list of token ids or a list of "
@@ -94,7 +152,7 @@ std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel&
   if ((*p)[0].is_string() || (*p)[0].is_array()) {
     for (const json& item : *p) {
       if (item.is_string()) {
-        out.push_back(prompt_from_text(item.get_ref<const std::string&>(), obj, model));
+        out.push_back(prompt_from_text(item.get_ref<const std::string&>(), obj, model, length));
       } else if (item.is_array()) {
         out.push_back(prompt_from_ids(token_ids_from_json(item, model), model));
       } else {
@@ -230,7 +288,11 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
     if (auto lp = f.integer("logprobs")) req.sampling.logprobs = static_cast<int>(*lp);
     req.echo = *f.boolean("echo");
     const auto k = truncation(f, model);
-    req.prompts = completion_prompts(obj, model);
+    // Counted before anything is tokenized; with truncation a prompt may be
+    // longer than the context (it is cut to its last k tokens).
+    check_seqs_per_request(count_prompts(obj), req.sampling.n, model);
+    req.prompts =
+        completion_prompts(obj, model, k ? PromptLength::kUnchecked : PromptLength::kEnforced);
     const bool add_special = *f.boolean("add_special_tokens");
     const json& prompt = obj.at("prompt");
     for (size_t i = 0; i < req.prompts.size(); ++i) {
@@ -277,10 +339,12 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
       fail("prompt_logprobs is not returned by /generate; use /v1/completions", "prompt_logprobs");
     auto prompt = f.string("prompt");
     if (!prompt) fail("'prompt' is required and must be a string", "prompt");
-    req.prompts.push_back(prompt_from_text(*prompt, obj, model));
+    check_seqs_per_request(1, req.sampling.n, model);
+    const auto k = truncation(f, model);
+    req.prompts.push_back(prompt_from_text(*prompt, obj, model,
+                                           k ? PromptLength::kUnchecked : PromptLength::kEnforced));
     PromptInput& p = req.prompts.front();
-    if (auto k = truncation(f, model))
-      truncate_ids(p.token_ids, *k, *f.boolean("add_special_tokens"), model);
+    if (k) truncate_ids(p.token_ids, *k, *f.boolean("add_special_tokens"), model);
     p.max_tokens =
         resolve_max_tokens(f.integer("max_tokens"), static_cast<int64_t>(p.token_ids.size()),
                            model.max_model_len, "prompt", "max_tokens");
@@ -343,7 +407,8 @@ std::string render_chat(const RequestFields& f, const json& messages, const Serv
 
 }  // namespace
 
-ParseResult parse_chat_request(std::string_view body, const ServingModel& model) {
+ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
+                               bool check_context) {
   try {
     json obj = parse_request_body(body);
     ParsedRequest req;
@@ -358,15 +423,22 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model)
     if (logprobs) req.sampling.logprobs = static_cast<int>(top);
     const char* max_param = f.has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     const std::optional<int64_t> requested = f.integer(max_param);
-    const json messages = chat_messages(obj);
+    check_seqs_per_request(1, req.sampling.n, model);
+    const json messages = chat_messages(obj, model.max_chat_messages);
     std::string prompt = render_chat(f, messages, model);
+    const auto k = truncation(f, model);
     PromptInput p;
-    p.token_ids = encode_prompt(*model.tokenizer, prompt, *f.boolean("add_special_tokens"));
+    p.token_ids = encode_prompt_checked(prompt, *f.boolean("add_special_tokens"), model,
+                                        k               ? PromptLength::kUnchecked
+                                        : check_context ? PromptLength::kEnforced
+                                                        : PromptLength::kBounded,
+                                        "messages");
     if (p.token_ids.empty()) fail("The rendered chat prompt is empty", "messages");
-    if (auto k = truncation(f, model))
-      truncate_ids(p.token_ids, *k, *f.boolean("add_special_tokens"), model);
-    p.max_tokens = resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()),
-                                      model.max_model_len, "messages", max_param);
+    if (k) truncate_ids(p.token_ids, *k, *f.boolean("add_special_tokens"), model);
+    p.max_tokens = check_context
+                       ? resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()),
+                                            model.max_model_len, "messages", max_param)
+                       : 1;
     p.text = std::move(prompt);
     req.prompts.push_back(std::move(p));
     finish_openai(f, model, req, "chatcmpl-");

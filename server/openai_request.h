@@ -97,7 +97,12 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
 // transformers' behaviour), unless the request sets add_special_tokens
 // true. Special-token text in prompts ("<s>") becomes its id
 // (encode_prompt); truncate_prompt_tokens keeps the last k tokens.
-ParseResult parse_chat_request(std::string_view body, const ServingModel& model);
+// check_context false (/tokenize, which vLLM does not validate against
+// max_model_len): the prompt may have max_model_len tokens or more;
+// max_tokens is then 1 and not checked (check_prompt_length_bound still
+// refuses text that must exceed max_model_len, bounding the work).
+ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
+                               bool check_context = true);
 
 // vLLM's api_server POST /generate: {"prompt": string, "stream", sampling
 // fields}; max_tokens defaults to 16 (vLLM SamplingParams' default).
@@ -114,7 +119,33 @@ nlohmann::json parse_request_body(std::string_view body);
 // add_special_tokens, default true), a list of token ids (each in
 // [0, vocab_size)), a list of strings or a list of token-id lists → one
 // PromptInput each (max_tokens left 0). An empty prompt is an error.
-std::vector<PromptInput> completion_prompts(const nlohmann::json& obj, const ServingModel& model);
+// How a text prompt's length is held to max_model_len while tokenizing.
+enum class PromptLength {
+  kUnchecked,  // truncate_prompt_tokens: any length (cut afterwards)
+  kBounded,    // /tokenize: check_prompt_length_bound only, then counted in full
+  kEnforced,   // generation: check_prompt_length_bound, then tokenization stops once
+               // past max_model_len tokens (400 "at least N input tokens")
+};
+std::vector<PromptInput> completion_prompts(const nlohmann::json& obj, const ServingModel& model,
+                                            PromptLength length = PromptLength::kEnforced);
+// encode_prompt with PromptLength's checks (`what`: the param named).
+std::vector<int32_t> encode_prompt_checked(const std::string& text, bool add_special_tokens,
+                                           const ServingModel& model, PromptLength length,
+                                           const char* what);
+// How many prompts obj["prompt"] holds (a list of strings or of id lists:
+// its size; anything else 1), without tokenizing any.
+size_t count_prompts(const nlohmann::json& obj);
+// prompts x n against model.max_seqs_per_request (--max-seqs-per-request):
+// a 400 with param "n" when n alone is over it, else "prompt".
+void check_seqs_per_request(size_t prompts, int64_t n, const ServingModel& model);
+// Refuses text that must tokenize to max_model_len tokens or more
+// (Tokenizer::min_token_count, no tokenization: a 30 MB prompt is refused in
+// microseconds): 400, vLLM's "This model's maximum context length is N
+// tokens. However, your request has at least M input tokens..." with param
+// `what` ("prompt" or "messages"). Text under the bound is tokenized and
+// checked exactly (resolve_max_tokens) as before; its cost is bounded by
+// max_model_len times the longest token's bytes.
+void check_prompt_length_bound(std::string_view text, const ServingModel& model, const char* what);
 
 // "<prefix><32 random hex digits>" (vLLM's random_uuid), thread-safe.
 std::string make_request_id(std::string_view prefix);

@@ -23,5 +23,11 @@ namespace pagoda {
 // Throws what the tokenizer throws (std::invalid_argument for invalid UTF-8
 // from byte-level BPE).
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, std::string_view text, bool add_special_tokens);
+// The same, through Tokenizer::encode_with_special_text_bounded: more than
+// max_tokens ids (BOS/EOS included) means the text is longer than that (the
+// ids are then a prefix, their number a lower bound); otherwise exactly
+// encode_prompt(tok, text, add_special_tokens).
+std::vector<int32_t> encode_prompt_bounded(const Tokenizer& tok, std::string_view text,
+                                           bool add_special_tokens, size_t max_tokens);
 
 }  // namespace pagoda

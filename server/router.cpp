@@ -1,14 +1,15 @@
 #include "server/router.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <exception>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "server/api_docs.h"
 #include "server/metrics.h"
+#include "server/preprocess_pool.h"
 #include "server/tokenize_endpoints.h"
 #include "server/version.h"
 #include "server/web_assets.h"
@@ -121,6 +122,25 @@ RouteResult Router::metrics() const {
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = format_prometheus_metrics(ctx_.engine ? ctx_.engine->stats() : EngineStats{},
                                      ctx_.model.served_model_name);
+  if (ctx_.preprocess) {
+    const PreprocessPool& p = *ctx_.preprocess;
+    std::string name;  // Prometheus label value escaping: \\ \" \n
+    for (char c : ctx_.model.served_model_name)
+      name += c == '\\' ? "\\\\" : c == '"' ? "\\\"" : c == '\n' ? "\\n" : std::string(1, c);
+    const std::string label = fmt::format("{{model_name=\"{}\"}}", name);
+    r.body += fmt::format(
+        "# HELP pagoda:preprocess_running Requests being parsed, rendered and tokenized now.\n"
+        "# TYPE pagoda:preprocess_running gauge\npagoda:preprocess_running{0} {1}\n"
+        "# HELP pagoda:preprocess_queued Requests waiting for a preprocessing thread.\n"
+        "# TYPE pagoda:preprocess_queued gauge\npagoda:preprocess_queued{0} {2}\n"
+        "# HELP pagoda:preprocess_refused_total Requests answered 503 because the preprocessing "
+        "queue was full.\n"
+        "# TYPE pagoda:preprocess_refused_total counter\npagoda:preprocess_refused_total{0} {3}\n"
+        "# HELP pagoda:preprocess_dropped_total Requests dropped because their client left during "
+        "preprocessing.\n"
+        "# TYPE pagoda:preprocess_dropped_total counter\npagoda:preprocess_dropped_total{0} {4}\n",
+        label, p.running(), p.queued(), p.refused(), p.dropped());
+  }
   if (ctx_.streams) r.body += format_stream_metrics(ctx_.streams->size(), ctx_.streams->num_detached(),
                                                     ctx_.model.served_model_name);
   return r;

@@ -28,6 +28,7 @@ struct ServerLimits {
 
 class StreamHub;
 class ConnectionDrain;
+class PreprocessPool;
 
 struct ServerContext {
   ServingModel model;
@@ -37,6 +38,9 @@ struct ServerContext {
   StreamHub* streams = nullptr;  // /v1/ws's resumable streams; null: no WebSocket endpoint
   std::string web_dir;           // the chat UI served at / ("" → none)
   ConnectionDrain* drain = nullptr;  // graceful shutdown; null: sessions never drain
+  // Parsing, chat rendering and tokenization of POST bodies run here, off
+  // the network threads (preprocess_pool.h); null: on the network thread.
+  PreprocessPool* preprocess = nullptr;
 };
 
 }  // namespace pagoda

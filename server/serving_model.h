@@ -44,6 +44,14 @@ struct ServingModel {
   // tokenizer_config.json's chat_template or --chat-template was given;
   // false: a chat request without its own chat_template is a 400.
   bool has_chat_template = false;
+  // Bounds on one request's preprocessing (400 beyond, naming the flag):
+  // prompts x n sequences (--max-seqs-per-request; a completions list of
+  // prompts is counted before any is tokenized), and chat messages
+  // (--max-chat-messages; counted before the template renders).
+  int64_t max_seqs_per_request = kDefaultMaxSeqsPerRequest;
+  int64_t max_chat_messages = kDefaultMaxChatMessages;
+  static constexpr int64_t kDefaultMaxSeqsPerRequest = 1024;
+  static constexpr int64_t kDefaultMaxChatMessages = 2048;
 };
 
 }  // namespace pagoda

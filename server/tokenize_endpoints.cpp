@@ -24,7 +24,7 @@ std::variant<json, OpenAIError> tokenize_request(std::string_view body, const Se
       chat.erase("max_completion_tokens");
       chat.erase("return_token_strs");  // /tokenize's own field, not the chat model's
       chat["max_tokens"] = 1;
-      ParseResult r = parse_chat_request(chat.dump(), model);
+      ParseResult r = parse_chat_request(chat.dump(), model, /*check_context=*/false);
       if (auto* e = std::get_if<OpenAIError>(&r)) return *e;
       ids = std::get<ParsedRequest>(r).prompt_token_ids;
     } else if (const json* prompt = get(obj, "prompt"); prompt && prompt->is_string() &&
@@ -35,9 +35,9 @@ std::variant<json, OpenAIError> tokenize_request(std::string_view body, const Se
     } else {
       // The completions path exactly: the same prompt parsing and tokenization.
       if (!prompt) fail("'prompt' or 'messages' is required", "prompt");
-      std::vector<PromptInput> prompts = completion_prompts(obj, model);
-      if (prompts.size() != 1)
-        fail(fmt::format("/tokenize takes one prompt, got a list of {}", prompts.size()), "prompt");
+      if (const size_t count = count_prompts(obj); count != 1)
+        fail(fmt::format("/tokenize takes one prompt, got a list of {}", count), "prompt");
+      std::vector<PromptInput> prompts = completion_prompts(obj, model, PromptLength::kBounded);
       ids = std::move(prompts.front().token_ids);
     }
     // vLLM: tokenizer.convert_ids_to_tokens(ids), the vocabulary's pieces.

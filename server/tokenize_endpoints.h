@@ -13,6 +13,11 @@
 //     /v1/chat/completions does, so count is that request's prompt_tokens).
 //   /detokenize {"model"?, "tokens": [int]} → {"prompt": string} (special
 //     tokens kept, as transformers' decode default).
+// As vLLM (serving_engine's _validate_input skips Tokenize requests), a
+// prompt or a chat of max_model_len tokens or more is counted, not refused;
+// only text that must tokenize to max_model_len tokens or more by
+// Tokenizer::min_token_count is a 400 (check_prompt_length_bound), so the
+// work stays bounded.
 // Errors are OpenAI error JSON with the field in param.
 #pragma once
 #include <string>

@@ -1,14 +1,15 @@
 #include "server/ws_session.h"
 
-#include <utility>
-
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <utility>
+
 #include "server/connection_drain.h"
 #include "server/openai_response.h"
+#include "server/preprocess_pool.h"
 #include "server/version.h"
 
 namespace pagoda {
@@ -127,7 +128,54 @@ void WsSession::handle_message(const std::string& text) {
 
 void WsSession::start_generation(const WsClientMessage& m) {
   if (draining_) return queue_control(ws_error_message(m.id, make_error(503, "The server is shutting down")));
-  ParseResult pr = parse_ws_generation(m, ctx_.model);
+  if (!ctx_.preprocess) return submit_generation(m, parse_ws_generation(m, ctx_.model));
+  if (preprocessing_.count(m.id))
+    return queue_control(ws_error_message(
+        m.id,
+        make_error(
+            409,
+            fmt::format("Rejected: id '{}' is already in flight (a running or resumable request); "
+                        "that request continues",
+                        m.id),
+            "id")));
+  // Parsing, rendering and tokenizing on the PreprocessPool; the result
+  // comes back to this strand. A cancel meanwhile is applied once the
+  // request starts (its done says "abort"); a connection closed meanwhile
+  // drops it unsubmitted.
+  auto msg = std::make_shared<const WsClientMessage>(m);
+  auto job = [self = shared_from_this(), executor = ws_.get_executor(), msg] {
+    if (self->closed_flag_->load())
+      return self->ctx_.preprocess->note_dropped();  // the connection is gone
+    ParseResult pr = parse_ws_generation(*msg, self->ctx_.model);
+    net::post(executor, [self, msg, pr = std::move(pr)]() mutable {
+      self->on_preprocessed(*msg, std::move(pr));
+    });
+  };
+  if (!ctx_.preprocess->try_submit(std::move(job)))
+    return queue_control(ws_error_message(
+        m.id, make_error(503, fmt::format(
+                                  "The server is overloaded: {} requests are already waiting to be "
+                                  "preprocessed (--max-preprocess-queue); retry later",
+                                  ctx_.preprocess->max_queued()))));
+  preprocessing_[m.id] = false;
+}
+
+void WsSession::on_preprocessed(const WsClientMessage& m, ParseResult&& pr) {
+  auto it = preprocessing_.find(m.id);
+  const bool cancelled = it != preprocessing_.end() && it->second;
+  if (it != preprocessing_.end()) preprocessing_.erase(it);
+  if (closed_) return ctx_.preprocess->note_dropped();
+  if (draining_ || closing_)
+    return queue_control(ws_error_message(m.id, make_error(503, "The server is shutting down")));
+  submit_generation(m, std::move(pr));
+  if (!cancelled) return;
+  if (auto a = attached_.find(m.id); a != attached_.end()) {
+    std::lock_guard<std::mutex> lock(a->second.stream->mu);
+    a->second.stream->abort_locked();
+  }
+}
+
+void WsSession::submit_generation(const WsClientMessage& m, ParseResult&& pr) {
   if (auto* err = std::get_if<OpenAIError>(&pr)) return queue_control(ws_error_message(m.id, *err));
   ParsedRequest& parsed = std::get<ParsedRequest>(pr);
 
@@ -177,6 +225,10 @@ void WsSession::start_generation(const WsClientMessage& m) {
 }
 
 void WsSession::cancel(const WsClientMessage& m) {
+  if (auto p = preprocessing_.find(m.id); p != preprocessing_.end()) {
+    p->second = true;  // aborted as soon as it starts
+    return;
+  }
   std::shared_ptr<WsStream> s = ctx_.streams->find(m.id);
   if (!s) return queue_control(ws_error_message(m.id, not_found(fmt::format("No request with id '{}'", m.id), "id")));
   bool detached;
@@ -387,7 +439,8 @@ void WsSession::on_drain() {
 }
 
 void WsSession::close_if_drained() {
-  if (!draining_ || closed_ || closing_ || writing_ || !attached_.empty() || !control_.empty() || !dirty_.empty())
+  if (!draining_ || closed_ || closing_ || writing_ || !attached_.empty() || !control_.empty() ||
+      !dirty_.empty() || !preprocessing_.empty())  // its 503 is still to come
     return;
   closing_ = true;
   // A client that does not answer the close frame (it stopped reading) is
@@ -402,6 +455,8 @@ void WsSession::close_if_drained() {
 void WsSession::teardown(Teardown mode, const char* why) {
   if (closed_) return;
   closed_ = true;
+  closed_flag_->store(true);  // queued preprocessing jobs skip their work
+  preprocessing_.clear();
   if (close_received_) mode = Teardown::kAbort;  // a close frame is never a lost connection
   stats_subscribed_ = false;
   stats_timer_.cancel();

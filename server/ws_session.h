@@ -21,11 +21,21 @@
 //     stream moves here and the old socket gets a 409 error for its id.
 //   - A new request with an id already in flight: a 409 error for that id;
 //     the running request is not touched.
+//   - Chat/completion messages are parsed, rendered and tokenized on the
+//     PreprocessPool (ServerContext::preprocess), not on the network
+//     thread; the pool full: a 503 error for the id. A cancel that arrives
+//     meanwhile aborts the request as it starts (done, "abort"); a
+//     connection that closes meanwhile drops it unsubmitted.
 //   - Shutdown (ServerContext::drain): new requests get a 503 error; once
 //     every attached stream has sent its done (the engine's stop ends each
 //     with finish_reason "abort") and nothing is left to write, the server
 //     sends a close frame 1001 "going away" (RFC 6455 section 7.4.1).
 #pragma once
+#include <atomic>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -34,11 +44,6 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
-
-#include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/websocket.hpp>
 
 #include "engine/stats.h"
 #include "server/server_context.h"
@@ -67,6 +72,8 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   void on_read(boost::beast::error_code ec);
   void handle_message(const std::string& text);
   void start_generation(const WsClientMessage& m);
+  void on_preprocessed(const WsClientMessage& m, ParseResult&& pr);  // back from the PreprocessPool
+  void submit_generation(const WsClientMessage& m, ParseResult&& pr);
   void cancel(const WsClientMessage& m);
   void resume(const WsClientMessage& m);
   void subscribe_stats(const WsClientMessage& m);
@@ -92,6 +99,10 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   const ServerContext& ctx_;
   boost::beast::flat_buffer read_buf_;
   std::unordered_map<std::string, Attached> attached_;
+  // Requests on the PreprocessPool, by id → cancelled by the client meanwhile.
+  std::unordered_map<std::string, bool> preprocessing_;
+  // Set (once, on this strand) when the connection closes; read by jobs.
+  std::shared_ptr<std::atomic<bool>> closed_flag_ = std::make_shared<std::atomic<bool>>(false);
   std::deque<std::string> dirty_;              // ids with unsent deltas, FIFO (fair)
   std::unordered_set<std::string> dirty_set_;
   std::deque<std::string> control_;            // errors, sent first

@@ -26,6 +26,7 @@ List iterate(const Value& v) {
 
 std::string Interpreter::render(const Body& body, Dict globals) {
   steps_ = 0;
+  deadline_ = std::chrono::steady_clock::now() + kMaxRenderTime;
   auto root = std::make_shared<Frame>();
   root->vars = builtin_globals();
   for (auto& [k, v] : globals) root->vars.emplace_back(std::move(k), std::move(v));
@@ -69,6 +70,9 @@ void Interpreter::check_budget(const std::string& out) {
   if (out.size() > kMaxOutputBytes)
     throw ChatTemplateError("chat template rendering exceeded " + std::to_string(kMaxOutputBytes >> 20) +
                             " MiB of output");
+  if (steps_ % kTimeCheckSteps == 0 && std::chrono::steady_clock::now() > deadline_)
+    throw ChatTemplateError("chat template rendering exceeded its time limit of " +
+                            std::to_string(kMaxRenderTime.count()) + " ms");
 }
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, std::string& out, const FramePtr& frame) {

@@ -5,6 +5,7 @@
 // ImmutableSandboxedEnvironment with jinja2.Undefined (lenient undefined
 // values that render as "" and fail on any other use).
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -47,12 +48,19 @@ class Interpreter {
   // and memory: statements executed, and bytes in any output buffer. Real
   // chat templates take ~10-50 statements per message and render a prompt
   // of at most a few MB (max_model_len tokens); the step bound is reached in
-  // about a second on one core.
+  // about a second on one core. And wall time: a render that has run for
+  // kMaxRenderTime fails (checked every kTimeCheckSteps statements), so a
+  // preprocessing thread is never held for more than a fraction of a
+  // second whatever the template or the messages (the server also bounds
+  // the number of messages, --max-chat-messages).
   static constexpr int64_t kMaxSteps = 2'000'000;
   static constexpr size_t kMaxOutputBytes = size_t{16} << 20;
+  static constexpr std::chrono::milliseconds kMaxRenderTime{500};
+  static constexpr int64_t kTimeCheckSteps = 256;
   void check_budget(const std::string& out);
   int macro_depth_ = 0;
   int64_t steps_ = 0;
+  std::chrono::steady_clock::time_point deadline_{};
   Value filter_input_;  // operand of the innermost filter of a filter block / block set
 };
 

@@ -46,6 +46,15 @@ RegexSplitter::~RegexSplitter() = default;
 
 std::vector<std::string_view> RegexSplitter::split(std::string_view text) const {
   std::vector<std::string_view> pieces;
+  for_each(text, [&pieces](std::string_view piece) {
+    pieces.push_back(piece);
+    return true;
+  });
+  return pieces;
+}
+
+void RegexSplitter::for_each(std::string_view text,
+                             const std::function<bool(std::string_view)>& visit) const {
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
   if (md == nullptr) throw std::bad_alloc();
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
@@ -75,13 +84,22 @@ std::vector<std::string_view> RegexSplitter::split(std::string_view text) const 
       }
       continue;
     }
-    if (start > gap_start) pieces.push_back(text.substr(gap_start, start - gap_start));
-    pieces.push_back(text.substr(start, end - start));
+    bool more = true;
+    try {
+      if (start > gap_start) more = visit(text.substr(gap_start, start - gap_start));
+      if (more) more = visit(text.substr(start, end - start));
+    } catch (...) {
+      pcre2_match_data_free(md);
+      throw;
+    }
+    if (!more) {
+      pcre2_match_data_free(md);
+      return;
+    }
     gap_start = offset = end;
   }
   pcre2_match_data_free(md);
-  if (gap_start < text.size()) pieces.push_back(text.substr(gap_start));
-  return pieces;
+  if (gap_start < text.size()) visit(text.substr(gap_start));
 }
 
 #else  // built without PCRE2
@@ -99,6 +117,10 @@ RegexSplitter::RegexSplitter(std::string_view) {
 RegexSplitter::~RegexSplitter() = default;
 
 std::vector<std::string_view> RegexSplitter::split(std::string_view) const {
+  throw std::logic_error("RegexSplitter built without PCRE2");
+}
+
+void RegexSplitter::for_each(std::string_view, const std::function<bool(std::string_view)>&) const {
   throw std::logic_error("RegexSplitter built without PCRE2");
 }
 

@@ -3,6 +3,7 @@
 // (https://www.pcre.org, 8-bit library, PCRE2_UTF | PCRE2_UCP so \p{L},
 // \p{N} and \s follow Unicode; JIT-compiled when the library supports it).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -36,6 +37,9 @@ class RegexSplitter {
   // empty matches produce no piece. Thread-safe (match data per call).
   // Throws std::runtime_error on a PCRE2 matching error (e.g. invalid UTF-8).
   std::vector<std::string_view> split(std::string_view text) const;
+  // The same pieces, in order, to visit (no vector: memory O(1) in the
+  // text's length); visit returning false stops the split there.
+  void for_each(std::string_view text, const std::function<bool(std::string_view)>& visit) const;
 
  private:
   struct Impl;

@@ -73,6 +73,21 @@ BpeTokenizer::BpeTokenizer(BpeSpec spec, const TokenizerConfig& config)
   };
   bos_ = resolve(config_.bos_token);
   eos_ = resolve(config_.eos_token);
+
+  size_t longest = 1;
+  for (size_t i = 0; i < kind_.size(); ++i)
+    if (kind_[i] == kVocab) longest = std::max(longest, bytes_[i].size());
+  bool bounded = true;
+  for (const auto& a : added_) {
+    longest = std::max(longest, a.content.size());
+    if (a.lstrip || a.rstrip) bounded = false;
+  }
+  max_bytes_per_token_ = bounded ? longest * (nfc_ ? 3 : 1) : 0;
+}
+
+size_t BpeTokenizer::min_token_count(std::string_view text) const {
+  if (max_bytes_per_token_ == 0) return 0;
+  return (text.size() + max_bytes_per_token_ - 1) / max_bytes_per_token_;
 }
 
 BpeTokenizer::~BpeTokenizer() = default;
@@ -95,14 +110,18 @@ BpeTokenizer::Match BpeTokenizer::find_added(std::string_view text, size_t pos) 
   return {std::string_view::npos, 0, 0};
 }
 
-void BpeTokenizer::encode_segment(std::string_view segment, std::vector<int32_t>& out) const {
-  if (segment.empty()) return;
+void BpeTokenizer::encode_segment(std::string_view segment, std::vector<int32_t>& out,
+                                  size_t max_tokens) const {
+  if (segment.empty() || out.size() > max_tokens) return;
   std::string normalized;
   if (nfc_) {
     normalized = bpe::nfc(segment);
     segment = normalized;
   }
-  for (std::string_view word : splitter_->split(segment)) model_->encode_word(word, out);
+  splitter_->for_each(segment, [&](std::string_view word) {
+    model_->encode_word(word, out);
+    return out.size() <= max_tokens;
+  });
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special_tokens) const {
@@ -124,6 +143,22 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
 
 std::vector<int32_t> BpeTokenizer::encode_with_special_text(std::string_view text) const {
   return encode(text, /*add_special_tokens=*/false);
+}
+
+std::vector<int32_t> BpeTokenizer::encode_with_special_text_bounded(std::string_view text,
+                                                                    size_t max_tokens) const {
+  if (!bpe::is_valid_utf8(text)) throw std::invalid_argument("text to encode is not valid UTF-8");
+  std::vector<int32_t> out;
+  size_t pos = 0;
+  while (pos < text.size() && out.size() <= max_tokens) {
+    const Match m = find_added(text, pos);
+    const size_t end = m.start == std::string_view::npos ? text.size() : m.start;
+    encode_segment(text.substr(pos, end - pos), out, max_tokens);
+    if (m.start == std::string_view::npos || out.size() > max_tokens) break;
+    out.push_back(added_[m.token].id);
+    pos = m.end;
+  }
+  return out;
 }
 
 bool BpeTokenizer::has_token(int32_t id) const {

@@ -66,6 +66,20 @@ class BpeTokenizer final : public Tokenizer {
   // encode(text, false): the rendered prompt's special-token text is parsed
   // as above and nothing is added (vLLM's chat path).
   std::vector<int32_t> encode_with_special_text(std::string_view text) const override;
+  // encode(text, false) that stops after the pre-tokenized piece (or added
+  // token) that takes the ids past max_tokens: memory and time
+  // proportional to max_tokens, not to the text (beyond one UTF-8 check
+  // and the NFC of the segment being encoded).
+  std::vector<int32_t> encode_with_special_text_bounded(std::string_view text,
+                                                        size_t max_tokens) const override;
+  // ceil(bytes / M), M the most input bytes one token can cover: the
+  // longest token's bytes (byte-level BPE maps every input byte to exactly
+  // one token byte; an added token covers its content), times 3 with the NFC
+  // normalizer (composition shrinks UTF-8 at most 3x: Hangul L+V+T jamo, 9
+  // bytes, become one 3-byte syllable; Latin/Greek base + marks at most
+  // 8 -> 3). 0 when an added token has lstrip/rstrip (it can absorb any
+  // run of whitespace).
+  size_t min_token_count(std::string_view text) const override;
   // HF decode: each token's string, through the ByteLevel decoder (mapped
   // back to bytes when every character is in the byte map, else its own
   // bytes), then the bytes as UTF-8 with U+FFFD per invalid subpart (HF's
@@ -89,7 +103,9 @@ class BpeTokenizer final : public Tokenizer {
   // Whether id has a token (vocab or added); throws std::out_of_range when
   // id < 0.
   bool has_token(int32_t id) const;
-  void encode_segment(std::string_view segment, std::vector<int32_t>& out) const;
+  // Appends segment's ids; stops once out has more than max_tokens ids.
+  void encode_segment(std::string_view segment, std::vector<int32_t>& out,
+                      size_t max_tokens = static_cast<size_t>(-1)) const;
   // Leftmost-longest added token at or after pos: (start, end, index), with
   // lstrip/rstrip whitespace included in [start, end); start == npos if none.
   struct Match {
@@ -110,6 +126,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<uint8_t> kind_;                           // id -> 0 unused, 1 vocab, 2 added, 3 special
   std::optional<int32_t> bos_;
   std::optional<int32_t> eos_;
+  size_t max_bytes_per_token_ = 0;  // min_token_count's M; 0: no bound
 };
 
 }  // namespace pagoda

@@ -3,7 +3,10 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 
 namespace pagoda {
 namespace {
@@ -18,6 +21,87 @@ std::optional<int32_t> resolve_special(const sentencepiece::SentencePieceProcess
   }
   if (model_id >= 0 && model_id < sp.GetPieceSize()) return model_id;
   return std::nullopt;
+}
+
+// Protocol-buffer wire format (https://protobuf.dev/programming-guides/
+// encoding/), just enough to read ModelProto.normalizer_spec (field 3) and,
+// in it, precompiled_charsmap (2) and remove_extra_whitespaces (4, default
+// true), as sentencepiece_model.proto declares them; the library does not
+// install that header.
+bool read_varint(std::string_view& s, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && !s.empty(); shift += 7) {
+    const auto b = static_cast<uint8_t>(s.front());
+    s.remove_prefix(1);
+    v |= static_cast<uint64_t>(b & 0x7F) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// Calls f(field, wire_type, varint, bytes) for each field of message s;
+// false when s is malformed.
+template <typename F>
+bool for_each_field(std::string_view s, F f) {
+  while (!s.empty()) {
+    uint64_t key = 0, v = 0;
+    if (!read_varint(s, key)) return false;
+    std::string_view bytes;
+    switch (key & 7) {
+      case 0:
+        if (!read_varint(s, v)) return false;
+        break;
+      case 1:
+      case 5: {
+        const size_t n = (key & 7) == 1 ? 8 : 4;
+        if (s.size() < n) return false;
+        s.remove_prefix(n);
+        break;
+      }
+      case 2:
+        if (!read_varint(s, v) || v > s.size()) return false;
+        bytes = s.substr(0, v);
+        s.remove_prefix(v);
+        break;
+      default:
+        return false;
+    }
+    f(key >> 3, key & 7, v, bytes);
+  }
+  return true;
+}
+
+// What min_token_count may rely on from the model's normalizer_spec.
+struct NormalizerFacts {
+  bool identity = false;        // no precompiled_charsmap: bytes kept as they are
+  bool remove_extra_ws = true;  // runs of spaces collapse, ends are trimmed
+};
+
+std::optional<NormalizerFacts> normalizer_facts(const std::string& model_proto) {
+  std::string_view spec;
+  bool found = false;
+  if (!for_each_field(model_proto,
+                      [&](uint64_t field, uint64_t type, uint64_t, std::string_view b) {
+                        if (field == 3 && type == 2) {
+                          spec = b;
+                          found = true;
+                        }
+                      }))
+    return std::nullopt;
+  if (!found) return std::nullopt;
+  NormalizerFacts f;
+  bool charsmap = false;
+  if (!for_each_field(spec, [&](uint64_t field, uint64_t type, uint64_t v, std::string_view b) {
+        if (field == 2 && type == 2) charsmap = !b.empty();
+        if (field == 4 && type == 0) f.remove_extra_ws = v != 0;
+      }))
+    return std::nullopt;
+  f.identity = !charsmap;
+  return f;
+}
+
+bool is_ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
 }  // namespace
@@ -39,6 +123,29 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file,
   }
   std::stable_sort(special_pieces_.begin(), special_pieces_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+
+  size_t longest = 1;
+  int byte_pieces = 0;
+  for (int id = 0; id < sp_->GetPieceSize(); ++id) {
+    if (sp_->IsByte(id)) {
+      ++byte_pieces;
+    } else if (!sp_->IsUnused(id)) {
+      longest = std::max(longest, sp_->IdToPiece(id).size());
+    }
+  }
+  const auto facts = normalizer_facts(sp_->serialized_model_proto());
+  if (byte_pieces == 256 && facts && facts->identity) {
+    max_bytes_per_token_ = longest;
+    skip_spaces_in_bound_ = facts->remove_extra_ws;
+  }
+}
+
+size_t SentencePieceTokenizer::min_token_count(std::string_view text) const {
+  if (max_bytes_per_token_ == 0) return 0;
+  size_t kept = text.size();
+  if (skip_spaces_in_bound_)
+    kept -= static_cast<size_t>(std::count_if(text.begin(), text.end(), is_ascii_space));
+  return (kept + max_bytes_per_token_ - 1) / max_bytes_per_token_;
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;

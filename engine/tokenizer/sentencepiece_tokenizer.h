@@ -36,6 +36,16 @@ class SentencePieceTokenizer final : public Tokenizer {
   // sentinel's own tokens (sentinel U+E000, which no piece contains; checked,
   // else std::runtime_error).
   std::vector<int32_t> encode_with_special_text(std::string_view text) const override;
+  // ceil(B / M), M the longest piece in bytes (a byte piece covers one
+  // byte; a control piece, matched as text by encode_with_special_text, its
+  // text), B the input bytes the normalizer provably keeps: the model's
+  // normalizer_spec (sentencepiece_model.proto) has no precompiled_charsmap
+  // (identity: bytes kept, spaces become the longer "▁"; B = all bytes, or
+  // all but ASCII whitespace when remove_extra_whitespaces collapses runs
+  // of spaces), and all 256 byte pieces exist (byte_fallback: no run of
+  // unknown characters collapses into one <unk>). Else 0 (e.g. nmt_nfkc,
+  // which drops control characters).
+  size_t min_token_count(std::string_view text) const override;
   // skip_special_tokens=true: control and unknown pieces (<s>, </s>, <unk>) are
   // dropped (HF drops all_special_ids, which include unk) and the rest is
   // sentencepiece DecodeIds (first piece's leading "▁" removed, byte pieces
@@ -68,6 +78,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::optional<int32_t> bos_;
   std::optional<int32_t> eos_;
   std::vector<std::pair<std::string, int32_t>> special_pieces_;  // longest first
+  size_t max_bytes_per_token_ = 0;                               // min_token_count's M; 0: no bound
+  bool skip_spaces_in_bound_ = false;  // remove_extra_whitespaces: spaces not counted
 };
 
 }  // namespace pagoda

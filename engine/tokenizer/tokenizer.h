@@ -2,6 +2,7 @@
 // byte-level BPE (tokenizer.json / vocab.json + merges.txt). The kind comes
 // from the files present, not the model's name.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,6 +32,29 @@ class Tokenizer {
   // when TokenizerConfig::legacy. The base version throws std::logic_error
   // (a tokenizer that does not support it).
   virtual std::vector<int32_t> encode_with_special_text(std::string_view text) const;
+  // encode_with_special_text(text), but the tokenizer may stop once more
+  // than max_tokens ids are known: the result then has more than max_tokens
+  // ids and is a prefix of the full encoding (the caller refuses the text;
+  // its size is a lower bound on the count). A text of at most max_tokens
+  // tokens gives exactly encode_with_special_text(text). The base version
+  // encodes everything; byte-level BPE stops early (its pre-tokenized
+  // pieces are encoded independently, so counting as it goes is exact).
+  virtual std::vector<int32_t> encode_with_special_text_bounded(std::string_view text,
+                                                                size_t max_tokens) const {
+    (void)max_tokens;
+    return encode_with_special_text(text);
+  }
+  // A lower bound on encode(text, false).size() and
+  // encode_with_special_text(text).size(), computed without tokenizing
+  // (O(1), no allocation): the server refuses a prompt whose bound already
+  // exceeds max_model_len before it spends time and memory on it. Proven
+  // from the vocabulary: every token covers at most max_token_bytes of the
+  // input, so a text of B bytes needs at least ceil(B / max) tokens (see
+  // each tokenizer for the conditions). 0 when nothing can be proven.
+  virtual size_t min_token_count(std::string_view text) const {
+    (void)text;
+    return 0;
+  }
   // Text of ids. skip_special_tokens drops control tokens (BOS/EOS/UNK...).
   // An id >= 0 the tokenizer has no token for (>= vocab_size(): a model's
   // logits may have more rows, Qwen2 151,936 to its tokenizer's 151,665)

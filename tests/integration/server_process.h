@@ -84,6 +84,7 @@ class PagodaServer {
   PagodaServer& operator=(const PagodaServer&) = delete;
 
   uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }  // the server process (-1 once reaped)
   const std::string& listening_line() const { return listening_line_; }
   // Lines printed to stdout before the listening line (there should be none).
   const std::string& stdout_before() const { return stdout_before_; }

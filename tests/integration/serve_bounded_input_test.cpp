@@ -1,0 +1,275 @@
+// Issue 12, "every input bounded before it costs", on the real `pagoda
+// serve`: a 30 MB prompt is refused before it is tokenized (fast, no
+// memory), prompts x n and messages per chat are capped before any work,
+// /tokenize counts prompts past max_model_len as vLLM does, and
+// preprocessing runs on its own pool: /health answers while a big request
+// is being tokenized, a full queue is a 503 with Retry-After, and a client
+// that leaves mid-preprocessing leaves nothing in the engine. The order of
+// events is forced through the pool's own gauges in /metrics
+// (pagoda:preprocess_running, pagoda:preprocess_dropped_total), never by
+// sleeping.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "tests/integration/serve_test_util.h"
+
+namespace pagoda::testing_http {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// VmRSS / VmHWM of a process in bytes (/proc/<pid>/status, kB).
+size_t proc_status_bytes(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1)) * 1024;
+  ADD_FAILURE() << "no " << key << " for pid " << pid;
+  return 0;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double metric_now(uint16_t port, const std::string& name) {
+  HttpClient c(port);
+  return metric(c.get("/metrics").body, name);
+}
+
+// Polls /metrics until name >= value (30 s at most; a failure, not a hang).
+bool wait_metric_at_least(uint16_t port, const std::string& name, double value) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    if (metric_now(port, name) >= value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// A completions body whose preprocessing takes seconds: `count` prompts of
+// ~300 tokens each, every one tokenized before max_tokens is checked
+// against each (1: a valid generation; 600: a 400 once all are tokenized).
+std::string slow_body(int count, int max_tokens) {
+  std::string one;
+  while (one.size() < 1400)
+    one += "Once upon a time, there was a little girl named Lily. She liked to play. ";
+  json prompts = json::array();
+  for (int i = 0; i < count; ++i) prompts.push_back(one);
+  return json{{"prompt", prompts}, {"max_tokens", max_tokens}}.dump();
+}
+
+constexpr int kSlowPrompts = 3000;  // ~4.5 MB body: seconds of tokenization
+
+class ServeBoundedInput : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new PagodaServer({std::string(PAGODA_SOURCE_DIR) + "/models/stories260K",
+                                "--network-threads", "1", "--preprocess-threads", "1",
+                                "--max-preprocess-queue", "1", "--max-seqs-per-request",
+                                std::to_string(kSlowPrompts)});
+  }
+  static void TearDownTestSuite() {
+    int status = server_->stop();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    delete server_;
+    server_ = nullptr;
+  }
+  static uint16_t port() { return server_->port(); }
+  static inline PagodaServer* server_ = nullptr;
+};
+
+TEST_F(ServeBoundedInput, ThirtyMegabytePromptIsRefusedBeforeTokenizing) {
+  std::string prompt;
+  prompt.reserve(30u << 20);
+  while (prompt.size() < (30u << 20)) prompt += "Once upon a time there was a little girl. ";
+  const std::string body = json{{"prompt", prompt}, {"max_tokens", 1}}.dump();
+  const pid_t pid = server_->pid();
+  const size_t rss_before = proc_status_bytes(pid, "VmRSS");
+  const size_t hwm_before = proc_status_bytes(pid, "VmHWM");
+  HttpClient c(port());
+  c.send(boost::beast::http::verb::post, "/v1/completions", body);
+  const auto sent = Clock::now();  // the body is with the server (socket buffers aside)
+  HttpResponse r = c.read_response();
+  const double took = seconds_since(sent);
+  ASSERT_EQ(r.status, 400) << r.body.substr(0, 300);
+  const json e = json::parse(r.body)["error"];
+  EXPECT_EQ(e["param"], "prompt");
+  EXPECT_EQ(e["code"], 400);
+  EXPECT_NE(e["message"].get<std::string>().find(
+                "This model's maximum context length is 512 tokens. However, your "
+                "request has at least "),
+            std::string::npos)
+      << e.dump();
+  // Without the bound: 45 s and 5 GB. With it: the JSON parse and one pass
+  // over the bytes (tens of ms); the margin covers a loaded CI machine.
+  EXPECT_LT(took, 10.0);
+  const size_t rss_after = proc_status_bytes(pid, "VmRSS");
+  const size_t hwm_after = proc_status_bytes(pid, "VmHWM");
+  EXPECT_LT(rss_after, rss_before + (100u << 20)) << rss_before << " -> " << rss_after;
+  // The peak: the body, nlohmann's lexer buffer and the parsed string (about
+  // 4x the body; no tokenization at all). Was 5 GB.
+  EXPECT_LT(hwm_after, hwm_before + (200u << 20)) << hwm_before << " -> " << hwm_after;
+}
+
+TEST_F(ServeBoundedInput, TooManyPromptsTimesNIsRefusedUpFront) {
+  // 300,000 one-token prompts: counted, not parsed one by one.
+  std::string many = "{\"max_tokens\":1,\"prompt\":[";
+  for (int i = 0; i < 300000; ++i) many += i ? ",[1]" : "[1]";
+  many += "]}";
+  HttpClient c(port());
+  HttpResponse r = c.post("/v1/completions", many);
+  ASSERT_EQ(r.status, 400) << r.body;
+  json e = json::parse(r.body)["error"];
+  EXPECT_EQ(e["param"], "prompt");
+  EXPECT_NE(e["message"].get<std::string>().find("300000 prompts x n=1"), std::string::npos)
+      << e.dump();
+  EXPECT_NE(e["message"].get<std::string>().find("--max-seqs-per-request"), std::string::npos)
+      << e.dump();
+
+  // 1000 prompts x n=128 = 128,000 sequences.
+  json prompts = json::array();
+  for (int i = 0; i < 1000; ++i) prompts.push_back("Once");
+  r = c.post("/v1/completions", json{{"prompt", prompts}, {"n", 128}, {"max_tokens", 1}}.dump());
+  ASSERT_EQ(r.status, 400) << r.body;
+  e = json::parse(r.body)["error"];
+  EXPECT_EQ(e["param"], "prompt");
+  EXPECT_NE(e["message"].get<std::string>().find("1000 prompts x n=128"), std::string::npos)
+      << e.dump();
+
+  // n alone over the limit: param n.
+  r = c.post("/v1/completions",
+             json{{"prompt", "Once"}, {"n", kSlowPrompts + 1}, {"max_tokens", 1}}.dump());
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "n");
+}
+
+TEST_F(ServeBoundedInput, TokenizeCountsPromptsPastMaxModelLenAsVllm) {
+  // vLLM's /tokenize does not validate the context length: 600 tokens > 512.
+  std::string text;
+  for (int i = 0; i < 150; ++i) text += "Once upon a time ";
+  json r = post_json(port(), "/tokenize", {{"prompt", text}});
+  EXPECT_GT(r["count"].get<int>(), 512);
+  EXPECT_EQ(r["max_model_len"], 512);
+  // What must exceed it by the tokenizer's own bound is refused (work bound).
+  r = post_json(port(), "/tokenize", {{"prompt", std::string(1u << 20, 'x')}}, 400);
+  EXPECT_EQ(r["error"]["param"], "prompt");
+  // A list is refused before any of it is tokenized.
+  r = post_json(port(), "/tokenize", {{"prompt", json::array({"a", "b"})}}, 400);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("one prompt, got a list of 2"),
+            std::string::npos);
+}
+
+TEST_F(ServeBoundedInput, HealthAnswersWhileABigRequestIsPreprocessed) {
+  // One network thread, one preprocessing thread. The big request is
+  // tokenizing (the pool's gauge says so) when /health is asked; /health
+  // must answer at once, and the gauge must still show the job running
+  // afterwards, so /health was served during it, not after.
+  HttpClient big(port());
+  big.send(boost::beast::http::verb::post, "/v1/completions", slow_body(kSlowPrompts, 600));
+  ASSERT_TRUE(wait_metric_at_least(port(), "pagoda:preprocess_running", 1));
+  const auto t = Clock::now();
+  HttpClient h(port());
+  EXPECT_EQ(h.get("/health").status, 200);
+  EXPECT_LT(seconds_since(t), 2.0);
+  EXPECT_EQ(metric_now(port(), "pagoda:preprocess_running"), 1)
+      << "the big request was too quick to prove anything";
+
+  // The queue holds one waiting job: a second POST waits, a third is a 503
+  // with Retry-After.
+  HttpClient queued(port());
+  queued.send(boost::beast::http::verb::post, "/v1/completions",
+              json{{"prompt", "Once"}, {"max_tokens", 1}}.dump());
+  ASSERT_TRUE(wait_metric_at_least(port(), "pagoda:preprocess_queued", 1));
+  HttpClient other(port());
+  other.send(boost::beast::http::verb::post, "/v1/completions",
+             json{{"prompt", "Once"}, {"max_tokens", 1}}.dump());
+  std::string raw = other.read_until("\r\n\r\n");
+  EXPECT_EQ(raw.rfind("HTTP/1.1 503", 0), 0u) << raw;
+  EXPECT_NE(raw.find("Retry-After: 1"), std::string::npos) << raw;
+  EXPECT_GE(metric_now(port(), "pagoda:preprocess_refused_total"), 1);
+  EXPECT_EQ(metric_now(port(), "pagoda:preprocess_running"), 1);
+
+  // The big request itself ends as it would have: every prompt tokenized,
+  // then the context check of the first.
+  HttpResponse r = big.read_response();
+  EXPECT_EQ(r.status, 400) << r.body.substr(0, 300);
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "max_tokens");
+  EXPECT_EQ(queued.read_response().status, 200);  // the queued one ran after it
+}
+
+TEST_F(ServeBoundedInput, ClientLeavingDuringPreprocessingLeavesNothingInTheEngine) {
+  const double prompt_tokens_before = metric_now(port(), "pagoda:prompt_tokens_total");
+  const double dropped_before = metric_now(port(), "pagoda:preprocess_dropped_total");
+  {
+    HttpClient big(port());
+    big.send(boost::beast::http::verb::post, "/v1/completions", slow_body(kSlowPrompts, 1));
+    ASSERT_TRUE(wait_metric_at_least(port(), "pagoda:preprocess_running", 1));
+    big.close();
+  }
+  ASSERT_TRUE(wait_metric_at_least(port(), "pagoda:preprocess_dropped_total", dropped_before + 1));
+  HttpClient c(port());
+  const std::string m = c.get("/metrics").body;
+  EXPECT_EQ(metric(m, "pagoda:num_requests_running"), 0);
+  EXPECT_EQ(metric(m, "pagoda:num_requests_waiting"), 0);
+  EXPECT_EQ(metric(m, "pagoda:prompt_tokens_total"), prompt_tokens_before);
+  // The server goes on serving.
+  EXPECT_EQ(c.post("/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 1}}.dump()).status,
+            200);
+}
+
+// The chat side, on a model with a chat template.
+class ServeBoundedChat : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new PagodaServer({shared_path("models/tiny-random-qwen2-chat")});
+  }
+  static void TearDownTestSuite() {
+    int status = server_->stop();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    delete server_;
+    server_ = nullptr;
+  }
+  static uint16_t port() { return server_->port(); }
+  static inline PagodaServer* server_ = nullptr;
+};
+
+TEST_F(ServeBoundedChat, HundredThousandMessagesAreRefusedBeforeRendering) {
+  json messages = json::array();
+  for (int i = 0; i < 100000; ++i)
+    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "hi"}});
+  HttpClient c(port());
+  const auto t = Clock::now();
+  HttpResponse r =
+      c.post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}.dump());
+  ASSERT_EQ(r.status, 400) << r.body.substr(0, 300);
+  EXPECT_LT(seconds_since(t), 10.0);  // was 34 s of rendering; now the JSON parse
+  const json e = json::parse(r.body)["error"];
+  EXPECT_EQ(e["param"], "messages");
+  EXPECT_EQ(e["message"],
+            "'messages' has 100000 messages; the server allows at most 2048 per chat "
+            "(--max-chat-messages)");
+}
+
+TEST_F(ServeBoundedChat, TokenizeMessagesPastMaxModelLenAreCountedAsVllm) {
+  // vLLM's /tokenize does not check the context length for messages either
+  // (it did here: a 400); a chat of ~6000 tokens against 4096.
+  json messages = json::array();
+  std::string words;
+  for (int i = 0; i < 3000; ++i) words += "hello world ";
+  messages.push_back({{"role", "user"}, {"content", words}});
+  json r = post_json(port(), "/tokenize", {{"messages", messages}});
+  EXPECT_GT(r["count"].get<int>(), r["max_model_len"].get<int>()) << r["count"];
+  // The same chat for generation is the usual 400.
+  r = post_json(port(), "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}}, 400);
+  EXPECT_EQ(r["error"]["param"], "messages");
+}
+
+}  // namespace
+}  // namespace pagoda::testing_http
