@@ -129,11 +129,14 @@ TEST(EngineAbortBatch,
   EXPECT_EQ(got.error, "");
   EXPECT_EQ(got.token_ids.size(), 3u);
   EXPECT_EQ(steps, 3);
-  // Work, not speed: aborting the 299,744 waiting requests costs about what
-  // admitting them did (both one pass). The old per-request erase over the
-  // waiting queue was ~N/2 times the admission (> 40 s here vs ~1 s); the
-  // bound leaves a 20x margin either way.
-  EXPECT_LT(abort_s, 5.0 * admit_s + 0.5) << "admit " << admit_s << " s, abort " << abort_s << " s";
+  // Work, not speed: aborting the 299,744 waiting requests is one pass, as
+  // admitting them was, and costs less (measured here: admit 8.0 s, abort
+  // 1.6 s on a loaded 2-core box; each abort frees its sequence, as each
+  // admission built one). The old per-request erase over the waiting queue
+  // scanned ~N^2/2 = 4.5e10 entries: several times the admission.
+  RecordProperty("admit_s", std::to_string(admit_s));
+  RecordProperty("abort_s", std::to_string(abort_s));
+  EXPECT_LT(abort_s, admit_s) << "admit " << admit_s << " s, abort " << abort_s << " s";
   EXPECT_EQ(engine.stats().kv_blocks_used, 0);
 }
 
