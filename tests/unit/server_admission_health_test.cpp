@@ -16,7 +16,9 @@
 #include "server/engine_handle.h"
 #include "server/http_server.h"
 #include "server/router.h"
+#include "server/ws_stream.h"
 #include "tests/integration/http_client.h"
+#include "tests/integration/ws_client.h"
 #include "tests/unit/protocol_test_model.h"
 
 namespace pagoda {
@@ -67,7 +69,8 @@ TEST(EngineAdmission, ThreadsRacingForTheLastPlacesNeverOvershootTheBound) {
   EXPECT_EQ(engine.heartbeat().num_waiting, 50);
 
   std::vector<std::unique_ptr<GenerateRequest>> too_many;
-  for (int i = 0; i < 51; ++i) too_many.push_back(req(std::string("big").append(std::to_string(i))));
+  for (int i = 0; i < 51; ++i)
+    too_many.push_back(req(std::string("big").append(std::to_string(i))));
   EXPECT_EQ(engine.try_add_requests(too_many), Admission::kTooLarge);
   ASSERT_NE(too_many[0], nullptr);  // refused: left with the caller
 
@@ -89,9 +92,11 @@ TEST(EngineAdmission, FullQueueAnswers503WithRetryAfterBeforeAnyStreamAndHealthS
   Engine engine(bounded(1), std::make_unique<testing::FakeExecutor>(259, 64, 4), model.tokenizer);
   EngineAdapter handle(engine);
   handle.set_running(true);
+  StreamHub streams(std::chrono::milliseconds(0));  // /v1/ws
   ServerContext ctx;
   ctx.model = model;
   ctx.engine = &handle;
+  ctx.streams = &streams;
   HttpServer server(ctx, "127.0.0.1", 0, 2);
   server.start();
 
@@ -127,6 +132,15 @@ TEST(EngineAdmission, FullQueueAnswers503WithRetryAfterBeforeAnyStreamAndHealthS
   EXPECT_EQ(h.status, 503);
   EXPECT_NE(h.body.find("overloaded"), std::string::npos) << h.body;
 
+  // /v1/ws: an error message with code 503; nothing is queued, the id is free.
+  testing_http::WsClient ws(server.port());
+  ws.send(json{{"type", "completion"}, {"id", "w"}, {"prompt", "hi"}, {"max_tokens", 3}});
+  json m = ws.read();
+  EXPECT_EQ(m["type"], "error") << m.dump();
+  EXPECT_EQ(m["id"], "w");
+  EXPECT_EQ(m["error"]["code"], 503) << m.dump();
+  EXPECT_EQ(engine.heartbeat().num_waiting, 1);
+
   engine.start();  // the queued request runs; the queue empties
   auto done = first.read_response();
   EXPECT_EQ(done.status, 200) << done.body;
@@ -134,6 +148,12 @@ TEST(EngineAdmission, FullQueueAnswers503WithRetryAfterBeforeAnyStreamAndHealthS
   while (health != 200 && std::chrono::steady_clock::now() < deadline)
     health = c.get("/health").status;
   EXPECT_EQ(health, 200);
+  // The refused WebSocket id can be used again.
+  ws.send(json{{"type", "completion"}, {"id", "w"}, {"prompt", "hi"}, {"max_tokens", 3}});
+  do {
+    m = ws.read();
+  } while (m["type"] == "delta");
+  EXPECT_EQ(m["type"], "done") << m.dump();
   server.stop();
   server.join();
 }
