@@ -5,6 +5,7 @@
 
 #include <mutex>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "engine/kv/block_manager.h"
 #include "engine/latency_tracker.h"
@@ -129,22 +130,87 @@ class EngineImpl {
     scheduler.add_group(std::move(group));
   }
 
-  // Drains the request queue; true when a command was handled.
+  // Any thread. Queues a request already counted in waiting_count (the
+  // count is returned when it is refused here).
+  void enqueue(std::unique_ptr<GenerateRequest> request) {
+    struct Uncount {
+      std::atomic<int64_t>& count;
+      bool armed = true;
+      ~Uncount() {
+        if (armed) count.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    } uncount{waiting_count};
+    if (!request) return;
+    std::string error = validate(*request);
+    if (!error.empty()) {
+      push_error(*request, error);
+      return;
+    }
+    if (request->output) request->output->set_num_choices(request->sampling.n);
+    auto cmd = std::make_unique<Command>();
+    cmd->kind = Command::Kind::kAdd;
+    cmd->request = std::move(request);
+    queue.push(std::move(cmd));  // throws std::bad_alloc: uncounted
+    uncount.armed = false;
+  }
+
+  // Drains the request queue; true when a command was handled. Aborts are
+  // gathered and applied together (one pass over the scheduler's queues),
+  // before an add that reuses a pending abort's id, so the order of the
+  // commands is kept.
   bool drain() {
     bool any = false;
     while (auto cmd = queue.pop()) {
       any = true;
       if (cmd->kind == Command::Kind::kAdd) {
+        ++waiting_accounted;
+        if (!pending_abort_ids.empty() && pending_abort_ids.count(cmd->request->request_id))
+          apply_aborts();
         admit(std::move(cmd->request));
-      } else if (scheduler.abort(cmd->request_id)) {
-        local.requests_finished_total["abort"]++;
-        latency.forget(cmd->request_id);
+      } else {
+        for (std::string& id : cmd->request_ids) {
+          if (pending_abort_ids.insert(id).second) pending_aborts.push_back(std::move(id));
+        }
       }
     }
+    apply_aborts();
     return any;
   }
 
+  void apply_aborts() {
+    if (pending_aborts.empty()) return;
+    local.requests_finished_total["abort"] +=
+        scheduler.abort(std::span<const std::string>(pending_aborts));
+    for (const std::string& id : pending_aborts) latency.forget(id);
+    pending_aborts.clear();
+    pending_abort_ids.clear();
+  }
+
+  // Releases the admission counter for requests that left the waiting state
+  // (scheduled, aborted, refused) since the last call. Engine thread.
+  void settle_waiting() {
+    const int64_t now = scheduler.num_unstarted();
+    if (waiting_accounted > now)
+      waiting_count.fetch_sub(waiting_accounted - now, std::memory_order_acq_rel);
+    waiting_accounted = now;
+  }
+
+  static int64_t ticks(std::chrono::steady_clock::time_point t) {
+    return t.time_since_epoch().count();
+  }
+
   bool step() {
+    step_began_ticks.store(ticks(std::chrono::steady_clock::now()), std::memory_order_release);
+    struct EndStep {
+      EngineImpl& e;
+      ~EndStep() {
+        e.has_work.store(!e.queue.empty() || e.scheduler.has_unfinished(),
+                         std::memory_order_release);
+        e.last_step_end_ticks.store(ticks(std::chrono::steady_clock::now()),
+                                    std::memory_order_release);
+        e.step_began_ticks.store(0, std::memory_order_release);
+      }
+    } end_step{*this};
     bool did = drain();
     SchedulerOutput out = scheduler.schedule();
     local.num_preemptions_total = scheduler.num_preemptions_total();
@@ -215,6 +281,7 @@ class EngineImpl {
   }
 
   void publish() {
+    settle_waiting();
     latency.prune(static_cast<size_t>(scheduler.num_running() + scheduler.num_waiting()),
                   [this](const std::string& id) { return scheduler.contains(id); });
     local.num_running = scheduler.num_running();
@@ -251,7 +318,10 @@ class EngineImpl {
       drain();
     } else {
       while (auto cmd = queue.pop())
-        if (cmd->kind == Command::Kind::kAdd) push_error(*cmd->request, error);
+        if (cmd->kind == Command::Kind::kAdd) {
+          ++waiting_accounted;
+          push_error(*cmd->request, error);
+        }
     }
     local.requests_finished_total["abort"] += scheduler.abort_all();
     publish();
@@ -268,6 +338,16 @@ class EngineImpl {
 
   std::thread thread;
   std::atomic<bool> stop_requested{false};
+  // Admission (try_add_requests): requests counted as waiting. Network
+  // threads add; the engine thread subtracts (settle_waiting).
+  std::atomic<int64_t> waiting_count{0};
+  int64_t waiting_accounted = 0;            // engine thread: its share of waiting_count
+  std::vector<std::string> pending_aborts;  // drain(): gathered abort ids
+  std::unordered_set<std::string> pending_abort_ids;
+  // Heartbeat (steady_clock ticks; step_began 0 = not in a step).
+  std::atomic<int64_t> step_began_ticks{0};
+  std::atomic<int64_t> last_step_end_ticks{ticks(std::chrono::steady_clock::now())};
+  std::atomic<bool> has_work{false};
   uint64_t global_seed = config.seed;  // declared after config
   uint64_t request_counter = 0;
 
@@ -317,23 +397,33 @@ void Engine::stop() {
 }
 
 void Engine::add_request(std::unique_ptr<GenerateRequest> request) {
-  if (!request) return;
-  std::string error = impl_->validate(*request);
-  if (!error.empty()) {
-    push_error(*request, error);
-    return;
-  }
-  if (request->output) request->output->set_num_choices(request->sampling.n);
-  auto cmd = std::make_unique<Command>();
-  cmd->kind = Command::Kind::kAdd;
-  cmd->request = std::move(request);
-  impl_->queue.push(std::move(cmd));
+  impl_->waiting_count.fetch_add(1, std::memory_order_acq_rel);
+  impl_->enqueue(std::move(request));
 }
 
-void Engine::abort_request(const std::string& request_id) {
+Admission Engine::try_add_requests(std::vector<std::unique_ptr<GenerateRequest>>& requests) {
+  const int64_t limit = impl_->config.max_num_waiting_requests;
+  const auto k = static_cast<int64_t>(requests.size());
+  if (limit > 0) {
+    if (k > limit) return Admission::kTooLarge;
+    int64_t cur = impl_->waiting_count.load(std::memory_order_acquire);
+    do {
+      if (cur + k > limit) return Admission::kQueueFull;
+    } while (!impl_->waiting_count.compare_exchange_weak(cur, cur + k, std::memory_order_acq_rel));
+  } else {
+    impl_->waiting_count.fetch_add(k, std::memory_order_acq_rel);
+  }
+  for (auto& r : requests) impl_->enqueue(std::move(r));
+  return Admission::kAccepted;
+}
+
+void Engine::abort_request(const std::string& request_id) { abort_requests({request_id}); }
+
+void Engine::abort_requests(std::vector<std::string> request_ids) {
+  if (request_ids.empty()) return;
   auto cmd = std::make_unique<Command>();
   cmd->kind = Command::Kind::kAbort;
-  cmd->request_id = request_id;
+  cmd->request_ids = std::move(request_ids);
   impl_->queue.push(std::move(cmd));
 }
 
@@ -346,6 +436,23 @@ void Engine::run_until_idle() {
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(impl_->stats_mu);
   return impl_->published;
+}
+
+EngineHeartbeat Engine::heartbeat() const {
+  using Clock = std::chrono::steady_clock;
+  EngineHeartbeat h;
+  h.last_step_end = Clock::time_point(
+      Clock::duration(impl_->last_step_end_ticks.load(std::memory_order_acquire)));
+  if (int64_t b = impl_->step_began_ticks.load(std::memory_order_acquire))
+    h.step_began = Clock::time_point(Clock::duration(b));
+  h.has_work = impl_->has_work.load(std::memory_order_acquire);
+  h.num_waiting = impl_->waiting_count.load(std::memory_order_acquire);
+  return h;
+}
+
+bool Engine::idle() const {
+  return impl_->queue.empty() && impl_->step_began_ticks.load(std::memory_order_acquire) == 0 &&
+         !impl_->has_work.load(std::memory_order_acquire);
 }
 
 const EngineConfig& Engine::config() const { return impl_->config; }

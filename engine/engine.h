@@ -4,14 +4,16 @@
 // ModelExecutor → Sampler → Scheduler::postprocess() (append, stop checks,
 // free finished sequences' blocks) → Detokenizer → OutputChannel deltas.
 //
-// Thread safety: add_request/abort_request/stats may be called from any
+// Thread safety: add_request(s)/abort_request(s)/stats/heartbeat may be called from any
 // thread (the queue is lock-free multi-producer). step() runs on the engine
 // thread only (start()) or on the caller's thread when not started (tests,
 // offline generation).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +37,39 @@ struct EngineConfig {
   // admitted so far; so one seed replays the same outputs for the same
   // unseeded requests in the same order (as vLLM seeds its global RNG).
   uint64_t seed = 0;
+  // --max-num-waiting-requests: how many requests may wait for their first
+  // step (queued or in the scheduler's waiting queue, never yet scheduled)
+  // before try_add_requests() refuses more; 0 = no bound.
+  int64_t max_num_waiting_requests = 0;
+};
+
+// The engine thread's progress, for liveness checks (/health). Times are
+// steady_clock.
+struct EngineHeartbeat {
+  // The end of the last step (or the engine's construction).
+  std::chrono::steady_clock::time_point last_step_end;
+  // Set while a step runs: when it began.
+  std::optional<std::chrono::steady_clock::time_point> step_began;
+  // At the end of the last step: requests were queued or unfinished.
+  bool has_work = false;
+  // Requests admitted and never yet scheduled (the bound above counts these).
+  int64_t num_waiting = 0;
+  // True when a step has been running for longer than `timeout`, or the
+  // engine had work at its last step's end and has not stepped for longer
+  // than `timeout` since.
+  bool stalled(std::chrono::steady_clock::time_point now,
+               std::chrono::steady_clock::duration timeout) const {
+    if (step_began) return now - *step_began > timeout;
+    return has_work && now - last_step_end > timeout;
+  }
+};
+
+// try_add_requests()'s answer.
+enum class Admission {
+  kAccepted,
+  kQueueFull,     // max_num_waiting_requests reached: nothing was queued
+  kTooLarge,      // more requests at once than max_num_waiting_requests
+  kShuttingDown,  // (EngineAdapter) the server takes no new requests
 };
 
 class EngineImpl;
@@ -56,7 +91,16 @@ class Engine {
   // or the whole KV cache finish at once with an error delta (the server
   // validates first; this is the engine's own guard).
   void add_request(std::unique_ptr<GenerateRequest> request);
+  // Any thread: all or nothing. Accepted: every request is queued as by
+  // add_request() (each then counts as waiting until first scheduled).
+  // Otherwise nothing is queued and `requests` are left as they were. The
+  // bound is a single atomic counter reserved with compare-and-swap, so
+  // concurrent callers can never overshoot it together.
+  Admission try_add_requests(std::vector<std::unique_ptr<GenerateRequest>>& requests);
   void abort_request(const std::string& request_id);
+  // Any thread: one command aborting them all; the engine thread removes
+  // them in one pass (Scheduler::abort(span)): O(k + held), not O(k x held).
+  void abort_requests(std::vector<std::string> request_ids);
 
   // Engine thread (or the caller's when not started): one iteration.
   // Returns false when there was nothing to do.
@@ -66,6 +110,11 @@ class Engine {
 
   // Any thread: the latest published snapshot.
   EngineStats stats() const;
+  // Any thread: the engine thread's progress now.
+  EngineHeartbeat heartbeat() const;
+  // Any thread: nothing queued, no step running, and the last step ended
+  // with no unfinished request. (Once nothing more is added, stays true.)
+  bool idle() const;
   const EngineConfig& config() const;
   int64_t num_kv_blocks() const;
   int64_t block_size() const;

@@ -1,16 +1,16 @@
 // RequestQueue: the lock-free multi-producer queue from network threads to
 // the engine thread (design card: the only network → engine path). Holds
-// owning pointers to small Commands (add a request / abort one) in a
+// owning pointers to small Commands (add a request / abort some) in a
 // boost::lockfree::queue; producers never block on the engine. A sequence
 // number bumped after every push lets the engine thread sleep with
 // std::atomic::wait until something arrives (no spinning, no polling).
 #pragma once
 #include <atomic>
+#include <boost/lockfree/queue.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <boost/lockfree/queue.hpp>
+#include <vector>
 
 #include "engine/request.h"
 
@@ -19,7 +19,7 @@ namespace pagoda {
 struct Command {
   enum class Kind { kAdd, kAbort } kind = Kind::kAdd;
   std::unique_ptr<GenerateRequest> request;  // kAdd
-  std::string request_id;                    // kAbort
+  std::vector<std::string> request_ids;      // kAbort: one command for many
 };
 
 class RequestQueue {

@@ -27,11 +27,18 @@ struct ServeArgs {
   int max_preprocess_queue = 128;
   int64_t max_seqs_per_request = 1024;
   int64_t max_chat_messages = 2048;
+  double shutdown_timeout_s = 0.0;      // --shutdown-timeout: running requests may finish (vLLM's)
+  double engine_hang_timeout_s = 60.0;  // --engine-hang-timeout: /health 503 after a step this long
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,
 // prints `Pagoda listening on http://HOST:PORT` on stdout, runs until
-// SIGINT/SIGTERM, then stops the server and the engine. Returns the exit code.
+// SIGINT/SIGTERM, then shuts down (docs/operations.md): new generations and
+// /health answer 503 while running requests get up to --shutdown-timeout
+// seconds to finish; the rest are aborted; connections get 5 s to close.
+// Exit status: 0 after a clean shutdown; 1 on a startup or runtime error;
+// 128 + signal on a second SIGINT/SIGTERM (immediate); 124 when the
+// shutdown overran its hard bound (--shutdown-timeout + 10 s).
 int run_serve(ServeArgs args);
 
 struct GenerateArgs {

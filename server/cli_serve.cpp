@@ -1,18 +1,19 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <future>
 #include <optional>
+#include <thread>
 
 #include "server/cli.h"
 #include "server/connection_drain.h"
 #include "server/http_server.h"
 #include "server/preprocess_pool.h"
+#include "server/shutdown_signals.h"
 #include "server/version.h"
 #include "server/web_assets.h"
 #include "server/ws_stream.h"
@@ -22,6 +23,9 @@ namespace pagoda {
 // How long shutdown waits for open connections to take their last bytes
 // (and, on a WebSocket, to answer the close frame) before dropping them.
 constexpr std::chrono::milliseconds kShutdownGrace{5000};
+// The hard bound on a whole shutdown is --shutdown-timeout plus this: the
+// connections' grace above, and time to join the threads.
+constexpr std::chrono::milliseconds kShutdownSlack{10000};
 
 void add_serve_command(CLI::App& app, ServeArgs& a) {
   app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: bundled stories260K)");
@@ -56,11 +60,29 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
   app.add_option("--max-chat-messages", a.max_chat_messages,
                  "Most messages one chat may hold; beyond, 400")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option(
+         "--shutdown-timeout", a.shutdown_timeout_s,
+         "Seconds running requests may take to finish after SIGTERM/SIGINT before they are aborted "
+         "(new requests and /health get 503 meanwhile; 0: abort at once). The whole shutdown is "
+         "bounded by this + 10 s; a second signal exits at once")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option(
+         "--engine-hang-timeout", a.engine_hang_timeout_s,
+         "Seconds the engine may go without completing a step while it has work before /health "
+         "answers 503 (0: never)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option(
+         "--max-num-waiting-requests", a.engine.max_num_waiting_requests,
+         "Requests that may wait for their first step before new ones get 503 with Retry-After "
+         "(a completion with k prompts counts k; 0: no bound)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   add_engine_flags(app, a.engine);
 }
 
 int run_serve(ServeArgs a) {
   try {
+    // Before any other thread starts (they inherit the blocked signals).
+    ShutdownSignals signals;
     // vLLM serves a model under the name it was given; the bundled default
     // model (no MODEL_DIR) is served as "stories260K".
     if (a.engine.model_dir.empty() && a.engine.served_model_name.empty())
@@ -73,11 +95,12 @@ int run_serve(ServeArgs a) {
                  m.served_model_name);
     spdlog::info("Backend: {}; KV cache: {} blocks of {} tokens ({} tokens)", m.backend, m.engine->num_kv_blocks(),
                  m.engine->block_size(), m.engine->num_kv_blocks() * m.engine->block_size());
-    spdlog::info("Chat template: {}", m.chat_template ? (a.engine.chat_template.empty() ? "tokenizer_config.json"
-                                                                                       : a.engine.chat_template)
-                                                      : "none (/v1/chat/completions answers 400)");
-    EngineAdapter handle(*m.engine);
+    spdlog::info("Chat template: {}",
+                 m.chat_template ? (a.engine.chat_template.empty() ? "tokenizer_config.json"
+                                                                   : a.engine.chat_template)
+                                 : "none (/v1/chat/completions answers 400)");
     auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0)); };
+    EngineAdapter handle(*m.engine, ms(a.engine_hang_timeout_s));
     StreamHub streams(ms(a.ws_resume_grace_s));  // outlives the server
     ServerContext ctx;
     ctx.model = make_serving_model(m, a.engine.model_dir);
@@ -98,14 +121,6 @@ int run_serve(ServeArgs a) {
                               static_cast<size_t>(a.max_preprocess_queue));
     ctx.preprocess = &preprocess;
     auto server = std::make_unique<HttpServer>(ctx, a.host, a.port, a.network_threads);
-    std::promise<void> stop_requested;
-    std::optional<boost::asio::signal_set> signals;
-    signals.emplace(server->io_context(), SIGINT, SIGTERM);
-    signals->async_wait([&stop_requested](const boost::system::error_code& ec, int sig) {
-      if (ec) return;
-      spdlog::info("Signal {}: shutting down", sig);
-      stop_requested.set_value();
-    });
     streams.start_sweeper(server->io_context().get_executor(), std::chrono::milliseconds(200));
     m.engine->start();
     handle.set_running(true);
@@ -113,13 +128,30 @@ int run_serve(ServeArgs a) {
     std::printf("Pagoda listening on http://%s:%u\n", a.host.c_str(), static_cast<unsigned>(server->port()));
     std::fflush(stdout);
 
-    stop_requested.get_future().wait();  // until SIGINT / SIGTERM
-    // Graceful shutdown: no new connections or generations (503); the
-    // engine's stop ends every unfinished request with an "abort" delta,
-    // which the still-running network threads deliver (SSE: last chunk and
-    // [DONE]; WebSocket: done, then close 1001); idle connections close.
-    server->stop_accepting();
+    signals.wait_first();  // SIGINT / SIGTERM (a second one exits at once)
+    ShutdownWatchdog watchdog;
+    watchdog.arm(ms(a.shutdown_timeout_s) + kShutdownSlack);
+    // Graceful shutdown. 1. No new generations (503; /health 503 too) while
+    // the running and queued requests get up to --shutdown-timeout to
+    // finish; connections stay open and are still accepted meanwhile.
     handle.set_running(false);
+    const auto grace_end = std::chrono::steady_clock::now() + ms(a.shutdown_timeout_s);
+    if (a.shutdown_timeout_s > 0) {
+      spdlog::info("Draining: running requests have up to {} s to finish", a.shutdown_timeout_s);
+      while (!m.engine->idle() && std::chrono::steady_clock::now() < grace_end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const EngineStats st = m.engine->stats();
+      if (!m.engine->idle())
+        spdlog::warn(
+            "--shutdown-timeout {} s passed with {} request(s) running and {} waiting; aborting "
+            "them",
+            a.shutdown_timeout_s, st.num_running, st.num_waiting);
+    }
+    // 2. No new connections; the engine's stop ends every unfinished request
+    // with an "abort" delta, which the still-running network threads deliver
+    // (SSE: last chunk and [DONE]; WebSocket: done, then close 1001); idle
+    // connections close.
+    server->stop_accepting();
     drain.begin();
     m.engine->stop();
     if (size_t left = drain.wait_idle(kShutdownGrace))
@@ -128,8 +160,8 @@ int run_serve(ServeArgs a) {
     server->join();
     preprocess.stop();  // queued jobs dropped, running ones (bounded) finished
     m.engine.reset();
-    signals.reset();
     server.reset();
+    watchdog.disarm();
     spdlog::info("Shut down cleanly");
     return 0;
   } catch (const std::exception& e) {

@@ -204,6 +204,7 @@ LoadedModel load_model(const EngineArgs& a) {
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_model_len = m.max_model_len;
   ec.log_stats = !a.disable_log_stats;
+  ec.max_num_waiting_requests = a.max_num_waiting_requests;
   ec.seed = a.seed;  // the engine's sampling seed (vLLM's --seed), besides the dummy weights'
   ec.eos_token_ids = m.generation_config.eos_token_ids;
   if (ec.eos_token_ids.empty())

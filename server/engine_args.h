@@ -42,6 +42,7 @@ struct EngineArgs {
   bool enforce_eager = false;
   bool disable_log_stats = false;
   int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)
+  int64_t max_num_waiting_requests = 0;  // serve's --max-num-waiting-requests (0 = no bound)
 };
 
 // Registers the shared flags on a CLI11 (sub)command, among them --model

@@ -21,11 +21,13 @@ GenerationGroup::GenerationGroup(ParsedRequest req, EngineHandle& engine,
   }
 }
 
-void GenerationGroup::submit() {
-  if (submitted_) return;
+std::optional<SubmitRefusal> GenerationGroup::submit() {
+  if (submitted_) return std::nullopt;
   submitted_ = true;
-  // Channels are all set up before the first submit: a fast engine may
-  // answer before the loop ends.
+  // Channels are all set up before the submit: a fast engine may answer
+  // before it returns.
+  std::vector<std::unique_ptr<GenerateRequest>> batch;
+  batch.reserve(req_.prompts.size());
   for (size_t i = 0; i < req_.prompts.size(); ++i) {
     auto r = std::make_unique<GenerateRequest>();
     r->request_id = subs_[i].request_id;
@@ -33,8 +35,26 @@ void GenerationGroup::submit() {
     r->sampling = req_.sampling;
     r->sampling.max_tokens = req_.prompts[i].max_tokens;
     r->output = subs_[i].channel;
-    engine_.add_request(std::move(r));
+    batch.push_back(std::move(r));
   }
+  const Admission a = engine_.add_requests(batch);
+  if (a == Admission::kAccepted) return std::nullopt;
+  refused_ = true;
+  const int64_t limit = engine_.max_num_waiting_requests();
+  if (a == Admission::kShuttingDown)
+    return SubmitRefusal{make_error(503, "The server is shutting down"), 0};
+  if (a == Admission::kTooLarge)
+    return SubmitRefusal{
+        bad_request(fmt::format("The request needs {} engine requests (one per prompt), more than "
+                                "the waiting queue holds (--max-num-waiting-requests {})",
+                                batch.size(), limit),
+                    "prompt"),
+        0};
+  return SubmitRefusal{
+      make_error(503, fmt::format("The server is overloaded: the waiting queue is full "
+                                  "(--max-num-waiting-requests {}); retry later",
+                                  limit)),
+      kRetryAfterSeconds};
 }
 
 std::vector<ChoiceDelta> GenerationGroup::drain() {
@@ -66,11 +86,14 @@ std::vector<ChoiceDelta> GenerationGroup::drain() {
 }
 
 void GenerationGroup::abort() {
+  if (!submitted_ || refused_) return;
+  std::vector<std::string> ids;
   for (size_t i = 0; i < subs_.size(); ++i) {
     bool all_done = true;
     for (int j = 0; j < n_; ++j) all_done = all_done && finished_[i * static_cast<size_t>(n_) + static_cast<size_t>(j)];
-    if (!all_done) engine_.abort_request(subs_[i].request_id);
+    if (!all_done) ids.push_back(subs_[i].request_id);
   }
+  engine_.abort_requests(std::move(ids));
 }
 
 }  // namespace pagoda

@@ -27,9 +27,19 @@
 #include "engine/request.h"
 #include "server/choice_output.h"
 #include "server/engine_handle.h"
+#include "server/openai_error.h"
 #include "server/openai_request.h"
 
 namespace pagoda {
+
+// submit()'s refusal: nothing was queued; the front end answers `error`
+// (503 with a Retry-After header of retry_after_s seconds when the waiting
+// queue is full; 400 when the request alone exceeds the bound).
+inline constexpr int kRetryAfterSeconds = 1;
+struct SubmitRefusal {
+  OpenAIError error;
+  int retry_after_s = 0;  // 0: no Retry-After
+};
 
 class GenerationGroup {
  public:
@@ -40,8 +50,10 @@ class GenerationGroup {
   GenerationGroup& operator=(const GenerationGroup&) = delete;
 
   // Submits one GenerateRequest per prompt (sampling.max_tokens set per
-  // prompt) to the engine. Once.
-  void submit();
+  // prompt) to the engine, all or nothing (EngineHandle::add_requests).
+  // Once. A refusal (the waiting queue is full) queues nothing and pushes
+  // nothing: the caller answers it.
+  std::optional<SubmitRefusal> submit();
 
   const ParsedRequest& request() const { return req_; }
   // Every delta pending on every channel, as choice deltas with request-wide
@@ -58,8 +70,9 @@ class GenerationGroup {
   // The first error delta (valid when failed()).
   const ChoiceDelta& error() const { return *error_; }
   // Aborts every sub-request that has not finished (client gone, or one
-  // sub-request failed). Only queues the aborts: EngineHandle::abort_request
-  // pushes nothing on the calling thread.
+  // sub-request failed), with one EngineHandle::abort_requests command
+  // (the engine removes them all in one pass). Only queues the aborts: it
+  // pushes nothing on the calling thread. Nothing after a refused submit().
   void abort();
 
  private:
@@ -77,6 +90,7 @@ class GenerationGroup {
   int finished_count_ = 0;
   bool failed_ = false;
   bool submitted_ = false;
+  bool refused_ = false;
   std::optional<ChoiceDelta> error_;
 };
 

@@ -213,7 +213,22 @@ void HttpSession::start_generation(ParsedRequest&& parsed) {
       if (auto self = weak.lock()) self->on_output();
     });
   });
-  group_->submit();  // its deltas reach on_output() through the strand, after this returns
+  // Its deltas reach on_output() through the strand, after this returns.
+  if (std::optional<SubmitRefusal> refused = group_->submit()) {
+    // Nothing was queued (the waiting queue is full): answered here, before
+    // any stream header, with Retry-After on a 503.
+    group_.reset();
+    gen_active_ = false;
+    Response res{static_cast<http::status>(refused->error.status), http_version_};
+    res.set(http::field::content_type, "application/json");
+    if (refused->retry_after_s > 0)
+      res.set(http::field::retry_after, std::to_string(refused->retry_after_s));
+    for (auto& [k, v] : cors_headers_) res.set(k, v);
+    res.body() = refused->error.body();
+    res.keep_alive(keep_alive_);
+    res.prepare_payload();
+    return send(std::move(res), !keep_alive_);
+  }
   watch_client();
 
   const ParsedRequest& req = group_->request();

@@ -109,12 +109,16 @@ RouteResult Router::models() const {
 }
 
 RouteResult Router::health() const {
-  if (ctx_.engine && ctx_.engine->running()) {
+  // 503 while not running (starting, shutting down), hung or overloaded
+  // (EngineAdapter::health).
+  const EngineHealth h =
+      ctx_.engine ? ctx_.engine->health() : EngineHealth{false, "The engine is not running"};
+  if (h.healthy) {
     RouteResult r = RouteResult::json(200, "");
     r.content_type = "text/plain";
     return r;
   }
-  return RouteResult::error(make_error(503, "The engine is not running"));
+  return RouteResult::error(make_error(503, h.reason));
 }
 
 RouteResult Router::metrics() const {

@@ -221,7 +221,12 @@ void WsSession::submit_generation(const WsClientMessage& m, ParseResult&& pr) {
   // Not under s->mu: an engine that rejects a request at once runs the
   // notifier on this thread. The group's channels only reach the group
   // through drain_locked, under the lock.
-  s->group->submit();
+  if (std::optional<SubmitRefusal> refused = s->group->submit()) {
+    // Nothing was queued (the waiting queue is full): the id is free again.
+    attached_.erase(m.id);
+    ctx_.streams->remove(s);
+    queue_control(ws_error_message(m.id, refused->error));
+  }
 }
 
 void WsSession::cancel(const WsClientMessage& m) {

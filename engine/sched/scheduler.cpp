@@ -51,6 +51,8 @@ void Scheduler::add_group(std::unique_ptr<SequenceGroup> g) {
   }
   g->forked = g->best_of == 1;
   g->num_finished = 0;
+  g->started = false;
+  ++num_unstarted_;
   waiting_.push_back(g->seqs[0].get());
   std::string id = g->request_id;
   groups_.emplace(std::move(id), std::move(g));
@@ -117,31 +119,50 @@ void Scheduler::retire(Sequence* seq, PostprocessResult* res) {
 }
 
 void Scheduler::reap() {
-  for (const std::string& id : done_) groups_.erase(id);
+  for (const std::string& id : done_) {
+    auto it = groups_.find(id);
+    if (it == groups_.end()) continue;
+    if (!it->second->started) --num_unstarted_;
+    groups_.erase(it);
+  }
   done_.clear();
 }
 
 bool Scheduler::abort(const std::string& request_id) {
-  auto it = groups_.find(request_id);
-  if (it == groups_.end()) return false;
-  SequenceGroup& g = *it->second;
-  for (auto& s : g.seqs) {
-    Sequence* seq = s.get();
-    if (seq->finished()) continue;
-    std::erase(waiting_, seq);
-    std::erase(running_, seq);
-    finish_sequence(*seq, FinishReason::kAbort);
-    retire(seq, nullptr);
+  return abort(std::span<const std::string>(&request_id, 1)) > 0;
+}
+
+int64_t Scheduler::abort(std::span<const std::string> request_ids) {
+  int64_t aborted = 0;
+  for (const std::string& id : request_ids) {
+    auto it = groups_.find(id);
+    if (it == groups_.end()) continue;
+    SequenceGroup& g = *it->second;
+    bool any = false;
+    for (auto& s : g.seqs) {
+      Sequence* seq = s.get();
+      if (seq->finished()) continue;
+      // Marked finished here; it leaves waiting_ / running_ below, before
+      // reap() frees it.
+      finish_sequence(*seq, FinishReason::kAbort);
+      retire(seq, nullptr);
+      any = true;
+    }
+    aborted += any ? 1 : 0;
+  }
+  if (aborted > 0) {
+    std::erase_if(waiting_, [](const Sequence* s) { return s->finished(); });
+    std::erase_if(running_, [](const Sequence* s) { return s->finished(); });
   }
   reap();
-  return true;
+  return aborted;
 }
 
 int64_t Scheduler::abort_all() {
   std::vector<std::string> ids;
+  ids.reserve(groups_.size());
   for (auto& [id, g] : groups_) ids.push_back(id);
-  for (const std::string& id : ids) abort(id);
-  return static_cast<int64_t>(ids.size());
+  return abort(std::span<const std::string>(ids));
 }
 
 void Scheduler::preempt(Sequence* seq) {
@@ -206,6 +227,10 @@ SchedulerOutput Scheduler::schedule() {
     if (!blocks_.can_allocate(seq->block_table, need)) break;  // waits for blocks
     blocks_.allocate(seq->block_table, need);
     waiting_.pop_front();
+    if (!seq->group->started) {
+      seq->group->started = true;
+      --num_unstarted_;
+    }
     seq->status = SequenceStatus::kRunning;
     running_.push_back(seq);
     seats_taken += seats(seq);

@@ -106,8 +106,18 @@ class Scheduler {
   // blocks, pushes a final "abort" delta per unfinished choice (best_of > n:
   // the n best candidates so far). False when the id is unknown.
   bool abort(const std::string& request_id);
+  // Aborts every listed request as abort() does (unknown or repeated ids
+  // are skipped) and returns how many were aborted. Time O(k log G + W + R)
+  // for k ids, G requests held, W waiting and R running sequences: the
+  // aborted sequences are marked first and leave the waiting and running
+  // queues in one pass each (not one pass per request: 300,000 aborts of
+  // 300,000 queued requests took minutes that way, issue 12).
+  int64_t abort(std::span<const std::string> request_ids);
   // Aborts everything (engine shutdown). Returns how many were aborted.
   int64_t abort_all();
+  // Requests admitted whose first sequence has never been scheduled (queued
+  // and never started; a preempted request does not count again).
+  int64_t num_unstarted() const { return num_unstarted_; }
 
   SchedulerOutput schedule();
   // sampled: out.num_sampled_tokens() tokens, in schedule order, for each
@@ -150,6 +160,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order
   int64_t num_preemptions_total_ = 0;
+  int64_t num_unstarted_ = 0;
 };
 
 }  // namespace pagoda

@@ -114,6 +114,8 @@ struct SequenceGroup {
   std::shared_ptr<OutputChannel> output;
   std::vector<std::unique_ptr<Sequence>> seqs;  // [best_of]
   bool forked = false;
+  // Set when seqs[0] is first scheduled (Scheduler::num_unstarted()).
+  bool started = false;
   int num_finished = 0;
   bool prompt_logprobs_sent = false;  // on the group's first delta (make_delta)
   // Deltas stream per choice when best_of == n; with best_of > n nothing is

@@ -23,6 +23,7 @@ struct HttpResponse {
   std::string content_type;
   std::string allow;           // the Allow header (405)
   std::string transfer_encoding;
+  std::string retry_after;  // the Retry-After header (503)
   bool keep_alive = false;
 };
 
@@ -71,6 +72,7 @@ class HttpClient {
     out.content_type = std::string(res[http::field::content_type]);
     out.allow = std::string(res[http::field::allow]);
     out.transfer_encoding = std::string(res[http::field::transfer_encoding]);
+    out.retry_after = std::string(res[http::field::retry_after]);
     out.keep_alive = res.keep_alive();
     return out;
   }

@@ -13,7 +13,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tests/integration/http_client.h"
 #include "tests/integration/serve_test_util.h"
@@ -95,6 +97,97 @@ TEST(ServeShutdown, SigtermEndsOpenStreamsWithAbortAndDoneThenClosesEveryConnect
 
   const int status = server.wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+}  // namespace
+}  // namespace pagoda::testing_http
+
+namespace pagoda::testing_http {
+namespace {
+
+// --shutdown-timeout (vLLM's flag): after SIGTERM, running requests may
+// finish for up to that many seconds; new requests and /health get 503
+// meanwhile; what is still running then is aborted. A second signal ends
+// the process at once with 128 + signal.
+
+const json kLong = {{"prompt", "Once upon a time"},
+                    {"max_tokens", 2000},
+                    {"ignore_eos", true},
+                    {"temperature", 0},
+                    {"stream", true}};
+
+// Polls /health on fresh connections until it answers 503 (the drain has
+// begun: the signal was handled); returns that response.
+HttpResponse wait_health_503(uint16_t port) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    HttpClient c(port);
+    HttpResponse r = c.get("/health");
+    if (r.status == 503 || std::chrono::steady_clock::now() > deadline) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+TEST(ServeShutdownTimeout, StreamThatFinishesWithinTheTimeoutCompletesNormally) {
+  PagodaServer server({shared_path("models/tiny-random-qwen2-chat"), "--shutdown-timeout", "600"});
+  HttpClient sse(server.port());
+  sse.send(boost::beast::http::verb::post, "/v1/completions", kLong.dump());
+  std::string bytes = sse.read_until("\"text\":");
+  server.signal(SIGTERM);
+  bytes += read_to_eof(sse);
+  EXPECT_NE(bytes.find("\"finish_reason\":\"length\""), std::string::npos)
+      << bytes.substr(bytes.size() - 300);
+  EXPECT_EQ(bytes.find("\"finish_reason\":\"abort\""), std::string::npos);
+  EXPECT_NE(bytes.find("data: [DONE]\n\n"), std::string::npos);
+  const int status = server.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST(ServeShutdownTimeout, WhileDrainingNewRequestsGet503AndWhatCannotFinishIsAbortedAtTheTimeout) {
+  // 32 prompts x 2000 tokens in one stream: far more than 3 s of work
+  // (one 2000-token stream alone takes ~10 s on the dev box).
+  json body = kLong;
+  body["prompt"] = json::array();
+  for (int i = 0; i < 32; ++i) body["prompt"].push_back(std::string("Once upon a time ").append(std::to_string(i)));
+  PagodaServer server({shared_path("models/tiny-random-qwen2-chat"), "--shutdown-timeout", "3"});
+  HttpClient sse(server.port());
+  sse.send(boost::beast::http::verb::post, "/v1/completions", body.dump());
+  std::string bytes = sse.read_until("\"text\":");
+  const auto signalled = std::chrono::steady_clock::now();
+  server.signal(SIGTERM);
+
+  HttpResponse h = wait_health_503(server.port());  // new connections are still accepted
+  EXPECT_EQ(h.status, 503) << h.body;
+  HttpClient late(server.port());
+  HttpResponse r = late.post("/v1/completions",
+                             json{{"prompt", "hi"}, {"max_tokens", 2}, {"stream", true}}.dump());
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["message"], "The server is shutting down");
+
+  bytes += read_to_eof(sse);
+  const double aborted_after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  EXPECT_NE(bytes.find("\"finish_reason\":\"abort\""), std::string::npos)
+      << bytes.substr(bytes.size() - 300);
+  EXPECT_NE(bytes.find("data: [DONE]\n\n"), std::string::npos);
+  EXPECT_GE(aborted_after, 2.9);  // the requests ran for the whole timeout first
+  const int status = server.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST(ServeShutdownTimeout, SecondSigtermExitsAtOnceWith143) {
+  PagodaServer server({shared_path("models/tiny-random-qwen2-chat"), "--shutdown-timeout", "600"});
+  HttpClient sse(server.port());
+  json body = kLong;
+  body["prompt"] = json::array();
+  for (int i = 0; i < 32; ++i) body["prompt"].push_back(std::string("Once upon a time ").append(std::to_string(i)));
+  sse.send(boost::beast::http::verb::post, "/v1/completions", body.dump());
+  sse.read_until("\"text\":");
+  server.signal(SIGTERM);
+  ASSERT_EQ(wait_health_503(server.port()).status, 503);  // the first signal was handled
+  server.signal(SIGTERM);
+  const int status = server.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
 }
 
 }  // namespace

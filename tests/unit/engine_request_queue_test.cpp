@@ -17,7 +17,7 @@ TEST(RequestQueue, ManyProducersOneConsumerLoseNothing) {
       for (int i = 0; i < kEach; ++i) {
         auto c = std::make_unique<Command>();
         c->kind = Command::Kind::kAbort;
-        c->request_id = std::to_string(t * kEach + i);
+        c->request_ids = {std::to_string(t * kEach + i)};
         q.push(std::move(c));
       }
     });
@@ -26,7 +26,7 @@ TEST(RequestQueue, ManyProducersOneConsumerLoseNothing) {
     uint64_t epoch = q.epoch();
     bool got = false;
     while (auto c = q.pop()) {
-      seen.insert(c->request_id);
+      seen.insert(c->request_ids.at(0));
       got = true;
     }
     if (!got) q.wait_for_change(epoch);  // sleeps until a push
