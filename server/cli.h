@@ -22,6 +22,7 @@ struct ServeArgs {
   std::string web_dir;               // "" → resolve_web_dir's search
   double ws_resume_grace_s = 30.0;   // /v1/ws streams kept after an abrupt disconnect
   double slow_reader_timeout_s = 30.0;
+  size_t max_connections = 0;  // 0: no limit
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

@@ -42,6 +42,10 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
                  "Seconds a streaming write may stay pending before the client is dropped and its requests "
                  "aborted (0: never)")
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_option(
+      "--max-connections", a.max_connections,
+      "Client connections (HTTP and WebSocket) open at once; one beyond is answered 503 and closed "
+      "(0: no limit)");
   add_engine_flags(app, a.engine);
 }
 
@@ -73,6 +77,7 @@ int run_serve(ServeArgs a) {
     if (!a.api_key.empty()) spdlog::info("API key required on /v1/*, /tokenize, /detokenize, /generate");
     ctx.streams = &streams;
     ctx.limits.slow_reader_timeout = ms(a.slow_reader_timeout_s);
+    ctx.limits.max_connections = a.max_connections;
     ctx.web_dir = resolve_web_dir(a.web_dir);
     spdlog::info("Chat UI: {}", ctx.web_dir.empty() ? "none (no web/ directory found; see --web-dir)" : ctx.web_dir);
 

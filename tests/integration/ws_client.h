@@ -71,6 +71,14 @@ class WsClient {
     const unsigned char frame[] = {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE9};
     boost::asio::write(ws_.next_layer(), boost::asio::buffer(frame, sizeof frame));
   }
+  // The socket closed with a reset (SO_LINGER 0: RST, not FIN), as a
+  // kernel does when its client closes with unread data.
+  void reset() {
+    ::linger l{1, 0};
+    ::setsockopt(ws_.next_layer().native_handle(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    boost::beast::error_code ignored;
+    ws_.next_layer().close(ignored);
+  }
   // An abrupt loss: the TCP connection goes away without a close frame.
   void drop() {
     boost::beast::error_code ignored;
