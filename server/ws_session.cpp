@@ -419,7 +419,10 @@ void WsSession::teardown(Teardown mode, const char* why) {
   if (closed_) return;
   closed_ = true;
   // A close frame is never a lost connection, however the socket ended.
-  if (close_received_ || ws_.next_layer().close_frame_seen()) mode = Teardown::kAbort;
+  if (mode == Teardown::kDetach && (close_received_ || ws_.next_layer().close_frame_seen())) {
+    mode = Teardown::kAbort;
+    why = "client closed the WebSocket (close frame, then the connection dropped)";
+  }
   stats_subscribed_ = false;
   stats_timer_.cancel();
   slow_timer_.cancel();

@@ -69,6 +69,9 @@ class WsClient {
     // FIN + opcode 0x8, masked, 2-byte payload (close code 1001) with a zero
     // mask key (RFC 6455 section 5.2: client frames must be masked).
     const unsigned char frame[] = {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE9};
+    // Sent at once, not held by Nagle behind unacknowledged data (a reset()
+    // right after would discard it unsent).
+    ws_.next_layer().set_option(boost::asio::ip::tcp::no_delay(true));
     boost::asio::write(ws_.next_layer(), boost::asio::buffer(frame, sizeof frame));
   }
   // The socket closed with a reset (SO_LINGER 0: RST, not FIN), as a
