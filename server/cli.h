@@ -29,6 +29,7 @@ struct ServeArgs {
   int64_t max_chat_messages = 2048;
   double shutdown_timeout_s = 0.0;      // --shutdown-timeout: running requests may finish (vLLM's)
   double engine_hang_timeout_s = 60.0;  // --engine-hang-timeout: /health 503 after a step this long
+  size_t max_connections = 0;  // 0: no limit
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

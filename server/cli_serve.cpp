@@ -76,6 +76,10 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
          "Requests that may wait for their first step before new ones get 503 with Retry-After "
          "(a completion with k prompts counts k; 0: no bound)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option(
+      "--max-connections", a.max_connections,
+      "Client connections (HTTP and WebSocket) open at once; one beyond is answered 503 and closed "
+      "(0: no limit)");
   add_engine_flags(app, a.engine);
 }
 
@@ -112,6 +116,7 @@ int run_serve(ServeArgs a) {
     if (!a.api_key.empty()) spdlog::info("API key required on /v1/*, /tokenize, /detokenize, /generate");
     ctx.streams = &streams;
     ctx.limits.slow_reader_timeout = ms(a.slow_reader_timeout_s);
+    ctx.limits.max_connections = a.max_connections;
     ctx.web_dir = resolve_web_dir(a.web_dir);
     spdlog::info("Chat UI: {}", ctx.web_dir.empty() ? "none (no web/ directory found; see --web-dir)" : ctx.web_dir);
 

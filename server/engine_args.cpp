@@ -220,6 +220,7 @@ ServingModel make_serving_model(const LoadedModel& m, const std::string& model_d
   s.model_dir = model_dir;
   s.max_model_len = m.max_model_len;
   s.tokenizer = m.tokenizer;
+  s.model_vocab_size = m.config.vocab_size;
   s.generation_config = m.generation_config;
   s.has_chat_template = m.chat_template != nullptr;
   // The server's template is shared (one render at a time); a request's own

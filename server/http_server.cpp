@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <boost/asio/post.hpp>
@@ -14,8 +15,30 @@ namespace pagoda {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-HttpServer::HttpServer(const ServerContext& ctx, const std::string& host, uint16_t port, int num_threads)
-    : ctx_(ctx), ioc_(num_threads > 0 ? num_threads : 1), acceptor_(net::make_strand(ioc_)),
+namespace {
+constexpr std::chrono::seconds kLogInterval{5};
+constexpr std::chrono::milliseconds kFirstBackoff{50};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
+// 503 answers in flight at once; a connection beyond that (a flood) is
+// closed without one.
+constexpr size_t kMaxRejecting = 256;
+
+// A failure of the one pending connection (the client gave up before the
+// accept): retried at once. Anything else is the server's (descriptors,
+// memory) and backs off.
+bool client_side_accept_error(const boost::system::error_code& ec) {
+  return ec == net::error::connection_aborted || ec == net::error::connection_reset;
+}
+}  // namespace
+
+HttpServer::HttpServer(const ServerContext& ctx, const std::string& host, uint16_t port,
+                       int num_threads)
+    : ctx_(ctx),
+      limit_(ctx.limits.max_connections),
+      rejecting_(kMaxRejecting),
+      ioc_(num_threads > 0 ? num_threads : 1),
+      acceptor_(net::make_strand(ioc_)),
+      accept_timer_(acceptor_.get_executor()),
       num_threads_(num_threads > 0 ? num_threads : 1) {
   boost::system::error_code ec;
   tcp::resolver resolver(ioc_);
@@ -57,6 +80,7 @@ void HttpServer::stop_accepting() {
   net::post(acceptor_.get_executor(), [this] {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
+    accept_timer_.cancel();
   });
 }
 
@@ -71,14 +95,63 @@ void HttpServer::join() {
   threads_.clear();
 }
 
+bool HttpServer::RateLimitedLog::due() {
+  auto now = std::chrono::steady_clock::now();
+  if (last != std::chrono::steady_clock::time_point{} && now - last < kLogInterval) {
+    ++unlogged;
+    return false;
+  }
+  last = now;
+  return true;
+}
+
 void HttpServer::do_accept() {
   acceptor_.async_accept(net::make_strand(ioc_), [this](boost::system::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-    if (ec) {
-      spdlog::warn("accept failed: {}", ec.message());
+    if (ec) return on_accept_error(ec);
+    accept_backoff_ = std::chrono::milliseconds(0);
+    if (ConnectionSlot slot = limit_.try_acquire()) {
+      std::make_shared<HttpSession>(std::move(socket), ctx_, std::move(slot))->start();
     } else {
-      std::make_shared<HttpSession>(std::move(socket), ctx_)->start();
+      if (reject_log_.due()) {
+        spdlog::warn(
+            "Connection refused with 503: {} connections open (--max-connections){}", limit_.max(),
+            reject_log_.unlogged
+                ? fmt::format("; {} more refused since the last message", reject_log_.unlogged)
+                : std::string());
+        reject_log_.unlogged = 0;
+      }
+      if (ConnectionSlot r = rejecting_.try_acquire()) {
+        reject_over_limit(std::move(socket), limit_.max(), std::move(r));
+      } else {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+      }
     }
+    do_accept();
+  });
+}
+
+void HttpServer::on_accept_error(const boost::system::error_code& ec) {
+  const bool backoff = !client_side_accept_error(ec);
+  if (backoff) accept_backoff_ = std::clamp(accept_backoff_ * 2, kFirstBackoff, kMaxBackoff);
+  if (accept_log_.due()) {
+    spdlog::warn(
+        "accept failed: {}{}{}", ec.message(),
+        accept_log_.unlogged
+            ? fmt::format(" ({} more failed accepts since the last message)", accept_log_.unlogged)
+            : std::string(),
+        backoff ? fmt::format("; retrying in {} ms", accept_backoff_.count()) : std::string());
+    accept_log_.unlogged = 0;
+  }
+  if (!backoff) return do_accept();
+  accept_after_backoff();
+}
+
+void HttpServer::accept_after_backoff() {
+  accept_timer_.expires_after(accept_backoff_);
+  accept_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || !acceptor_.is_open()) return;
     do_accept();
   });
 }

@@ -19,8 +19,9 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
-HttpSession::HttpSession(net::ip::tcp::socket&& socket, const ServerContext& ctx)
-    : stream_(std::move(socket)), ctx_(ctx), router_(ctx) {}
+HttpSession::HttpSession(net::ip::tcp::socket&& socket, const ServerContext& ctx,
+                         ConnectionSlot slot)
+    : stream_(std::move(socket)), ctx_(ctx), router_(ctx), slot_(std::move(slot)) {}
 
 HttpSession::~HttpSession() {
   if (drain_token_ != 0) ctx_.drain->remove(drain_token_);
@@ -87,7 +88,7 @@ void HttpSession::handle(Request&& req) {
       return send(std::move(res), /*close=*/true);
     }
     upgraded_ = true;
-    std::make_shared<WsSession>(std::move(stream_), ctx_)->run(std::move(req));
+    std::make_shared<WsSession>(std::move(stream_), ctx_, std::move(slot_))->run(std::move(req));
     return;
   }
   http_version_ = req.version();

@@ -29,6 +29,7 @@
 
 #include "engine/output_channel.h"
 #include "server/access_control.h"
+#include "server/connection_limit.h"
 #include "server/generation_group.h"
 #include "server/openai_response.h"
 #include "server/router.h"
@@ -39,7 +40,10 @@ namespace pagoda {
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   // socket's executor must be a strand (HttpServer accepts onto one).
-  HttpSession(boost::asio::ip::tcp::socket&& socket, const ServerContext& ctx);
+  // `slot` counts the connection (--max-connections) until the session, or
+  // the WsSession it upgrades into, is gone.
+  HttpSession(boost::asio::ip::tcp::socket&& socket, const ServerContext& ctx,
+              ConnectionSlot slot = {});
   ~HttpSession();
   void start();
 
@@ -105,6 +109,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   uint64_t drain_token_ = 0;  // 0: not registered
   bool draining_ = false;     // close after the current response
   bool upgraded_ = false;     // the socket went to a WsSession
+  ConnectionSlot slot_;       // moves to the WsSession with the socket
 };
 
 }  // namespace pagoda

@@ -63,7 +63,9 @@ std::optional<int64_t> get_int(const json& obj, const char* name) {
   if (v->is_number_unsigned()) {
     uint64_t u = v->get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      fail(fmt::format("'{}' is too large: {}", name, u), name);
+      fail(fmt::format("'{}' is out of range: {} (integers up to {} are accepted)", name, u,
+                       std::numeric_limits<int64_t>::max()),
+           name);
     return static_cast<int64_t>(u);
   }
   if (v->is_number_integer()) return v->get<int64_t>();
@@ -71,6 +73,12 @@ std::optional<int64_t> get_int(const json& obj, const char* name) {
     double d = v->get<double>();
     if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18)
       return static_cast<int64_t>(d);
+    // An integer literal beyond 64 bits (the parser keeps it as a double).
+    if (std::isfinite(d) && d == std::floor(d))
+      fail(fmt::format("'{}' is out of range: {} (integers from {} to {} are accepted)", name,
+                       v->dump(), std::numeric_limits<int64_t>::min(),
+                       std::numeric_limits<int64_t>::max()),
+           name);
   }
   fail(fmt::format("'{}' must be an integer, got {}", name,
                    v->is_number() ? v->dump() : type_name(*v)),

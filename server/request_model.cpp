@@ -170,10 +170,12 @@ std::vector<FieldSpec> openai_fields_common() {
       {.name = "stream", .type = kBool, .default_value = false},
       {.name = "stream_options",
        .type = kObj,
-       .note = "include_usage, continuous_usage_stats; stream only"},
+       .note = "include_usage, continuous_usage_stats; stream only",
+       .object_keys = {"include_usage", "continuous_usage_stats"}},
       {.name = "response_format",
        .type = kObj,
-       .note = "only {\"type\": \"text\"}; json_object/json_schema: 400"},
+       .note = "only {\"type\": \"text\"}; json_object/json_schema: 400",
+       .object_keys = {"type", "json_schema"}},
       {.name = "user",
        .type = kStr,
        .status = kIgnore,
@@ -421,6 +423,14 @@ RequestFields::RequestFields(const json& obj, const RequestModel& model)
   }
   for (const auto& [key, value] : obj.items())
     if (!model.find(key)) unknown_.push_back(key);
+  for (const FieldSpec& f : model.fields) {
+    if (f.object_keys.empty()) continue;
+    auto it = obj.find(std::string(f.name));
+    if (it == obj.end() || !it->is_object()) continue;
+    for (const auto& [key, value] : it->items())
+      if (std::find(f.object_keys.begin(), f.object_keys.end(), key) == f.object_keys.end())
+        unknown_.push_back(fmt::format("{}.{}", f.name, key));
+  }
 }
 
 const FieldSpec& RequestFields::spec(std::string_view name) const {

@@ -15,9 +15,10 @@
 //                     with a value other than its default (`accepts`).
 //   kIgnored          accepted and type-checked, has no effect, as in vLLM
 //                     (e.g. `user`; the note says why).
-// Keys no model declares are logged once per request with spdlog warn, in
-// vLLM's words ("The following fields were present in the request but
-// ignored: {...}"), and listed in ParsedRequest::ignored_fields.
+// Keys no model declares (top-level, or inside a declared nested model such
+// as stream_options: "stream_options.<key>") are logged once per request with
+// spdlog warn, in vLLM's words ("The following fields were present in the
+// request but ignored: {...}"), and listed in ParsedRequest::ignored_fields.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -73,6 +74,11 @@ struct FieldSpec {
   // e.g. use_beam_search false). nullptr: any present value is refused.
   bool (*accepts)(const nlohmann::json&) = nullptr;
   std::string_view note{};  // what it does, or why it does nothing
+  // kObject fields that are a pydantic model in vLLM (StreamOptions,
+  // ResponseFormat): the keys it declares. Other keys inside are unknown,
+  // listed as "<field>.<key>" (vLLM's OpenAIBaseModel logs the extras of
+  // nested models too). Empty: a free-form object (logit_bias, ...).
+  std::vector<std::string_view> object_keys{};
 };
 
 struct RequestModel {
@@ -95,7 +101,8 @@ class RequestFields {
  public:
   RequestFields(const nlohmann::json& obj, const RequestModel& model);
 
-  // Keys of the body the model does not declare, in the body's order.
+  // Keys of the body the model does not declare, in the body's order, then
+  // undeclared keys of nested models as "<field>.<key>".
   const std::vector<std::string>& unknown() const { return unknown_; }
   const nlohmann::json& body() const { return obj_; }
 

@@ -24,6 +24,9 @@ struct ServerLimits {
   // megabytes of per-token messages in the kernel (0: the OS default,
   // autotuned).
   int stream_send_buffer_bytes = 64 << 10;
+  // Client connections open at once (--max-connections); one beyond is
+  // answered 503 and closed (0: no limit).
+  size_t max_connections = 0;
 };
 
 class StreamHub;

@@ -37,6 +37,10 @@ struct ServingModel {
   std::string model_dir;          // shown as /v1/models' root
   int64_t max_model_len = 0;      // prompt + completion tokens, at most
   std::shared_ptr<const Tokenizer> tokenizer;
+  // The model's vocab_size (config.json): the ids it can generate. May exceed
+  // the tokenizer's (Qwen2: 151,936 rows, 151,665 tokens); ids without a
+  // token decode to "" (as HF tokenizers). 0: unknown (the tokenizer's).
+  int64_t model_vocab_size = 0;
   GenerationConfig generation_config;  // defaults for fields a request omits
   // Empty: no chat at all (chat → 400). Set: renders the server's template
   // when has_chat_template, and a request's own chat_template always.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "server/openai_fields.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
@@ -61,7 +63,9 @@ std::variant<json, OpenAIError> detokenize_request(std::string_view body, const 
     if (!t) fail("'tokens' is required", "tokens");
     if (!t->is_array()) fail(fmt::format("'tokens' must be a list of token ids, got {}", type_name(*t)), "tokens");
     std::vector<int32_t> ids;
-    int64_t vocab = model.tokenizer->vocab_size();
+    // Every id the model can generate decodes: those past the tokenizer's
+    // vocabulary (a padded embedding, e.g. Qwen2) give "" as in HF's decode.
+    const int64_t vocab = std::max(model.tokenizer->vocab_size(), model.model_vocab_size);
     for (const json& v : *t) {
       if (!v.is_number_integer()) fail(fmt::format("'tokens' must be a list of token ids; found a {}", type_name(v)), "tokens");
       int64_t id = v.get<int64_t>();

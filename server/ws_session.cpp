@@ -34,8 +34,12 @@ websocket::stream_base::timeout ws_timeouts(std::chrono::seconds handshake) {
 }
 }  // namespace
 
-WsSession::WsSession(beast::tcp_stream&& stream, const ServerContext& ctx)
-    : ws_(std::move(stream)), ctx_(ctx), slow_timer_(ws_.get_executor()), stats_timer_(ws_.get_executor()) {}
+WsSession::WsSession(beast::tcp_stream&& stream, const ServerContext& ctx, ConnectionSlot slot)
+    : ws_(std::move(stream)),
+      ctx_(ctx),
+      slow_timer_(ws_.get_executor()),
+      stats_timer_(ws_.get_executor()),
+      slot_(std::move(slot)) {}
 
 WsSession::~WsSession() {
   if (drain_token_ != 0) ctx_.drain->remove(drain_token_);
@@ -87,10 +91,12 @@ void WsSession::run(Request req) {
 // ---- reading -----------------------------------------------------------
 
 void WsSession::do_read() {
+  reading_ = true;
   ws_.async_read(read_buf_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
 }
 
 void WsSession::on_read(beast::error_code ec) {
+  reading_ = false;
   if (ec == websocket::error::closed) return teardown(Teardown::kAbort, "client closed the WebSocket");
   if (ec) return teardown(Teardown::kDetach, "connection lost");
   std::string text = beast::buffers_to_string(read_buf_.data());
@@ -395,7 +401,7 @@ std::string WsSession::next_stream_message(const std::string& id) {
 }
 
 void WsSession::pump() {
-  if (writing_ || closed_ || closing_) return;
+  if (writing_ || closed_ || closing_ || write_failed_) return;
   std::string msg;
   if (!control_.empty()) {
     msg = std::move(control_.front());
@@ -431,7 +437,17 @@ void WsSession::on_write(beast::error_code ec) {
   writing_ = false;
   slow_timer_.cancel();
   if (ec == websocket::error::closed) return teardown(Teardown::kAbort, "client closed the WebSocket");
-  if (ec) return teardown(Teardown::kDetach, "write failed");
+  if (ec) {
+    // The client may have sent a close frame and closed at once: its bytes
+    // were read in the same reactor pass, and the read completing next (with
+    // an error: the stream has failed) lets teardown see the frame through
+    // CloseFrameTap. Without an outstanding read, end now.
+    if (reading_ && !closed_) {
+      write_failed_ = true;
+      return;
+    }
+    return teardown(Teardown::kDetach, "write failed");
+  }
   pump();
 }
 
@@ -462,7 +478,11 @@ void WsSession::teardown(Teardown mode, const char* why) {
   closed_ = true;
   closed_flag_->store(true);  // queued preprocessing jobs skip their work
   preprocessing_.clear();
-  if (close_received_) mode = Teardown::kAbort;  // a close frame is never a lost connection
+  // A close frame is never a lost connection, however the socket ended.
+  if (mode == Teardown::kDetach && (close_received_ || ws_.next_layer().close_frame_seen())) {
+    mode = Teardown::kAbort;
+    why = "client closed the WebSocket (close frame, then the connection dropped)";
+  }
   stats_subscribed_ = false;
   stats_timer_.cancel();
   slow_timer_.cancel();

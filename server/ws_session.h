@@ -15,7 +15,11 @@
 //     read error with grace period 0, or a stream started with
 //     "resumable": false → the requests are aborted at once (freed within
 //     one engine step). An abrupt loss (EOF, reset) leaves resumable
-//     streams in the StreamHub for the grace period (WsStream).
+//     streams in the StreamHub for the grace period (WsStream). A close
+//     frame counts whenever its bytes arrived, even when the client closed
+//     the socket right after it and a pending write fails first: a failed
+//     write waits for the outstanding read, whose bytes CloseFrameTap
+//     checks for the frame.
 //   - Resume of a stream attached to another live socket: allowed (the
 //     client reconnected before the server saw the old connection die); the
 //     stream moves here and the old socket gets a 409 error for its id.
@@ -46,7 +50,9 @@
 #include <unordered_set>
 
 #include "engine/stats.h"
+#include "server/connection_limit.h"
 #include "server/server_context.h"
+#include "server/ws_close_tap.h"
 #include "server/ws_protocol.h"
 #include "server/ws_stream.h"
 
@@ -55,8 +61,9 @@ namespace pagoda {
 class WsSession : public std::enable_shared_from_this<WsSession> {
  public:
   using Request = boost::beast::http::request<boost::beast::http::string_body>;
-  // stream's executor must be a strand; ctx.streams must be set.
-  WsSession(boost::beast::tcp_stream&& stream, const ServerContext& ctx);
+  // stream's executor must be a strand; ctx.streams must be set. `slot`
+  // counts the connection (--max-connections) until the session is gone.
+  WsSession(boost::beast::tcp_stream&& stream, const ServerContext& ctx, ConnectionSlot slot = {});
   ~WsSession();
   // Accepts the upgrade request (answers 101) and starts reading.
   void run(Request req);
@@ -95,7 +102,7 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   void on_drain();                // ConnectionDrain's closer, on this strand
   void close_if_drained();        // the close frame once nothing is left to send
 
-  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::beast::websocket::stream<CloseFrameTap> ws_;
   const ServerContext& ctx_;
   boost::beast::flat_buffer read_buf_;
   std::unordered_map<std::string, Attached> attached_;
@@ -111,6 +118,8 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   bool writing_ = false;
   bool closed_ = false;
   bool close_received_ = false;  // the client sent a close frame (control callback)
+  bool reading_ = false;         // a read is outstanding
+  bool write_failed_ = false;    // a write failed; the outstanding read decides how to end
   bool draining_ = false;        // shutdown: close once nothing is left to send
   bool closing_ = false;         // our close frame is being written
   uint64_t drain_token_ = 0;     // 0: not registered
@@ -121,6 +130,7 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   std::chrono::milliseconds stats_interval_{1000};
   EngineStats stats_before_;
   std::chrono::steady_clock::time_point stats_before_time_;
+  ConnectionSlot slot_;
 };
 
 }  // namespace pagoda

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <span>
+#include <string_view>
 
 namespace pagoda {
 namespace {
@@ -17,9 +18,26 @@ constexpr size_t kInitialContext = 5;
 // one: with this many tokens pending, a trailing U+FFFD is a real invalid
 // byte, not an unfinished character, and is emitted.
 constexpr size_t kMaxPending = 4;
+// Tokens a window may hold open over a trailing U+FFFD before it closes.
+constexpr size_t kMaxWindow = 64;
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 bool ends_with_replacement(const std::string& s) {
   return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+}
+
+// s without its trailing U+FFFDs, at most 3: a UTF-8 character unfinished
+// at the end of the bytes has at most 3 bytes, which decode to one U+FFFD
+// (byte-level BPE: the maximal subpart, as Python's errors="replace") or one
+// per byte (SentencePiece byte fallback). Everything before them is final:
+// both decoders work left to right.
+std::string strip_unfinished_tail(const std::string& s) {
+  size_t n = s.size();
+  for (int k = 0; k < 3 && n >= kReplacement.size() &&
+                  s.compare(n - kReplacement.size(), kReplacement.size(), kReplacement) == 0;
+       ++k)
+    n -= kReplacement.size();
+  return s.substr(0, n);
 }
 
 // Length of the longest common prefix of a and b that ends on a UTF-8
@@ -51,26 +69,43 @@ Detokenizer::Detokenizer(const Tokenizer& tok, const std::vector<int32_t>& promp
 std::string Detokenizer::emit(bool final) {
   if (read_offset_ == ids_.size()) return "";
   const std::span<const int32_t> all(ids_);
-  const std::string prefix_text =
-      tok_.decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
+  // What the window's text already gave: its context, plus (window held
+  // open) the stable part emitted since.
+  const std::string sent =
+      held_open_
+          ? sent_text_
+          : tok_.decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
   const std::string new_text = tok_.decode(all.subspan(prefix_offset_), skip_special_);
   const size_t pending = ids_.size() - read_offset_;
-  if (!final) {
-    if (new_text.size() <= prefix_text.size() && new_text == prefix_text.substr(0, new_text.size())) {
-      return "";  // nothing visible yet
-    }
-    if (ends_with_replacement(new_text) && pending < kMaxPending) {
-      return "";  // possibly an unfinished UTF-8 character from byte pieces
-    }
+  std::string stable = new_text;  // the part no later token can change
+  if (!final && ends_with_replacement(new_text)) {
+    // Possibly an unfinished UTF-8 character from byte pieces: wait for it
+    // (as vLLM) while fewer than kMaxPending tokens are pending; then emit
+    // all but the trailing U+FFFDs, which later bytes may still turn into a
+    // character. Past kMaxWindow tokens the window closes regardless, so
+    // endless invalid bytes cost O(kMaxWindow) per step.
+    if (pending < kMaxPending) return "";
+    if (pending < kMaxWindow) stable = strip_unfinished_tail(new_text);
+  }
+  if (stable.size() <= sent.size() && sent.compare(0, stable.size(), stable) == 0) {
+    return "";  // nothing visible yet
   }
   std::string delta;
-  if (new_text.compare(0, prefix_text.size(), prefix_text) == 0) {
-    delta = new_text.substr(prefix_text.size());
+  if (stable.compare(0, sent.size(), sent) == 0) {
+    delta = stable.substr(sent.size());
   } else {
-    // Only when emitted text ended in an invalid byte that later bytes turned
-    // into a character: emit from the first difference on a char boundary.
-    delta = new_text.substr(common_prefix_on_boundary(prefix_text, new_text));
+    // Only for text decoded apart from its context that later bytes changed
+    // (the window closed at kMaxWindow, or a SentencePiece space): emit from
+    // the first difference on a character boundary.
+    delta = stable.substr(common_prefix_on_boundary(sent, stable));
   }
+  if (stable.size() < new_text.size()) {
+    held_open_ = true;  // the window's U+FFFD tail is still open
+    sent_text_ = std::move(stable);
+    return delta;
+  }
+  held_open_ = false;
+  sent_text_.clear();
   prefix_offset_ = read_offset_;
   read_offset_ = ids_.size();
   // Keep the stored ids bounded: everything before prefix_offset_ is done.

@@ -9,12 +9,16 @@
 // last ids), i.e. tok.decode(generated, skip_special_tokens) except that the
 // first generated token keeps its SentencePiece leading space ("▁there" after
 // a prompt gives " there"; with an empty prompt the two are equal).
-// One further exception, for invalid model output only: once 4 tokens in a
-// row leave the text ending in U+FFFD (no UTF-8 character needs more), that
-// text is emitted; should a later byte piece still complete a character
-// begun there, the delta restarts at the first changed character.
+// Invalid model output (byte pieces that are not UTF-8) keeps the
+// invariant: while the text ends in U+FFFD the window waits up to 4 tokens
+// (vLLM's hold for an unfinished character), then emits everything but the
+// trailing U+FFFDs (at most 3: an unfinished character's bytes), which later
+// bytes may still complete; those follow once the text no longer ends in
+// U+FFFD or at flush(). Only a window held open past 64 tokens closes with
+// its tail emitted, should a later byte still change it.
 // Cost per step: two decodes of the window [prefix_offset, end), which is a
-// handful of tokens (the window is reset on every emission).
+// handful of tokens (the window is reset on every emission; invalid bytes
+// may hold it open for up to 64).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -50,6 +54,10 @@ class Detokenizer {
   size_t prefix_offset_ = 0;
   size_t read_offset_ = 0;
   bool skip_special_;
+  // The window is held open over a U+FFFD tail: sent_text_ is the window's
+  // text emitted so far (its context included).
+  bool held_open_ = false;
+  std::string sent_text_;
 };
 
 }  // namespace pagoda

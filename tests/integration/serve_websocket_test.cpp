@@ -345,6 +345,49 @@ TEST_F(ServeWebSocket, ACloseFrameAbortsAtOnceEvenWhenTheClientNoLongerReads) {
   std::printf("[ metrics ] close frame from a non-reading client: aborted and freed %.3f s later\n", waited_s);
 }
 
+// Issue 12: a close frame and, at once, a TCP reset while the server's
+// write to this non-reading client is pending. The write fails in the same
+// reactor pass that reads the close frame; the frame still means the client
+// is done: the (resumable) request is aborted at once, not kept for the 30 s
+// resume grace period.
+TEST_F(ServeWebSocket, ACloseFrameFollowedAtOnceByAResetAbortsAtOnce) {
+  const uint16_t port = server_->port();
+  auto scrape = [&] { return HttpClient(port).get("/metrics").body; };
+  const double before =
+      metric(scrape(), "pagoda:request_success_total", "finished_reason=\"abort\"");
+  {
+    WsClient ws(port, /*rcvbuf=*/4096);
+    json m = completion("Once upon a time", 480);
+    m["n"] = 8;
+    m["type"] = "completion";
+    m["id"] = "close-then-reset";
+    ASSERT_TRUE(
+        m.value("resumable", true));  // kept for a resume if the connection were merely lost
+    ws.send(m);
+    ws.read();  // it streams
+    ws.send_close_frame_only();
+    ws.reset();
+  }
+  // Polled with a bound far below the 30 s grace period a detached stream
+  // would be kept for (its abort would come from the sweeper only then).
+  const auto sent = std::chrono::steady_clock::now();
+  std::string text;
+  double waited_s = 0;
+  do {
+    text = scrape();
+    waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  } while (
+      !(metric(text, "pagoda:request_success_total", "finished_reason=\"abort\"") == before + 1 &&
+        metric(text, "pagoda:num_requests_running") == 0 &&
+        metric(text, "pagoda:kv_cache_used_blocks") == 0) &&
+      waited_s < 15.0);
+  EXPECT_EQ(metric(text, "pagoda:request_success_total", "finished_reason=\"abort\""), before + 1)
+      << text;
+  EXPECT_EQ(metric(text, "pagoda:num_requests_running"), 0) << text;
+  EXPECT_EQ(metric(text, "pagoda:kv_cache_used_blocks"), 0) << text;
+  std::printf("[ metrics ] close frame then reset: aborted and freed %.3f s later\n", waited_s);
+}
+
 TEST_F(ServeWebSocket, BadMessagesGetErrorsAndHarmNothingElse) {
   WsClient ws(server_->port());
   ws.send_text("{oops");

@@ -69,7 +69,18 @@ class WsClient {
     // FIN + opcode 0x8, masked, 2-byte payload (close code 1001) with a zero
     // mask key (RFC 6455 section 5.2: client frames must be masked).
     const unsigned char frame[] = {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE9};
+    // Sent at once, not held by Nagle behind unacknowledged data (a reset()
+    // right after would discard it unsent).
+    ws_.next_layer().set_option(boost::asio::ip::tcp::no_delay(true));
     boost::asio::write(ws_.next_layer(), boost::asio::buffer(frame, sizeof frame));
+  }
+  // The socket closed with a reset (SO_LINGER 0: RST, not FIN), as a
+  // kernel does when its client closes with unread data.
+  void reset() {
+    ::linger l{1, 0};
+    ::setsockopt(ws_.next_layer().native_handle(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    boost::beast::error_code ignored;
+    ws_.next_layer().close(ignored);
   }
   // An abrupt loss: the TCP connection goes away without a close frame.
   void drop() {

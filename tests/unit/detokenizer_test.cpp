@@ -1,9 +1,15 @@
 // Detokenizer: streamed deltas are whole UTF-8 characters, keep SentencePiece
 // leading spaces, and add up to the full decode.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+
+#include "engine/tokenizer/bpe_byte_level.h"
 #include "engine/tokenizer/detokenizer.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
+#include "tests/unit/tokenizer_bpe_test_util.h"
 #include "tests/unit/tokenizer_test_util.h"
 
 namespace pagoda {
@@ -168,6 +174,97 @@ TEST(Detokenizer, InvalidBytesAreFlushedAsReplacement) {
   EXPECT_EQ(s.text, tok.decode(junk, true));
   EXPECT_NE(s.deltas[3], "");
 }
+
+// The id of each byte's token: SentencePiece's <0xNN> pieces (byte
+// fallback), or byte-level BPE's single-byte pieces (GPT-2's byte alphabet).
+std::vector<int32_t> byte_token_ids(const Tokenizer& tok, bool sentencepiece) {
+  std::vector<int32_t> ids(256, -1);
+  std::map<std::string, size_t> byte_of_piece;
+  for (size_t b = 0; b < 256; ++b)
+    byte_of_piece[sentencepiece ? fmt::format("<0x{:02X}>", b) : bpe::byte_to_unicode()[b]] = b;
+  for (int32_t id = 0; id < static_cast<int32_t>(tok.vocab_size()); ++id) {
+    auto it = byte_of_piece.find(tok.id_to_piece(id));
+    if (it != byte_of_piece.end()) ids[it->second] = id;
+  }
+  for (size_t b = 0; b < 256; ++b) EXPECT_GE(ids[b], 0) << "no token for byte " << b;
+  return ids;
+}
+
+struct ByteSet {
+  const char* name;
+  bool sentencepiece;
+};
+
+class DetokenizerInvalidBytes : public ::testing::TestWithParam<ByteSet> {
+ protected:
+  const Tokenizer& tok() {
+    if (GetParam().sentencepiece) {
+      static const SentencePieceTokenizer sp(shared_path("tokenizers/llama2/tokenizer.model"),
+                                             llama_config());
+      return sp;
+    }
+    return test::qwen2_vocab_merges_tokenizer();
+  }
+  std::vector<int32_t> bytes(const std::vector<int32_t>& ids_of, const std::vector<uint8_t>& b) {
+    std::vector<int32_t> out;
+    for (uint8_t x : b) out.push_back(ids_of[x]);
+    return out;
+  }
+};
+
+// The case: three stray continuation bytes and the lead of "中",
+// then the rest of it. Four pending tokens ending in U+FFFD used to emit the
+// unfinished character's U+FFFD too, which "中" then could not take back.
+TEST_P(DetokenizerInvalidBytes, UnfinishedCharacterAfterFourInvalidBytes) {
+  const std::vector<int32_t> ids_of = byte_token_ids(tok(), GetParam().sentencepiece);
+  const auto gen = bytes(ids_of, {0x80, 0x80, 0x80, 0xE4, 0xB8, 0xAD, 'a'});
+  const Stream s = stream(tok(), {}, gen);
+  EXPECT_EQ(s.text, tok().decode(gen, true));
+  EXPECT_EQ(s.text,
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xE4\xB8\xAD"
+            "a");
+  for (const auto& d : s.deltas) EXPECT_TRUE(is_valid_utf8(d)) << d;
+}
+
+// Random byte tokens (invalid and valid UTF-8 mixed, biased to lead and
+// continuation bytes), with text tokens between some: the streamed text is
+// the full decode, after an empty prompt and after a prompt.
+TEST_P(DetokenizerInvalidBytes, RandomBytesAddUpToTheFullDecode) {
+  const Tokenizer& t = tok();
+  const std::vector<int32_t> ids_of = byte_token_ids(t, GetParam().sentencepiece);
+  const std::vector<int32_t> word = t.encode(" hello", false);
+  const std::vector<int32_t> prompt = t.encode("Hello", GetParam().sentencepiece);
+  std::mt19937 rng(12);
+  const std::vector<uint8_t> interesting = {0x80, 0x9F, 0xA6, 0xB8, 0xAD, 0xBF,
+                                            0xC3, 0xE4, 0xF0, 0xF4, 0xFF, 'x'};
+  for (int round = 0; round < 400; ++round) {
+    std::vector<int32_t> gen;
+    const int len = 1 + static_cast<int>(rng() % 24);
+    for (int i = 0; i < len; ++i) {
+      const unsigned r = rng() % 10;
+      if (r == 0) {
+        gen.insert(gen.end(), word.begin(), word.end());
+      } else if (r < 8) {
+        gen.push_back(ids_of[interesting[rng() % interesting.size()]]);
+      } else {
+        gen.push_back(ids_of[rng() % 256]);
+      }
+    }
+    SCOPED_TRACE(::testing::PrintToString(gen));
+    const Stream bare = stream(t, {}, gen);
+    ASSERT_EQ(bare.text, t.decode(gen, true));
+    for (const auto& d : bare.deltas) ASSERT_TRUE(is_valid_utf8(d)) << d;
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), gen.begin(), gen.end());
+    const Stream after = stream(t, prompt, gen);
+    ASSERT_EQ(t.decode(prompt, true) + after.text, t.decode(all, true));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, DetokenizerInvalidBytes,
+                         ::testing::Values(ByteSet{"qwen2_byte_level_bpe", false},
+                                           ByteSet{"llama2_byte_fallback", true}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Decodes through a real tokenizer while recording the longest span decoded.
 class CountingTokenizer final : public Tokenizer {

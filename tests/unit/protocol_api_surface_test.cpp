@@ -2,11 +2,13 @@
 // logprobs / echo parsing, multi-choice and logprob response formats (both
 // wire formats, hand-computed with the byte tokenizer), /generate,
 // /tokenize, /detokenize, the API key and CORS gate, the OpenAPI document.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "engine/core/html_escape.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/access_control.h"
 #include "server/api_docs.h"
 #include "server/generation_group.h"
@@ -252,6 +254,25 @@ TEST(ProtocolSurface, TokenizeAndDetokenize) {
   auto e = tokenize_request(R"({"prompt": 5})", m);
   ASSERT_TRUE(std::holds_alternative<OpenAIError>(e));
   EXPECT_EQ(std::get<OpenAIError>(e).param, "prompt");
+}
+
+// Qwen2's model has 151,936 embedding rows and its tokenizer 151,665
+// tokens: every id the model can generate decodes, those without a token to
+// "" (as HF's decode); ids beyond the model's rows are still a 400.
+TEST(ProtocolSurface, DetokenizeAcceptsEveryIdTheModelCanGenerate) {
+  ServingModel m = make_test_model();
+  m.tokenizer = load_tokenizer(std::string(PAGODA_SHARED_DIR) + "/models/tiny-random-qwen2-chat");
+  m.model_vocab_size = 151936;
+  ASSERT_LT(m.tokenizer->vocab_size(), 151936);
+  const int32_t last = static_cast<int32_t>(m.tokenizer->vocab_size()) - 1;
+  const std::string last_text = m.tokenizer->decode(std::vector<int32_t>{last}, false);
+  auto d = detokenize_request(fmt::format(R"({{"tokens": [{}, {}, 151935]}})", last, last + 1), m);
+  ASSERT_TRUE(std::holds_alternative<json>(d)) << std::get<OpenAIError>(d).body();
+  EXPECT_EQ(std::get<json>(d), json({{"prompt", last_text}}));
+  auto e = detokenize_request(R"({"tokens": [151936]})", m);
+  ASSERT_TRUE(std::holds_alternative<OpenAIError>(e));
+  EXPECT_EQ(std::get<OpenAIError>(e).param, "tokens");
+  EXPECT_NE(std::get<OpenAIError>(e).message.find("151936"), std::string::npos);
 }
 
 // /tokenize parses 'prompt' exactly as /v1/completions does: a token-id list

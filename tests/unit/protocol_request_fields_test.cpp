@@ -75,6 +75,44 @@ TEST(RequestFields, MisspelledFieldIsListedAndTheDefaultStays) {
             (std::vector<std::string>{"max_token"}));
 }
 
+// vLLM's StreamOptions and ResponseFormat are OpenAIBaseModels too: their
+// extra keys are logged like top-level ones (listed as "<field>.<key>").
+TEST(RequestFields, UnknownKeysInsideNestedModelsAreListed) {
+  ParsedRequest r =
+      ok(completion({{"stream", true},
+                     {"stream_options", {{"include_usage", true}, {"include_usgae", true}}},
+                     {"response_format", {{"type", "text"}, {"strict", true}}}}));
+  EXPECT_EQ(r.ignored_fields,
+            (std::vector<std::string>{"stream_options.include_usgae", "response_format.strict"}));
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(
+      ok(chat({{"stream", true}, {"stream_options", {{"x", 1}}}, {"typo", 1}})).ignored_fields,
+      (std::vector<std::string>{"typo", "stream_options.x"}));
+  // Declared keys only: nothing listed; free-form objects are not checked.
+  EXPECT_TRUE(
+      ok(chat({{"stream", true},
+               {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", false}}},
+               {"chat_template_kwargs", {{"anything", 1}}}}))
+          .ignored_fields.empty());
+}
+
+// Integers beyond 64 bits are out of range, not "not an integer".
+TEST(RequestFields, IntegerBeyondSixtyFourBitsIsOutOfRange) {
+  for (const char* literal :
+       {"18446744073709551616", "9223372036854775808", "-18446744073709551616"}) {
+    SCOPED_TRACE(literal);
+    OpenAIError e = err(parse_completion_request(
+        std::string(R"({"prompt": "x", "max_tokens": )") + literal + "}", make_test_model()));
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "max_tokens");
+    EXPECT_NE(e.message.find("'max_tokens' is out of range"), std::string::npos) << e.message;
+    EXPECT_EQ(e.message.find("must be an integer"), std::string::npos) << e.message;
+  }
+  // A fraction is still a type error.
+  EXPECT_NE(err(completion({{"max_tokens", 1.5}})).message.find("must be an integer"),
+            std::string::npos);
+}
+
 TEST(RequestFields, DeclaredFieldsAreNotListed) {
   // user: accepted and ignored as vLLM does, but declared; null values too.
   EXPECT_TRUE(ok(completion({{"user", "u1"}, {"max_tokens", 3}, {"seed", nullptr}}))
