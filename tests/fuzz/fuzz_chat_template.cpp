@@ -4,7 +4,10 @@
 // messages as JSON (used when it parses; else a fixed two-message chat) —
 // libFuzzer's -dict=chat_template.dict helps it find Jinja syntax.
 // Invariants: no crash or sanitizer report; only ChatTemplateError escapes;
-// the output stays within the interpreter's output bound (16 MiB).
+// the output stays within the interpreter's output bound (16 MiB); a valid
+// UTF-8 template (as every request's is: JSON strings are) renders valid
+// UTF-8, which every tokenizer takes (crash-* inputs: "\ud800" and
+// "\U00110000" escapes once rendered invalid UTF-8, a 500 for BPE models).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +16,7 @@
 #include <string_view>
 
 #include "engine/chat/chat_template.h"
+#include "engine/tokenizer/bpe_byte_level.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -28,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string out =
         tmpl.render(messages, true, "<s>", "</s>", {{"tools", nlohmann::json::array()}});
     if (out.size() > (size_t{16} << 20) + (size_t{1} << 20)) std::abort();
+    if (pagoda::bpe::is_valid_utf8(source) && !pagoda::bpe::is_valid_utf8(out)) std::abort();
   } catch (const pagoda::ChatTemplateError&) {
   }
   return 0;
