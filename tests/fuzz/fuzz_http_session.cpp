@@ -49,6 +49,12 @@ void check(const pagoda::RouteResult& r) {
 
 }  // namespace
 
+// The model (tokenizer, template) is loaded before fuzzing starts.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  (void)pagoda::fuzz::stories_model();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const pagoda::ServerContext& ctx = context();
   pagoda::Router router(ctx);

@@ -26,6 +26,12 @@ void check(const std::variant<T, pagoda::OpenAIError>& r) {
 
 }  // namespace
 
+// The model (tokenizer, template) is loaded before fuzzing starts.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  (void)pagoda::fuzz::stories_model();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const pagoda::ServingModel& model = pagoda::fuzz::stories_model();

@@ -6,9 +6,24 @@
 
 #include "tests/fuzz/tokenizer_fuzz.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+namespace {
+
+// Loaded before fuzzing starts (LLVMFuzzerInitialize): loading is not
+// subject to -timeout, which a big vocabulary under ASan can exceed.
+const pagoda::Tokenizer& tokenizer() {
   static const std::shared_ptr<pagoda::Tokenizer> tok =
       pagoda::load_tokenizer(std::string(PAGODA_SHARED_DIR) + "/tokenizers/qwen2");
-  pagoda::fuzz::fuzz_tokenizer(*tok, data, size);
+  return *tok;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  (void)tokenizer();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  pagoda::fuzz::fuzz_tokenizer(tokenizer(), data, size);
   return 0;
 }

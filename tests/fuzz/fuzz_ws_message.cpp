@@ -10,6 +10,12 @@
 #include "server/ws_protocol.h"
 #include "tests/fuzz/fuzz_model.h"
 
+// The model (tokenizer, template) is loaded before fuzzing starts.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  (void)pagoda::fuzz::stories_model();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using pagoda::WsClientMessage;
   std::string_view text(reinterpret_cast<const char*>(data), size);
