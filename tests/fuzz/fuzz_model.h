@@ -1,8 +1,9 @@
-// Shared setup of the fuzz targets: the ServingModel the protocol layer sees,
-// built once per process from the bundled models/stories260K (its real
+// Shared setup of the fuzz targets: the ServingModels the protocol layer
+// sees, built once per process: the bundled models/stories260K (its real
 // SentencePiece tokenizer and generation_config.json) with a small Llama-2
-// style chat template rendered by the real ChatTemplate (stories260K has
-// none). No engine: requests that pass validation go no further than a fake
+// style chat template (stories260K has none), and Qwen2's byte-level BPE
+// tokenizer with ChatML; templates are rendered by the real ChatTemplate.
+// No engine: requests that pass validation go no further than a fake
 // engine handle.
 #pragma once
 #include <memory>
@@ -23,24 +24,49 @@ inline const char* kChatTemplate =
     "m['content'] }}"
     "{{ eos_token }}{% endif %}{% endfor %}{% if add_generation_prompt %} {% endif %}";
 
+// A ServingModel around `tokenizer` whose server template is `chat_template`
+// (rendered by the real ChatTemplate, as make_serving_model does).
+inline ServingModel make_model(const std::string& name, const std::string& dir,
+                               std::shared_ptr<const Tokenizer> tokenizer,
+                               const std::string& chat_template, const std::string& bos,
+                               const std::string& eos) {
+  ServingModel m;
+  m.served_model_name = name;
+  m.model_dir = dir;
+  m.max_model_len = 512;
+  m.tokenizer = std::move(tokenizer);
+  m.generation_config = GenerationConfig::from_dir(dir);
+  m.has_chat_template = true;
+  auto tmpl = std::make_shared<ChatTemplate>(chat_template);
+  m.chat_renderer = [tmpl, bos, eos](const nlohmann::json& messages, const ChatRenderOptions& o) {
+    if (!o.chat_template.empty())
+      return ChatTemplate(o.chat_template)
+          .render(messages, o.add_generation_prompt, bos, eos, o.variables);
+    return tmpl->render(messages, o.add_generation_prompt, bos, eos, o.variables);
+  };
+  return m;
+}
+
+// models/stories260K: SentencePiece, the Llama-2-style template above.
 inline const ServingModel& stories_model() {
   static const ServingModel model = [] {
     const std::string dir = std::string(PAGODA_SOURCE_DIR) + "/models/stories260K";
-    ServingModel m;
-    m.served_model_name = "stories";
-    m.model_dir = dir;
-    m.max_model_len = 512;
-    m.tokenizer = load_tokenizer(dir);
-    m.generation_config = GenerationConfig::from_dir(dir);
-    m.has_chat_template = true;
-    auto tmpl = std::make_shared<ChatTemplate>(kChatTemplate);
-    m.chat_renderer = [tmpl](const nlohmann::json& messages, const ChatRenderOptions& o) {
-      if (!o.chat_template.empty())
-        return ChatTemplate(o.chat_template)
-            .render(messages, o.add_generation_prompt, "<s>", "</s>", o.variables);
-      return tmpl->render(messages, o.add_generation_prompt, "<s>", "</s>", o.variables);
-    };
-    return m;
+    return make_model("stories", dir, load_tokenizer(dir), kChatTemplate, "<s>", "</s>");
+  }();
+  return model;
+}
+
+// Qwen2's byte-level BPE tokenizer (../shared/tokenizers/qwen2) with a
+// ChatML template: the other tokenizer kind behind the same parsers.
+inline const ServingModel& qwen2_model() {
+  static const ServingModel model = [] {
+    const std::string dir = std::string(PAGODA_SHARED_DIR) + "/tokenizers/qwen2";
+    return make_model(
+        "qwen2", dir, load_tokenizer(dir),
+        "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+        "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\\n{% "
+        "endif %}",
+        "", "<|endoftext|>");
   }();
   return model;
 }

@@ -1,7 +1,9 @@
 // libFuzzer target: the request bodies of every JSON endpoint, through the
-// parsers the router calls. The first byte picks the endpoint, the rest is
-// the body. Invariants: no crash or sanitizer report, and a rejected body is
-// a 4xx OpenAI error (a parse failure answering 5xx is a bug: issue 12).
+// parsers the router calls. The first byte picks the endpoint (mod 5) and
+// with its bit 7 the model (stories260K's SentencePiece or Qwen2's
+// byte-level BPE tokenizer); the rest is the body. Invariants: no crash or
+// sanitizer report, no exception escapes (the router would answer 500), and
+// a rejected body is a 4xx OpenAI error (issue 12).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -29,12 +31,15 @@ void check(const std::variant<T, pagoda::OpenAIError>& r) {
 // The model (tokenizer, template) is loaded before fuzzing starts.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   (void)pagoda::fuzz::stories_model();
+  (void)pagoda::fuzz::qwen2_model();
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const pagoda::ServingModel& model = pagoda::fuzz::stories_model();
+  // Bit 7 of the first byte: Qwen2's BPE tokenizer instead of stories260K's.
+  const pagoda::ServingModel& model =
+      data[0] & 0x80 ? pagoda::fuzz::qwen2_model() : pagoda::fuzz::stories_model();
   std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 5) {
     case 0:

@@ -16,6 +16,9 @@ def write(target, name, data):
         data = data.encode()
     with open(os.path.join(d, "seed-" + name), "wb") as f:
         f.write(data)
+    # request_json: the same body against the Qwen2 (BPE) model (bit 7).
+    if target == "request_json" and not name.startswith("qwen2-"):
+        write(target, "qwen2-" + name, bytes([data[0] | 0x80]) + data[1:])
 
 
 completions = [
