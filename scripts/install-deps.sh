@@ -5,6 +5,9 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   ccache                    # compiler cache (CMake uses it when found)
+  clang-14                  # sanitizer + libFuzzer build and the TSan build (scripts/test.sh)
+  libclang-rt-14-dev        # clang's sanitizer and libFuzzer runtimes
+  llvm-14                   # llvm-symbolizer: sanitizer stack traces with file:line
   libboost1.81-dev          # Asio, Beast, Lockfree (header-only parts)
   nlohmann-json3-dev
   libsentencepiece-dev

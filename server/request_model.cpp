@@ -28,7 +28,6 @@ constexpr JsonType kNum = JsonType::kNumber;
 constexpr JsonType kStr = JsonType::kString;
 constexpr JsonType kObj = JsonType::kObject;
 constexpr JsonType kList = JsonType::kList;
-constexpr Status kConv = Status::kConverted;
 constexpr Status kNotYet = Status::kNotSupportedYet;
 constexpr Status kIgnore = Status::kIgnored;
 

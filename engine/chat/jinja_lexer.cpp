@@ -59,6 +59,16 @@ std::string unescape(const std::string& s) {
           cp = cp * 16 + static_cast<uint32_t>(h);
         }
         i += n;
+        // Not a Unicode scalar value: beyond U+10FFFF Python refuses the
+        // literal ("illegal Unicode character"); a surrogate has no UTF-8
+        // form, so the rendered prompt could not be tokenized (transformers
+        // fails encoding it). Both would write invalid UTF-8.
+        if (cp > 0x10FFFF)
+          throw ChatTemplateError("illegal Unicode character in \\" + std::string(1, c) +
+                                  " escape");
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+          throw ChatTemplateError("surrogate code point in \\" + std::string(1, c) +
+                                  " escape cannot be encoded as UTF-8");
         pagoda::append_utf8(out, cp);
         break;
       }

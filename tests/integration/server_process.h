@@ -2,7 +2,9 @@
 // waits for its "Pagoda listening on http://HOST:PORT" stdout line (an
 // event, not a sleep; bounded by a deadline so a broken binary fails the
 // test). Stops it with SIGTERM and reports the exit status, so tests can
-// assert a clean shutdown.
+// assert a clean shutdown. The environment variable PAGODA_TEST_SERVER_BIN,
+// when set, names another pagoda binary to start instead (CI runs these
+// tests against the ThreadSanitizer build's server: scripts/test.sh).
 #pragma once
 #include <poll.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -19,11 +22,18 @@
 
 namespace pagoda::testing_http {
 
+// The server binary: $PAGODA_TEST_SERVER_BIN, else this build's PAGODA_BIN.
+inline const char* pagoda_server_bin() {
+  const char* bin = std::getenv("PAGODA_TEST_SERVER_BIN");
+  return bin && *bin ? bin : PAGODA_BIN;
+}
+
 class PagodaServer {
  public:
   // args: what follows `pagoda serve`; "--host 127.0.0.1 --port 0" are added.
   explicit PagodaServer(std::vector<std::string> args, int startup_timeout_s = 120) {
-    std::vector<std::string> argv_s = {PAGODA_BIN, "serve", "--host", "127.0.0.1", "--port", "0"};
+    std::vector<std::string> argv_s = {pagoda_server_bin(), "serve",  "--host",
+                                       "127.0.0.1",         "--port", "0"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     int fds[2];
     if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
@@ -36,7 +46,7 @@ class PagodaServer {
       std::vector<char*> argv;
       for (auto& s : argv_s) argv.push_back(s.data());
       argv.push_back(nullptr);
-      ::execv(PAGODA_BIN, argv.data());
+      ::execv(argv_s[0].c_str(), argv.data());
       ::_exit(127);
     }
     ::close(fds[1]);
