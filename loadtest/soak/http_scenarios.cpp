@@ -55,8 +55,6 @@ bool finished_ok(const json& reason) {
          (reason.get<std::string>() == "stop" || reason.get<std::string>() == "length");
 }
 
-int expected_choices(const json& body) { return body.value("n", 1); }
-
 // Follows an SSE stream's events: every choice must end with stop/length and
 // the stream with [DONE]. `why` says what went wrong otherwise.
 struct StreamCheck {
@@ -153,7 +151,7 @@ net::awaitable<void> non_streamed(SoakContext& ctx, Rng& rng, Conn& conn, bool c
     else if (j.is_discarded() || !j.contains("choices"))
       why = "no choices: " + r.body.substr(0, 200);
     else if (static_cast<int>(j["choices"].size()) != expected_choices(body))
-      why = fmt::format("{} choices for n = {}", j["choices"].size(), expected_choices(body));
+      why = fmt::format("{} choices, expected {}", j["choices"].size(), expected_choices(body));
     else
       for (const auto& c : j["choices"])
         if (!finished_ok(c.value("finish_reason", json())))

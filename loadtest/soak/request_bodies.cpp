@@ -37,12 +37,25 @@ json base(Rng& rng, const ModelInfo& model, bool chat) {
     messages.push_back({{"role", "user"}, {"content", prompt(rng)}});
     body["messages"] = messages;
   } else {
-    body["prompt"] = prompt(rng);
+    // Sometimes a list of prompts: several engine requests that finish,
+    // or are aborted, together.
+    if (chance(rng, 0.15))
+      body["prompt"] = json::array({prompt(rng), prompt(rng)});
+    else
+      body["prompt"] = prompt(rng);
   }
   return body;
 }
 
 }  // namespace
+
+int expected_choices(const json& body) {
+  auto p = body.find("prompt");
+  int prompts = p != body.end() && p->is_array() && !p->empty() && (*p)[0].is_string()
+                    ? static_cast<int>(p->size())
+                    : 1;
+  return prompts * body.value("n", 1);
+}
 
 json short_request(Rng& rng, const ModelInfo& model, bool chat) {
   json body = base(rng, model, chat);

@@ -18,9 +18,13 @@ struct ModelInfo {
 
 using Rng = std::mt19937_64;
 
-// A completion ("prompt") or chat ("messages") body that ends by itself:
-// max_tokens 1..48, sometimes n = 2, a stop string, top_p or a seed.
+// A completion ("prompt", sometimes a list of two) or chat ("messages")
+// body that ends by itself: max_tokens 1..48, sometimes n = 2, a stop
+// string, top_p or a seed.
 nlohmann::json short_request(Rng& rng, const ModelInfo& model, bool chat);
+// The choices a response to `body` has: prompts (a list of strings counts
+// each) × n.
+int expected_choices(const nlohmann::json& body);
 // One that runs for hundreds of tokens (ignore_eos), to be interrupted.
 nlohmann::json long_request(Rng& rng, const ModelInfo& model, bool chat);
 // A body that must be answered 400 on the given endpoint (raw text: some are
