@@ -294,6 +294,28 @@ net::awaitable<void> oversized_body(SoakContext& ctx, Conn& conn) {
   conn.drop();  // the server closes after a 413 (the body was never sent)
 }
 
+// Half a request — the headers cut short, or a body shorter than its
+// Content-Length — held for 0–500 ms, then the client leaves. Nothing may
+// reach the engine (checked at the end with everything else).
+net::awaitable<void> partial_request(SoakContext& ctx, Rng& rng, Conn& conn) {
+  std::string full = fmt::format(
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 200\r\n\r\n{{\"prompt\": \"Once upon a time\", \"max_tokens\": 8");
+  size_t cut = std::uniform_int_distribution<size_t>(1, full.size() - 1)(rng);
+  try {
+    auto& s = *co_await conn.get(ctx);
+    s.expires_after(ctx.timeout);
+    co_await net::async_write(s, net::buffer(full.data(), cut), use_awaitable);
+    co_await sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 500)(rng)));
+  } catch (const std::exception& e) {
+    conn.drop();
+    ctx.tally->record(Kind::kPartialRequest, Outcome::kLost, error_text(e));
+    co_return;
+  }
+  conn.drop();
+  ctx.tally->record(Kind::kPartialRequest, Outcome::kClientAborted);
+}
+
 Kind pick_kind(SoakContext& ctx, Rng& rng, Kind first, Kind last) {
   std::vector<double> w;
   for (size_t k = static_cast<size_t>(first); k <= static_cast<size_t>(last); ++k)
@@ -310,7 +332,7 @@ net::awaitable<void> http_client(SoakContext& ctx, uint64_t seed, std::chrono::m
   co_await sleep_for(delay);
   while (std::chrono::steady_clock::now() < ctx.stop_at) {
     const bool chat_ok = ctx.model.chat;
-    switch (pick_kind(ctx, rng, Kind::kSseCompletion, Kind::kOversizedBody)) {
+    switch (pick_kind(ctx, rng, Kind::kSseCompletion, Kind::kPartialRequest)) {
       case Kind::kSseCompletion:
         co_await streamed(ctx, rng, conn, false);
         break;
@@ -343,6 +365,9 @@ net::awaitable<void> http_client(SoakContext& ctx, uint64_t seed, std::chrono::m
       }
       case Kind::kOversizedBody:
         co_await oversized_body(ctx, conn);
+        break;
+      case Kind::kPartialRequest:
+        co_await partial_request(ctx, rng, conn);
         break;
       default:
         break;

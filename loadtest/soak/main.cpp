@@ -85,6 +85,7 @@ void default_weights(SoakContext& ctx) {
   set(Kind::kMalformed, 12);
   set(Kind::kOversizedPrompt, 6);
   set(Kind::kOversizedBody, 4);
+  set(Kind::kPartialRequest, 4);
   set(Kind::kWsRequest, 40);
   set(Kind::kWsCancel, 14);
   set(Kind::kWsClose, 10);

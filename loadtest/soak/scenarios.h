@@ -11,7 +11,7 @@
 
 namespace pagoda::loadtest {
 
-// HTTP kinds (kSseCompletion … kOversizedBody). Starts after `delay` (the ramp).
+// HTTP kinds (kSseCompletion … kPartialRequest). Starts after `delay` (the ramp).
 boost::asio::awaitable<void> http_client(SoakContext& ctx, uint64_t seed,
                                          std::chrono::milliseconds delay);
 // /v1/ws kinds (kWsRequest … kWsOversized).

@@ -24,6 +24,8 @@ const char* kind_name(Kind k) {
       return "oversized_prompt";
     case Kind::kOversizedBody:
       return "oversized_body";
+    case Kind::kPartialRequest:
+      return "partial_request";
     case Kind::kWsRequest:
       return "ws_request";
     case Kind::kWsCancel:

@@ -23,6 +23,7 @@ enum class Kind {
   kMalformed,        // bad JSON / bad field values → 400
   kOversizedPrompt,  // prompt beyond max_model_len → 400
   kOversizedBody,    // Content-Length beyond the body limit → 413
+  kPartialRequest,   // half a request (headers or body cut short), then the client leaves
   kWsRequest,        // /v1/ws chat or completion read to its done
   kWsCancel,         // a `cancel` after the first delta → done "abort"
   kWsClose,          // close frame mid-stream
