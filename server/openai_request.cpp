@@ -28,8 +28,9 @@ std::string make_request_id(std::string_view prefix) {
 }
 
 json parse_request_body(std::string_view body) {
-  std::variant<json, std::string> parsed = parse_strict_json(body, "Request body");
-  if (auto* message = std::get_if<std::string>(&parsed)) fail(std::move(*message));
+  std::variant<json, JsonParseFailure> parsed = parse_strict_json(body, "Request body");
+  if (auto* f = std::get_if<JsonParseFailure>(&parsed))
+    fail(std::move(f->message), std::move(f->param));
   json& obj = std::get<json>(parsed);
   if (!obj.is_object())
     fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));

@@ -20,11 +20,23 @@ namespace pagoda {
 
 inline constexpr int kMaxJsonDepth = 64;
 
+// Why parse_strict_json refused a text: a message for the client, and the
+// top-level field it concerns where one is known (a number beyond double
+// range: the top-level key it lies under; "" otherwise) for the OpenAI
+// error's `param`.
+struct JsonParseFailure {
+  std::string message;
+  std::string param;
+};
+
 // Parses `text` (any JSON value). On failure returns a message for the
 // client that starts with `what` ("Request body", "Message") and names the
 // problem: "... is not valid JSON: <the parser's reason, with line and
 // column>", "... has the key 'k' twice in one JSON object", "... nests JSON
-// deeper than 64 levels". Never throws except std::bad_alloc.
-std::variant<nlohmann::json, std::string> parse_strict_json(std::string_view text, std::string_view what);
+// deeper than 64 levels", "... has a number beyond the range of a double in
+// 'k'" (param: the top-level field holding it). Never throws except
+// std::bad_alloc.
+std::variant<nlohmann::json, JsonParseFailure> parse_strict_json(std::string_view text,
+                                                                 std::string_view what);
 
 }  // namespace pagoda

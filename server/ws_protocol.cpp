@@ -23,8 +23,9 @@ WsMessageError envelope_error(std::optional<std::string> id, std::string message
 }  // namespace
 
 std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view text) {
-  std::variant<json, std::string> parsed = parse_strict_json(text, "Message");
-  if (auto* message = std::get_if<std::string>(&parsed)) return envelope_error(std::nullopt, std::move(*message));
+  std::variant<json, JsonParseFailure> parsed = parse_strict_json(text, "Message");
+  if (auto* f = std::get_if<JsonParseFailure>(&parsed))
+    return envelope_error(std::nullopt, std::move(f->message), std::move(f->param));
   json obj = std::move(std::get<json>(parsed));
   if (!obj.is_object()) return envelope_error(std::nullopt, "Message must be a JSON object");
 

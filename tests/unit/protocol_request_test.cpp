@@ -215,8 +215,8 @@ TEST(ProtocolCompletion, EachBadInputGetsItsStatusTypeAndParam) {
       {R"({"prompt": "x", "stop": ""})", 400, "BadRequestError", "stop", "stop cannot contain an empty string."},
       {R"({"prompt": "x", "stop": ["a", ""]})", 400, "BadRequestError", "stop", "cannot contain an empty string"},
       // A number beyond double range is the client's input: 400, naming its field.
-      {R"({"prompt": "x", "temperature": 1e999})", 400, "BadRequestError", "", "beyond the range of a double in 'temperature'"},
-      {R"({"prompt": "x", "logit_bias": {"5": -1e400}})", 400, "BadRequestError", "", "beyond the range of a double in '5'"},
+      {R"({"prompt": "x", "temperature": 1e999})", 400, "BadRequestError", "temperature", "beyond the range of a double in 'temperature'"},
+      {R"({"prompt": "x", "logit_bias": {"5": -1e400}})", 400, "BadRequestError", "logit_bias", "beyond the range of a double in '5'"},
   };
   for (const ErrorCase& c : cases) {
     SCOPED_TRACE(c.body);
