@@ -140,7 +140,9 @@ TEST(WsProtocol, ServerMessagesHaveTheDocumentedShape) {
   // Invalid UTF-8 never reaches the socket (WebSocket text must be UTF-8).
   ChoiceDelta bad;
   bad.text = "\xff";
-  EXPECT_NO_THROW((void)json::parse(ws_delta_message("a", 1, bad)));
+  json parsed;
+  EXPECT_NO_THROW(parsed = json::parse(ws_delta_message("a", 1, bad)));
+  EXPECT_TRUE(parsed.is_object());
   EngineStats before, now;
   now.generation_tokens_total = 500;
   now.time_to_first_token.observe(0.25);
