@@ -112,10 +112,17 @@ TEST_F(ServeBoundedInput, ThirtyMegabytePromptIsRefusedBeforeTokenizing) {
   EXPECT_LT(took, 10.0);
   const size_t rss_after = proc_status_bytes(pid, "VmRSS");
   const size_t hwm_after = proc_status_bytes(pid, "VmHWM");
+#ifdef PAGODA_SANITIZE
+  // ASan keeps freed memory in its quarantine (and adds redzones): RSS says
+  // nothing about the server's own use there; the Release run checks it.
+  (void)rss_after;
+  (void)hwm_after;
+#else
   EXPECT_LT(rss_after, rss_before + (100u << 20)) << rss_before << " -> " << rss_after;
   // The peak: the body, nlohmann's lexer buffer and the parsed string (about
   // 4x the body; no tokenization at all). Was 5 GB.
   EXPECT_LT(hwm_after, hwm_before + (200u << 20)) << hwm_before << " -> " << hwm_after;
+#endif
 }
 
 TEST_F(ServeBoundedInput, TooManyPromptsTimesNIsRefusedUpFront) {

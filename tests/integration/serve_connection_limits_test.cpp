@@ -117,6 +117,12 @@ size_t count_lines_with(const std::string& text, const std::string& needle) {
 }
 
 TEST(ServeConnectionLimits, AcceptBacksOffWhenDescriptorsRunOutAndServesAgainAfter) {
+#ifdef PAGODA_SANITIZE
+  // The sanitizers' runtime opens a pipe to check that memory is readable
+  // (UBSan's vptr check, the symbolizer); with every descriptor taken it
+  // reports a false "invalid vptr" in Boost.System's error_category.
+  GTEST_SKIP() << "descriptor exhaustion breaks the sanitizer runtime; run in the Release stage";
+#endif
   // 64 descriptors: the server's own (model, epoll, pipes, std streams) and
   // a few dozen connections; 150 connections are certain to run out.
   LimitedServer server(64, {"--network-threads", "2"});
