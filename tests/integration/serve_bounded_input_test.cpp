@@ -115,6 +115,8 @@ TEST_F(ServeBoundedInput, ThirtyMegabytePromptIsRefusedBeforeTokenizing) {
 #ifdef PAGODA_SANITIZE
   // ASan keeps freed memory in its quarantine (and adds redzones): RSS says
   // nothing about the server's own use there; the Release run checks it.
+  (void)rss_before;
+  (void)hwm_before;
   (void)rss_after;
   (void)hwm_after;
 #else
