@@ -249,13 +249,19 @@ void HttpSession::start_generation(ParsedRequest&& parsed) {
   if (chunked_) stream_header_->chunked(true);
   header_sr_ = std::make_shared<http::response_serializer<http::empty_body>>(*stream_header_);
   writing_ = true;
-  http::async_write_header(stream_, *header_sr_, [self = shared_from_this()](beast::error_code ec, size_t) {
-    self->header_sr_.reset();
-    self->writing_ = false;
-    if (ec) return self->client_gone("header write failed");
-    self->pending_out_.insert(0, self->formatter_->begin());
-    self->flush_stream();
-  });
+  // The role chunks are formatted now, before any delta (deltas reach
+  // on_output on this strand only after this returns): their usage is the
+  // request's start (0 completion tokens), however many deltas arrive while
+  // the header is written.
+  std::string first = formatter_->begin();
+  http::async_write_header(stream_, *header_sr_,
+                           [self = shared_from_this(), first = std::move(first)](beast::error_code ec, size_t) {
+                             self->header_sr_.reset();
+                             self->writing_ = false;
+                             if (ec) return self->client_gone("header write failed");
+                             self->pending_out_.insert(0, first);
+                             self->flush_stream();
+                           });
 }
 
 void HttpSession::watch_client() {
