@@ -67,22 +67,19 @@ std::string slow_body(int count, int max_tokens) {
 
 constexpr int kSlowPrompts = 3000;  // ~4.5 MB body: seconds of tokenization
 
-class ServeBoundedInput : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new PagodaServer({std::string(PAGODA_SOURCE_DIR) + "/models/stories260K",
-                                "--network-threads", "1", "--preprocess-threads", "1",
-                                "--max-preprocess-queue", "1", "--max-seqs-per-request",
-                                std::to_string(kSlowPrompts)});
+class ServeBoundedInput : public BundledServerSuite<ServeBoundedInput> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {std::string(PAGODA_SOURCE_DIR) + "/models/stories260K",
+            "--network-threads",
+            "1",
+            "--preprocess-threads",
+            "1",
+            "--max-preprocess-queue",
+            "1",
+            "--max-seqs-per-request",
+            std::to_string(kSlowPrompts)};
   }
-  static void TearDownTestSuite() {
-    int status = server_->stop();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    delete server_;
-    server_ = nullptr;
-  }
-  static uint16_t port() { return server_->port(); }
-  static inline PagodaServer* server_ = nullptr;
 };
 
 TEST_F(ServeBoundedInput, ThirtyMegabytePromptIsRefusedBeforeTokenizing) {
@@ -234,19 +231,11 @@ TEST_F(ServeBoundedInput, ClientLeavingDuringPreprocessingLeavesNothingInTheEngi
 }
 
 // The chat side, on a model with a chat template.
-class ServeBoundedChat : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = new PagodaServer({shared_path("models/tiny-random-qwen2-chat")});
+class ServeBoundedChat : public BundledServerSuite<ServeBoundedChat> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {shared_path("models/tiny-random-qwen2-chat")};
   }
-  static void TearDownTestSuite() {
-    int status = server_->stop();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    delete server_;
-    server_ = nullptr;
-  }
-  static uint16_t port() { return server_->port(); }
-  static inline PagodaServer* server_ = nullptr;
 };
 
 TEST_F(ServeBoundedChat, HundredThousandMessagesAreRefusedBeforeRendering) {

@@ -102,11 +102,14 @@ inline double metric(const std::string& text, const std::string& name, const std
 
 // A suite sharing one `pagoda serve` of the bundled model (no extra flags),
 // started before its first test and required to exit 0 after its last.
-// CRTP: each suite (Derived) gets its own server pointer.
+// CRTP: each suite (Derived) gets its own server pointer. The server runs
+// the bundled model with no flags unless Derived declares its own
+// `static std::vector<std::string> server_args()`.
 template <class Derived>
 class BundledServerSuite : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { server_ = new PagodaServer({}); }
+  static std::vector<std::string> server_args() { return {}; }
+  static void SetUpTestSuite() { server_ = new PagodaServer(Derived::server_args()); }
   static void TearDownTestSuite() {
     int status = server_->stop();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;

@@ -11,6 +11,7 @@
 #include "engine/model/model_config.h"
 #include "engine/output_channel.h"
 #include "engine_test_fakes.h"
+#include "tests/support/test_engine.h"
 
 namespace pagoda {
 namespace {
@@ -93,20 +94,12 @@ TEST(EngineAbortBatch, AddAbortAddOfOneIdInOneDrainRunsTheSecondAdd) {
 
 TEST(EngineAbortBatch,
      ThreeHundredThousandQueuedRequestsAbortInOneStepAndTheNextRequestIsAnswered) {
-  const std::string dir = std::string(PAGODA_SHARED_DIR) + "/models/stories260K";
-  ExecutorOptions opts;
-  opts.model_dir = dir;
-  opts.device = "cpu";
-  opts.num_threads = 1;
+  ExecutorOptions opts = test::stories_options();
   opts.max_model_len = 64;
   opts.max_num_seqs = 256;
   opts.max_num_batched_tokens = 2048;
-  EngineConfig cfg;
-  cfg.max_model_len = opts.max_model_len;
-  cfg.max_num_seqs = opts.max_num_seqs;
-  cfg.max_num_batched_tokens = opts.max_num_batched_tokens;
-  cfg.log_stats = false;
-  Engine engine(cfg, make_model_executor(ModelConfig::from_dir(dir), opts), load_tokenizer(dir));
+  auto engine_ptr = test::make_test_engine(opts);
+  Engine& engine = *engine_ptr;
 
   // The 300,000 in optimised builds; a tenth under the sanitizers
   // (their shadow memory and slower allocator), where the timing check
