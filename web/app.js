@@ -16,6 +16,10 @@ const state = {
   // browser WebSocket cannot set headers) and as a Bearer header on fetch.
   apiKey: sessionStorage.getItem("pagoda_api_key") || "",
   needKey: false,       // the server refused us for want of the right key
+  // Ids of replies that have ended, most recent last: a Stop pressed as a
+  // reply finishes reaches the server after it has forgotten the id, and
+  // its "No request with id" answer is not news to show.
+  ended: [],
 };
 
 function authHeaders() {
@@ -91,6 +95,10 @@ async function keyRefused() {
 
 // A new key: drop the connection (if any) and start over with it.
 function setApiKey(key) {
+  // The same key again (a second change event as the field loses focus)
+  // while it is in use: keep the connection; dropping it would lose a
+  // message sent meanwhile.
+  if (key.trim() === state.apiKey && !state.needKey && state.ws) return;
   state.apiKey = key.trim();
   if (state.apiKey) sessionStorage.setItem("pagoda_api_key", state.apiKey);
   else sessionStorage.removeItem("pagoda_api_key");
@@ -172,6 +180,8 @@ function finishCurrent(metaText) {
   meta.className = "meta";
   meta.textContent = metaText;
   cur.el.appendChild(meta);
+  state.ended.push(cur.id);
+  if (state.ended.length > 64) state.ended.shift();
   state.current = null;
   setBusy(false);
 }
@@ -220,6 +230,7 @@ function onError(m) {
     }
     return;
   }
+  if (m.id && state.ended.includes(m.id)) return;  // a late Stop (see state.ended)
   const { el } = addMessage("assistant", message);
   el.classList.add("error");
 }

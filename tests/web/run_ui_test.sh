@@ -53,3 +53,11 @@ start_server serve_key --api-key "ui/test+key=1 @"
 KEY_PORT=$PORT
 CHROMIUM="$CHROMIUM" node "$HERE/ui_test.mjs" "http://127.0.0.1:$OPEN_PORT/" "$OUT/chat_ui.png" \
   "http://127.0.0.1:$KEY_PORT/" "ui/test+key=1 @"
+rc=$?
+if [ $rc -ne 0 ]; then
+  for name in serve serve_key; do
+    echo "--- $name log (last 30 lines)"
+    tail -n 30 "$OUT/$name.err"
+  done
+fi
+exit $rc
