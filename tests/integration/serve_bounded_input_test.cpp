@@ -178,7 +178,11 @@ TEST_F(ServeBoundedInput, ThirtyMegabyteWebSocketMessageIsRefusedBeforeTokenizin
                 "This model's maximum context length is 512 tokens."),
             std::string::npos)
       << e.dump();
-  EXPECT_LT(took, 10.0);  // as above: the figures are in docs/PERFORMANCE.md
+  // Mostly the test client's own cost (Beast masks and writes the message
+  // in 4 KB pieces): 2.3-2.6 s on a loaded 2-core machine, 8-10 s before
+  // the fix (docs/PERFORMANCE.md). Tokenizing it would take minutes; the
+  // memory checks below are the discriminating ones.
+  EXPECT_LT(took, 30.0);
   std::printf("error after %.3f s\n", took);
   memory.expect_growth_under_100mb();
 }
