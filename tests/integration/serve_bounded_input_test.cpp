@@ -179,7 +179,7 @@ TEST_F(ServeBoundedInput, ThirtyMegabyteWebSocketMessageIsRefusedBeforeTokenizin
             std::string::npos)
       << e.dump();
   // Mostly the test client's own cost (Beast masks and writes the message
-  // in 4 KB pieces): 2.3-2.6 s on a loaded 2-core machine, 8-10 s before
+  // in 4 KB pieces): 0.7-2.6 s on a loaded 2-core machine, 8-10 s before
   // the fix (docs/PERFORMANCE.md). Tokenizing it would take minutes; the
   // memory checks below are the discriminating ones.
   EXPECT_LT(took, 30.0);
