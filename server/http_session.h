@@ -52,6 +52,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   using Response = boost::beast::http::response<boost::beast::http::string_body>;
 
   void do_read();
+  void on_header(boost::beast::error_code ec);  // the body, read with room for large ones
   void on_read(boost::beast::error_code ec);
   void handle(Request&& req);
   // Routes req on the PreprocessPool (a POST that parses, renders or

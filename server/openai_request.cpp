@@ -280,7 +280,14 @@ RequestFields checked_fields(const json& obj, const request_model::RequestModel&
 
 ParseResult parse_completion_request(std::string_view body, const ServingModel& model) {
   try {
-    json obj = parse_request_body(body);
+    return parse_completion_object(parse_request_body(body), model);
+  } catch (const RequestFieldError& e) {
+    return e.error;
+  }
+}
+
+ParseResult parse_completion_object(json obj, const ServingModel& model) {
+  try {
     ParsedRequest req;
     req.kind = ApiKind::kCompletion;
     RequestFields f = checked_fields(obj, request_model::completion_model(), req);
@@ -411,7 +418,14 @@ std::string render_chat(const RequestFields& f, const json& messages, const Serv
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
                                bool check_context) {
   try {
-    json obj = parse_request_body(body);
+    return parse_chat_object(parse_request_body(body), model, check_context);
+  } catch (const RequestFieldError& e) {
+    return e.error;
+  }
+}
+
+ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_context) {
+  try {
     ParsedRequest req;
     req.kind = ApiKind::kChat;
     RequestFields f = checked_fields(obj, request_model::chat_model(), req);

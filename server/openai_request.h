@@ -85,6 +85,9 @@ inline constexpr int64_t kCompletionDefaultMaxTokens = 16;
 // at max_model_len - prompt length (vLLM's CompletionRequest default and
 // get_max_tokens).
 ParseResult parse_completion_request(std::string_view body, const ServingModel& model);
+// The same for a body already parsed (a JSON object; /v1/ws messages): the
+// value is used in place, not dumped and parsed again.
+ParseResult parse_completion_object(nlohmann::json obj, const ServingModel& model);
 
 // POST /v1/chat/completions. messages: [{role, content}] with content a
 // string, null or missing (rendered as "", as vLLM does), or a list of
@@ -103,6 +106,9 @@ ParseResult parse_completion_request(std::string_view body, const ServingModel& 
 // refuses text that must exceed max_model_len, bounding the work).
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
                                bool check_context = true);
+// The same for a body already parsed (a JSON object; /v1/ws messages).
+ParseResult parse_chat_object(nlohmann::json obj, const ServingModel& model,
+                              bool check_context = true);
 
 // vLLM's api_server POST /generate: {"prompt": string, "stream", sampling
 // fields}; max_tokens defaults to 16 (vLLM SamplingParams' default).

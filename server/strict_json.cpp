@@ -6,6 +6,8 @@
 #include <set>
 #include <vector>
 
+#include "server/json_fast_path.h"
+
 namespace pagoda {
 
 using nlohmann::json;
@@ -110,6 +112,9 @@ class StrictSax {
 
 std::variant<json, JsonParseFailure> parse_strict_json(std::string_view text,
                                                        std::string_view what) {
+  // Well-formed text (nearly every request) takes the fast path; anything
+  // it declines is parsed again here, which accepts it or words the error.
+  if (std::optional<json> fast = parse_json_fast_path(text, kMaxJsonDepth)) return std::move(*fast);
   json result;
   StrictSax sax(result, what);
   const bool ok = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);

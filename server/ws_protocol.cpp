@@ -95,14 +95,16 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
   return m;
 }
 
-ParseResult parse_ws_generation(const WsClientMessage& msg, const ServingModel& model) {
-  std::string body = dump(msg.body);
-  ParseResult r = msg.type == WsClientMessage::Type::kChat ? parse_chat_request(body, model)
-                                                           : parse_completion_request(body, model);
+ParseResult parse_ws_generation(WsClientMessage& msg, const ServingModel& model) {
+  const bool has_prompt_logprobs = msg.body.contains("prompt_logprobs");
+  ParseResult r = msg.type == WsClientMessage::Type::kChat
+                      ? parse_chat_object(std::move(msg.body), model)
+                      : parse_completion_object(std::move(msg.body), model);
+  msg.body = nlohmann::json();
   // A WebSocket request streams: prompt_logprobs > 0 is refused as with
   // stream=true (vLLM), not computed and dropped.
   if (const auto* p = std::get_if<ParsedRequest>(&r);
-      p && msg.body.contains("prompt_logprobs") && p->sampling.prompt_logprobs.value_or(0) > 0)
+      p && has_prompt_logprobs && p->sampling.prompt_logprobs.value_or(0) > 0)
     return bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
   return r;
 }

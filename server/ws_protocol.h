@@ -60,7 +60,8 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
 
 // chat/completion → the protocol layer's ParsedRequest (or its error), by
 // the HTTP API's own parsers. "stream" is ignored (always streamed).
-ParseResult parse_ws_generation(const WsClientMessage& msg, const ServingModel& model);
+// msg.body is moved into the parser (left null): a big prompt is not copied.
+ParseResult parse_ws_generation(WsClientMessage& msg, const ServingModel& model);
 
 // Server messages (serialized; invalid UTF-8 replaced by U+FFFD).
 // {"type":"delta", id, seq, index, text, token_ids} for d (one choice's

@@ -21,6 +21,8 @@ namespace websocket = beast::websocket;
 namespace {
 // Control messages (errors) a client may leave unread before it is dropped.
 constexpr size_t kMaxQueuedControl = 256;
+// A message buffer above this is freed once its text is copied out.
+constexpr size_t kKeptReadBuffer = 64 * 1024;
 
 // Beast's server timeouts with a 60 s idle limit and keep-alive pings (an
 // idle but live client answers them); `handshake` bounds the opening and
@@ -101,11 +103,14 @@ void WsSession::on_read(beast::error_code ec) {
   if (ec) return teardown(Teardown::kDetach, "connection lost");
   std::string text = beast::buffers_to_string(read_buf_.data());
   read_buf_.consume(read_buf_.size());
+  // A big message's buffer (up to --max-body-bytes, grown by doubling) is
+  // freed before the text is parsed, not held beside the parsed copy.
+  if (read_buf_.capacity() > kKeptReadBuffer) read_buf_.shrink_to_fit();
   if (!ws_.got_text()) {
     queue_control(ws_error_message(std::nullopt, bad_request("Binary messages are not supported; send JSON text")));
   } else {
     try {
-      handle_message(text);
+      handle_message(std::move(text));
     } catch (const std::exception& e) {
       spdlog::error("/v1/ws: {}", e.what());
       queue_control(ws_error_message(std::nullopt, make_error(500, fmt::format("Internal server error: {}", e.what()))));
@@ -114,10 +119,11 @@ void WsSession::on_read(beast::error_code ec) {
   if (!closed_) do_read();
 }
 
-void WsSession::handle_message(const std::string& text) {
+void WsSession::handle_message(std::string text) {
   auto parsed = parse_ws_message(text);
+  text = std::string();  // a big message is held once, parsed
   if (auto* err = std::get_if<WsMessageError>(&parsed)) return queue_control(ws_error_message(err->id, err->error));
-  const WsClientMessage& m = std::get<WsClientMessage>(parsed);
+  WsClientMessage& m = std::get<WsClientMessage>(parsed);
   using T = WsClientMessage::Type;
   switch (m.type) {
     case T::kChat:
@@ -132,7 +138,7 @@ void WsSession::handle_message(const std::string& text) {
   }
 }
 
-void WsSession::start_generation(const WsClientMessage& m) {
+void WsSession::start_generation(WsClientMessage& m) {
   if (draining_) return queue_control(ws_error_message(m.id, make_error(503, "The server is shutting down")));
   if (!ctx_.preprocess) return submit_generation(m, parse_ws_generation(m, ctx_.model));
   if (preprocessing_.count(m.id))
@@ -148,7 +154,7 @@ void WsSession::start_generation(const WsClientMessage& m) {
   // comes back to this strand. A cancel meanwhile is applied once the
   // request starts (its done says "abort"); a connection closed meanwhile
   // drops it unsubmitted.
-  auto msg = std::make_shared<const WsClientMessage>(m);
+  auto msg = std::make_shared<WsClientMessage>(std::move(m));  // its body: moved, not copied
   auto job = [self = shared_from_this(), executor = ws_.get_executor(), msg] {
     if (self->closed_flag_->load())
       return self->ctx_.preprocess->note_dropped();  // the connection is gone
@@ -159,11 +165,12 @@ void WsSession::start_generation(const WsClientMessage& m) {
   };
   if (!ctx_.preprocess->try_submit(std::move(job)))
     return queue_control(ws_error_message(
-        m.id, make_error(503, fmt::format(
-                                  "The server is overloaded: {} requests are already waiting to be "
-                                  "preprocessed (--max-preprocess-queue); retry later",
-                                  ctx_.preprocess->max_queued()))));
-  preprocessing_[m.id] = false;
+        msg->id,
+        make_error(503,
+                   fmt::format("The server is overloaded: {} requests are already waiting to be "
+                               "preprocessed (--max-preprocess-queue); retry later",
+                               ctx_.preprocess->max_queued()))));
+  preprocessing_[msg->id] = false;
 }
 
 void WsSession::on_preprocessed(const WsClientMessage& m, ParseResult&& pr) {

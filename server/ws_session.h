@@ -77,8 +77,8 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
 
   void do_read();
   void on_read(boost::beast::error_code ec);
-  void handle_message(const std::string& text);
-  void start_generation(const WsClientMessage& m);
+  void handle_message(std::string text);
+  void start_generation(WsClientMessage& m);                         // consumes m.body
   void on_preprocessed(const WsClientMessage& m, ParseResult&& pr);  // back from the PreprocessPool
   void submit_generation(const WsClientMessage& m, ParseResult&& pr);
   void cancel(const WsClientMessage& m);

@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)pagoda::ws_error_message(e->id, e->error);
     return 0;
   }
-  const auto& msg = std::get<WsClientMessage>(parsed);
+  auto& msg = std::get<WsClientMessage>(parsed);
   if (msg.type != WsClientMessage::Type::kChat && msg.type != WsClientMessage::Type::kCompletion)
     return 0;
   auto r = pagoda::parse_ws_generation(msg, pagoda::fuzz::stories_model());

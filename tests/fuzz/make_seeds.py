@@ -81,6 +81,16 @@ ws = [
 for i, b in enumerate(ws):
     write("ws_message", str(i), b)
 
+# json_fast_path: every request and message body above, and the corners the
+# fast path declines or converts (numbers, escapes, UTF-8, nesting).
+corners = [
+    '[0,-0,1,-1,18446744073709551615,18446744073709551616,-9223372036854775809,1.5e-3,1E+2,1e-400,4.9e-324]',
+    '["\\u00e9\\ud83d\\ude00\\"\\\\\\/\\b\\f\\n\\r\\t","\\ud800","caf\u00e9 \u20ac \U0001F600"]',
+    '\ufeff{"a":[[[[{"b":null}]]]],"c":true,"d":false}',
+]
+for i, b in enumerate(completions + chats + ws + corners):
+    write("json_fast_path", str(i), b)
+
 
 def http(method, target, body=None, headers=()):
     lines = [f"{method} {target} HTTP/1.1", "Host: localhost"] + list(headers)
