@@ -126,9 +126,8 @@ TEST(ModelQuantized, TensorParallelShardNotAlignedWithGroupsIsAnError) {
       << m;
 }
 
-// A copy of a quantized model directory whose config.json and safetensors
-// header can be edited.
-class BadQuantizedCheckpoint : public ::testing::Test {
+// A copy of tiny-gptq-llama whose config.json and safetensors can be edited.
+class QuantizedCheckpointCopy : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -168,7 +167,7 @@ class BadQuantizedCheckpoint : public ::testing::Test {
   json config_;
 };
 
-TEST_F(BadQuantizedCheckpoint, Bits3IsAnError) {
+TEST_F(QuantizedCheckpointCopy, Bits3IsAnError) {
   config_["quantization_config"]["bits"] = 3;
   write_config();
   const std::string m = load_error();
@@ -177,7 +176,7 @@ TEST_F(BadQuantizedCheckpoint, Bits3IsAnError) {
       << m;
 }
 
-TEST_F(BadQuantizedCheckpoint, UnknownQuantMethodIsAnError) {
+TEST_F(QuantizedCheckpointCopy, UnknownQuantMethodIsAnError) {
   config_["quantization_config"]["quant_method"] = "bitsandbytes";
   write_config();
   const std::string m = load_error();
@@ -186,7 +185,7 @@ TEST_F(BadQuantizedCheckpoint, UnknownQuantMethodIsAnError) {
       << m;
 }
 
-TEST_F(BadQuantizedCheckpoint, AwqGemvAndUnsupportedGroupAreErrors) {
+TEST_F(QuantizedCheckpointCopy, AwqGemvAndUnsupportedGroupAreErrors) {
   config_["quantization_config"] = {
       {"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"version", "gemv"}};
   write_config();
@@ -201,7 +200,7 @@ TEST_F(BadQuantizedCheckpoint, AwqGemvAndUnsupportedGroupAreErrors) {
       << m;
 }
 
-TEST_F(BadQuantizedCheckpoint, MissingQzerosIsAnError) {
+TEST_F(QuantizedCheckpointCopy, MissingQzerosIsAnError) {
   edit_header([](json& h) {
     h["model.layers.1.mlp.up_proj.qzeros_renamed"] = h["model.layers.1.mlp.up_proj.qzeros"];
     h.erase("model.layers.1.mlp.up_proj.qzeros");
@@ -214,7 +213,7 @@ TEST_F(BadQuantizedCheckpoint, MissingQzerosIsAnError) {
       << m;
 }
 
-TEST_F(BadQuantizedCheckpoint, WrongShapesAreErrors) {
+TEST_F(QuantizedCheckpointCopy, WrongShapesAreErrors) {
   // Same bytes, another shape: [2, 16] I32 qzeros of k_proj read as [4, 8].
   edit_header([](json& h) { h["model.layers.0.self_attn.k_proj.qzeros"]["shape"] = {4, 8}; });
   std::string m = load_error();
@@ -241,6 +240,53 @@ TEST_F(BadQuantizedCheckpoint, WrongShapesAreErrors) {
                    "expected [64, 256] for gptq 8-bit"),
             std::string::npos)
       << m;
+}
+
+// The same tensors split over two shards named by model.safetensors.index.json
+// load as the single file does (same logits).
+TEST_F(QuantizedCheckpointCopy, ShardedIndexLoadsLikeOneFile) {
+  const fs::path p = dir_ / "model.safetensors";
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  in.close();
+  const std::string file = ss.str();
+  uint64_t n;
+  std::memcpy(&n, file.data(), 8);
+  const json h = json::parse(file.substr(8, n));
+  const std::string data = file.substr(8 + n);
+  json headers[2] = {json::object(), json::object()};
+  std::string bytes[2];
+  json weight_map = json::object();
+  for (const auto& [name, e] : h.items()) {
+    if (name == "__metadata__") continue;
+    const int f = name.find("layers.1.") != std::string::npos ? 1 : 0;
+    const auto b = e["data_offsets"][0].get<size_t>(), end = e["data_offsets"][1].get<size_t>();
+    json entry = e;
+    entry["data_offsets"] = {bytes[f].size(), bytes[f].size() + (end - b)};
+    bytes[f] += data.substr(b, end - b);
+    headers[f][name] = entry;
+    weight_map[name] = "model-0000" + std::to_string(f + 1) + "-of-00002.safetensors";
+  }
+  for (int f = 0; f < 2; ++f) {
+    const std::string header = headers[f].dump();
+    const uint64_t m = header.size();
+    std::ofstream out(dir_ / ("model-0000" + std::to_string(f + 1) + "-of-00002.safetensors"),
+                      std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&m), 8);
+    out << header << bytes[f];
+  }
+  fs::remove(p);
+  std::ofstream(dir_ / "model.safetensors.index.json")
+      << json{{"metadata", json::object()}, {"weight_map", weight_map}}.dump();
+  const json ref = reference(quantized_model("tiny-gptq-llama"));
+  CpuModel m(dir_.string(), 8, 64);
+  for (const json& c : ref["cases"]) {
+    const auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
+    if (ids.size() > 64) continue;
+    const std::vector<float> logits = m.run(one_seq_batch(ids, 0, 0, 4));
+    EXPECT_LT(rel_l2(logits.data(), c["last_logits"].get<std::vector<double>>()), 1e-4);
+  }
 }
 
 TEST(QuantizationFlag, MatchesVllmRules) {
