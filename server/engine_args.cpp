@@ -44,6 +44,11 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
   app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
                  "Tensor-parallel ranks (alias -tp): CPU threads, or one GPU each over NCCL");
+  app.add_option(
+         "-q,--quantization", a.quantization,
+         "gptq | gptq_marlin | awq | awq_marlin: must match config.json's quantization_config "
+         "(which is used without the flag too)")
+      ->check(CLI::IsMember(quantization_flag_values()));
   app.callback([&a] {
     try {
       apply_model_flag(a);
@@ -158,6 +163,9 @@ std::string resolve_model_dir(const std::string& given) {
 LoadedModel load_model(const EngineArgs& a) {
   LoadedModel m;
   m.config = ModelConfig::from_dir(a.model_dir);
+  check_quantization_flag(
+      m.config.quantization, a.quantization,
+      (fs::path(a.model_dir) / "config.json").string());       // before the slow loads
   validate_tensor_parallel(m.config, a.tensor_parallel_size);  // before the slow loads
   m.generation_config = GenerationConfig::from_dir(a.model_dir);
   m.tokenizer_config = TokenizerConfig::from_dir(a.model_dir);
@@ -196,6 +204,7 @@ LoadedModel load_model(const EngineArgs& a) {
   eo.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.enforce_eager = a.enforce_eager;
   eo.tensor_parallel_size = static_cast<int>(a.tensor_parallel_size);
+  eo.quantization = a.quantization;
   std::unique_ptr<ModelExecutor> executor = make_model_executor(m.config, eo);
   m.backend = executor->describe();
 

@@ -43,6 +43,7 @@ struct EngineArgs {
   bool disable_log_stats = false;
   int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)
   int64_t max_num_waiting_requests = 0;  // serve's --max-num-waiting-requests (0 = no bound)
+  std::string quantization;  // --quantization / -q: "" or gptq|gptq_marlin|awq|awq_marlin
 };
 
 // Registers the shared flags on a CLI11 (sub)command, among them --model

@@ -21,6 +21,7 @@
 
 #include "engine/core/tensor.h"
 #include "engine/model/forward_batch.h"
+#include "engine/quant/quantized_weight.h"
 
 namespace pagoda {
 
@@ -99,6 +100,25 @@ class Backend {
     copy_from_host(t, host.data(), DType::F32);
   }
   virtual void synchronize() = 0;
+  // Loads a GPTQ/AWQ linear (engine/quant/quantized_weight.h) into dst, a
+  // float [N, K] tensor in act_dtype() (nn.Linear layout, as linear() reads
+  // it). This default dequantizes on the host to fp32 and converts on upload
+  // (copy_from_host): the CPU backend's path, and the CUDA backend's until it
+  // has int4/int8 kernels (which would override this to keep w packed).
+  virtual void load_quantized_linear(Tensor& dst, const QuantizedWeight& w) {
+    if (dst.ndim != 2 || dst.shape[0] != w.out_features || dst.shape[1] != w.in_features)
+      throw std::invalid_argument("load_quantized_linear: destination " + dst.shape_str() +
+                                  " for " + w.module);
+    std::vector<float> host(static_cast<size_t>(dst.numel()));
+    dequantize_linear(w, host.data());
+    copy_from_host(dst, host.data(), DType::F32);
+    synchronize();  // `host` goes away
+  }
+  // How load_quantized_linear runs here (for the startup log).
+  virtual std::string quantized_linear_path() const {
+    return std::string("dequantized at load to ") + dtype_name(act_dtype()) +
+           " (no int4/int8 kernel yet)";
+  }
 
   // Uploads the step's metadata into backend-owned buffers.
   virtual const DeviceBatch& upload_batch(const ForwardBatch& batch) = 0;

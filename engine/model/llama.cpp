@@ -121,7 +121,29 @@ void LlamaModel::load_weights(const std::string& model_dir) {
   SafetensorsModel st(model_dir);
   load_stats_ = {};
   std::vector<unsigned char> strided;  // a column shard, packed
-  load_from([&](const std::string& name, const std::vector<int64_t>& shape, const Shard& shard, Tensor dst) {
+  const QuantConfig& qc = config_.quantization;
+  load_from([&](const std::string& name, const std::vector<int64_t>& shape, const Shard& shard,
+                Tensor dst) {
+    // A quantized linear: <module>.{qweight, qzeros, scales, g_idx} in place
+    // of <module>.weight; this rank's shard of the packed tensors goes to
+    // the backend (engine/quant/quantized_weight.h).
+    const std::string suffix = "_proj.weight";
+    if (qc.enabled() && shape.size() == 2 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string module = name.substr(0, name.size() - 7);  // minus ".weight"
+      if (!qc.skips(module)) {
+        const QuantizedWeight full = read_quantized_weight(st, module, qc, shape[0], shape[1]);
+        const QuantizedWeight mine =
+            tp_.size == 1 ? full
+                          : shard_quantized_weight(full, shard.dim, shard.begin, shard.count);
+        backend_.load_quantized_linear(dst, mine);
+        (shard.dim < 0 ? load_stats_.replicated_bytes : load_stats_.sharded_bytes) +=
+            mine.packed_bytes();
+        load_stats_.device_bytes += dst.nbytes();
+        ++load_stats_.quantized_linears;
+        return;
+      }
+    }
     const SafetensorsTensor& t = st.get(name);  // throws naming file + tensor
     if (t.shape != shape) {
       std::string ws = "[";
@@ -140,6 +162,7 @@ void LlamaModel::load_weights(const std::string& model_dir) {
       backend_.synchronize();  // `strided` is reused by the next column shard
     }
     (shard.dim < 0 ? load_stats_.replicated_bytes : load_stats_.sharded_bytes) += bytes;
+    load_stats_.device_bytes += dst.nbytes();
   });
   backend_.synchronize();  // the mmap'd sources go away with `st`
 }

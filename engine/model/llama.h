@@ -52,8 +52,11 @@ class LlamaModel {
   // {input,post_attention}_layernorm.weight, model.norm.weight, lm_head.weight)
   // from model_dir's model.safetensors or model.safetensors.index.json shards
   // (mmap), converts to backend.act_dtype() and uploads; q/k/v and gate/up are
-  // fused on upload. Throws std::runtime_error naming the file and tensor for
-  // a missing tensor, a wrong shape or an unsupported dtype.
+  // fused on upload. With config.quantization (GPTQ/AWQ) each {q,k,v,o,gate,
+  // up,down}_proj is read as <module>.{qweight,qzeros,scales,g_idx}, this
+  // rank's shard of the packed tensors taken (shard_quantized_weight) and
+  // handed to Backend::load_quantized_linear; the rest stays float. Throws std::runtime_error
+  // naming the file and tensor for a missing tensor, a wrong shape or an unsupported dtype.
   void load_weights(const std::string& model_dir);
   // Random weights (normal, std 0.02; norms 1) from the config alone, for
   // benchmarks (`--load-format dummy`).
@@ -88,9 +91,13 @@ class LlamaModel {
   // Checkpoint bytes load_weights read (in the file's dtype): of the
   // tensors split among ranks (q/k/v[+bias], o, gate/up, down) and of those
   // every rank holds whole (embedding, norms, lm_head).
+  // A quantized linear counts its packed bytes (QuantizedWeight::
+  // packed_bytes) there.
   struct LoadStats {
     size_t sharded_bytes = 0;
     size_t replicated_bytes = 0;
+    size_t device_bytes = 0;    // weight bytes this rank holds on its device
+    int quantized_linears = 0;  // linears loaded through load_quantized_linear
   };
   const LoadStats& load_stats() const { return load_stats_; }
   int64_t num_kv_blocks() const { return num_kv_blocks_; }

@@ -202,6 +202,8 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
       r.fail("eos_token_id", "must be an integer or a list of integers");
     }
   }
+  if (j.contains("quantization_config"))
+    c.quantization = parse_quant_config(j["quantization_config"], source);
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "engine/quant/quant_config.h"
 
 namespace pagoda {
 
@@ -40,6 +41,9 @@ struct ModelConfig {
   DType torch_dtype = DType::F32;  // the checkpoint's dtype
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json's eos_token_id (int or list)
+  // config.json's quantization_config (engine/quant/quant_config.h);
+  // method None for a float checkpoint.
+  QuantConfig quantization;
 
   // Reads and validates <dir>/config.json. Throws std::runtime_error naming
   // the file and the field for a missing/malformed file, an unsupported

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <thread>
@@ -291,6 +292,18 @@ size_t profile_run(BackendModelExecutor& ex, const ExecutorOptions& o, size_t by
 }
 #endif
 
+// vLLM's "Loading model weights took X GB" (per rank: what rank 0's device
+// holds), and how the quantized linears run.
+void log_weight_memory(BackendModelExecutor& ex, const ModelConfig& c, int tp, double seconds) {
+  const LlamaModel::LoadStats& st = ex.rank(0).model->load_stats();
+  spdlog::info("Loading model weights took {:.4f} GB{} in {:.2f} s",
+               static_cast<double>(st.device_bytes) / 1e9, tp > 1 ? " per rank" : "", seconds);
+  if (!c.quantization.enabled()) return;
+  spdlog::info("Quantization: {} ({} linears{}); quantized linears {} on {}",
+               c.quantization.describe(), st.quantized_linears, tp > 1 ? " per rank" : "",
+               ex.rank(0).backend->quantized_linear_path(), ex.rank(0).backend->name());
+}
+
 }  // namespace
 
 std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, const ExecutorOptions& opts) {
@@ -299,6 +312,13 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
     throw std::runtime_error("block_size, max_num_seqs and max_num_batched_tokens must be positive");
   if (opts.load_format != "auto" && opts.load_format != "safetensors" && opts.load_format != "dummy")
     throw std::runtime_error("unsupported load_format '" + opts.load_format + "' (auto, safetensors, dummy)");
+
+  check_quantization_flag(config.quantization, opts.quantization, opts.model_dir + "/config.json");
+  if (config.quantization.enabled() && opts.load_format == "dummy")
+    spdlog::warn(
+        "--load-format dummy with a quantized checkpoint ({}): dummy weights are float, in the "
+        "checkpoint's float shapes (no packed dummy weights yet)",
+        config.quantization.describe());
 
   bool use_cuda;
   if (opts.device == "cpu") {
@@ -360,12 +380,16 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
   ex->set_description(description);
   const DType act = ex->rank(0).backend->act_dtype();
 
+  const auto load_start = std::chrono::steady_clock::now();
   ex->run_ranks([&](int r) {
     LlamaModel& m = *ex->rank(r).model;
     if (opts.load_format == "dummy") m.load_dummy_weights(opts.seed);
     else m.load_weights(opts.model_dir);  // each rank reads only its shards
     m.allocate_workspace(opts.max_num_batched_tokens, opts.max_num_seqs, opts.max_model_len);
   });
+  log_weight_memory(
+      *ex, config, tp,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
 
   const int64_t bs = opts.block_size;
   // Per rank: each holds num_key_value_heads / tp heads of every block.

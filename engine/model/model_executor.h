@@ -61,13 +61,18 @@ struct ExecutorOptions {
   // ranks, one thread each (engine/dist/communicator.h); CPU: in-process
   // all-reduce; CUDA: one GPU per rank (devices 0..N-1) over NCCL.
   int tensor_parallel_size = 1;
+  // vLLM's --quantization ("" | gptq | gptq_marlin | awq | awq_marlin):
+  // checked against config.quantization (check_quantization_flag); the
+  // checkpoint's quantization_config is used with or without it.
+  std::string quantization;
 };
 
 // Loads the model for opts.device ("auto": CUDA when a GPU is present and the
 // CUDA backend is built in, else CPU). Throws std::runtime_error with a clear
 // message (missing files, unsupported architecture, no GPU for "cuda";
 // tensor_parallel_size < 1, not dividing the heads/KV heads/intermediate
-// size, > 1 on CUDA in a build without NCCL, or more than the GPUs present).
+// size, > 1 on CUDA in a build without NCCL, or more than the GPUs present;
+// a --quantization flag not matching the checkpoint).
 std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config,
                                                    const ExecutorOptions& opts);
 
