@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/gpu/gpu_model.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/model_test_helpers.h"
 
@@ -18,24 +19,7 @@ namespace {
 
 using json = nlohmann::json;
 
-struct GpuModel {
-  ModelConfig config;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<LlamaModel> model;
-  GpuModel(const std::string& dir, DType dt, int64_t num_blocks, int64_t max_tokens)
-      : config(ModelConfig::from_dir(dir)), backend(make_cuda_backend(0, dt)) {
-    model = std::make_unique<LlamaModel>(config, *backend);
-    model->load_weights(dir);
-    model->allocate_kv_cache(num_blocks, 16);
-    model->allocate_workspace(max_tokens, 64, std::min<int64_t>(config.max_position_embeddings, 4096));
-  }
-  std::vector<float> run(const ForwardBatch& batch) {
-    Tensor t = model->forward(backend->upload_batch(batch));
-    std::vector<float> out(static_cast<size_t>(t.numel()));
-    backend->copy_to_host(out.data(), t);
-    return out;
-  }
-};
+using gputest::GpuModel;
 
 json load_reference(const std::string& name) {
   std::ifstream in(test::shared_model(name) + "/reference.json");
