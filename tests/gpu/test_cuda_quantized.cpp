@@ -1,12 +1,17 @@
 // GPTQ / AWQ checkpoints on the CUDA backend in fp16 and bf16 against HF
 // transformers' float32 logits on the dequantized weights
 // (shared/models/quantized/<m>/reference.json, written by an independent
-// quantizer): last-position logits within 5e-3 relative L2 (issue 13's
-// bound; reference.json's fp16_rel_l2 is HF's own fp16 error, ~1e-3), and
-// the next token equal to the reference's where the top-2 margin exceeds the
-// error that bound allows. The 32-token greedy continuations are decoded and
-// their agreement printed: later margins are not recorded, so a late
-// divergence is not a failure.
+// quantizer). fp16: last-position logits within issue 13's 5e-3 relative L2
+// (reference.json's fp16_rel_l2, HF's own fp16 error, is ~1e-3). bf16: its
+// unit roundoff is 8x fp16's and HF's own bf16 forward of the same-sized
+// tiny-random-llama lands at 0.007-0.009 (that model's reference.json), so
+// 5e-3 is out of reach for any bf16 forward; the bound is twice that recorded
+// HF bf16 error, which still fails any layout mistake (a wrong zero point,
+// packing order or act-order permutation gives errors of order 1). The next
+// token must equal the reference's where the top-2 margin exceeds what the
+// bound allows. The 32-token greedy continuations are decoded and their
+// agreement printed: later margins are not recorded, so a late divergence is
+// not a failure.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +29,18 @@ namespace {
 
 using json = nlohmann::json;
 
+// The largest relative L2 error of HF transformers' own bf16 GPU forward
+// against float32 over tiny-random-llama's reference sequences.
+double hf_bf16_error_of_tiny_random_llama() {
+  std::ifstream in(test::shared_model("tiny-random-llama") + "/reference.json");
+  EXPECT_TRUE(in.good());
+  const json ref = json::parse(in);
+  double worst = 0;
+  for (const json& seq : ref["sequences"])
+    worst = std::max(worst, seq["bf16_gpu_rel_err_all_positions"].get<double>());
+  return worst;
+}
+
 void check_quantized_cuda(const std::string& name, DType dt) {
   const std::string dir = test::shared_model("quantized/" + name);
   std::ifstream in(dir + "/reference.json");
@@ -32,7 +49,7 @@ void check_quantized_cuda(const std::string& name, DType dt) {
   gputest::GpuModel m(dir, dt, 80, 1024);
   ASSERT_TRUE(m.config.quantization.enabled()) << name;
   const auto V = static_cast<size_t>(m.config.vocab_size);
-  constexpr double kTol = 5e-3;
+  const double kTol = dt == DType::BF16 ? 2 * hf_bf16_error_of_tiny_random_llama() : 5e-3;
   int cases = 0;
   for (const json& c : ref["cases"]) {
     auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
