@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <utility>
 
@@ -67,6 +69,24 @@ void HttpSession::on_header(beast::error_code ec) {
   if (ec || parser_->is_done()) return on_read(ec);
   const auto length = parser_->content_length();
   if (!length || *length > kLargeBody) buffer_.reserve(kBodyReadBytes);
+  // RFC 9110 10.1.1: a client that sent "Expect: 100-continue" (curl does for
+  // bodies over 1 MiB) waits for an interim 100 before the body, or gives up
+  // waiting after a second. A body already known to be too large gets its
+  // 413 instead.
+  const auto& req = parser_->get();
+  if (req.version() >= 11 && beast::iequals(req[http::field::expect], "100-continue")) {
+    if (length && *length > ctx_.limits.max_body_bytes) return on_read(http::error::body_limit);
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    return net::async_write(stream_, net::buffer(kContinue),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->close();
+                              self->read_body();
+                            });
+  }
+  read_body();
+}
+
+void HttpSession::read_body() {
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
 }

@@ -53,6 +53,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void do_read();
   void on_header(boost::beast::error_code ec);  // the body, read with room for large ones
+  void read_body();                             // after the header (and any 100 Continue)
   void on_read(boost::beast::error_code ec);
   void handle(Request&& req);
   // Routes req on the PreprocessPool (a POST that parses, renders or

@@ -7,17 +7,33 @@
 #include "server/openai_fields.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
+#include "server/request_model.h"
 
 namespace pagoda {
 
 using nlohmann::json;
 using namespace openai_fields;
 
+namespace {
+// Logs the top-level keys of `obj` outside `known` (vLLM's
+// TokenizeCompletionRequest / DetokenizeRequest fields), as the generation
+// endpoints do: they do nothing here, and the client should hear of it.
+void warn_unknown(const json& obj, std::initializer_list<std::string_view> known) {
+  std::vector<std::string> unknown;
+  for (const auto& item : obj.items())
+    if (std::find(known.begin(), known.end(), item.key()) == known.end()) unknown.push_back(item.key());
+  request_model::warn_unknown_fields(unknown);
+}
+}  // namespace
+
 std::variant<json, OpenAIError> tokenize_request(std::string_view body, const ServingModel& model) {
   try {
     json obj = parse_request_body(body);
     check_model(obj, model);
     std::vector<int32_t> ids;
+    // (The messages path's unknown fields are logged by the chat parser.)
+    if (!get(obj, "messages"))
+      warn_unknown(obj, {"model", "prompt", "add_special_tokens", "return_token_strs"});
     if (get(obj, "messages")) {
       // The chat path exactly: render and tokenize through the chat parser
       // (a one-token request; only its prompt is used).
@@ -59,6 +75,7 @@ std::variant<json, OpenAIError> detokenize_request(std::string_view body, const 
   try {
     json obj = parse_request_body(body);
     check_model(obj, model);
+    warn_unknown(obj, {"model", "tokens"});
     const json* t = get(obj, "tokens");
     if (!t) fail("'tokens' is required", "tokens");
     if (!t->is_array()) fail(fmt::format("'tokens' must be a list of token ids, got {}", type_name(*t)), "tokens");

@@ -273,5 +273,33 @@ TEST_F(ServerHttpTest, OversizedBodyIs413AndServerGoesOn) {
   EXPECT_EQ(c2.get("/health").status, 200);
 }
 
+// "Expect: 100-continue" (curl sends it for bodies over 1 MiB and waits a
+// second for the interim response): the server answers 100 Continue after
+// the header, then the final response after the body; a body whose declared
+// length is over the limit gets its 413 at once, without the 100.
+TEST_F(ServerHttpTest, ExpectContinueGetsAnInterim100ThenTheResponse) {
+  HttpClient c(port());
+  const std::string body = json{{"prompt", "hi"}, {"max_tokens", 5}}.dump();
+  const std::string head =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
+  boost::asio::write(c.socket(), boost::asio::buffer(head));
+  const std::string interim = c.read_until("\r\n\r\n");
+  EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  boost::asio::write(c.socket(), boost::asio::buffer(body));
+  const std::string final_response = c.read_until("\"finish_reason\"");
+  EXPECT_EQ(final_response.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << final_response;
+  EXPECT_NE(final_response.find("\"text\":\"hi\""), std::string::npos) << final_response;
+
+  HttpClient big(port());
+  const std::string big_head =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: 100000\r\n\r\n";
+  boost::asio::write(big.socket(), boost::asio::buffer(big_head));
+  const std::string refused = big.read_until("too large");
+  EXPECT_EQ(refused.rfind("HTTP/1.1 413 ", 0), 0u) << refused;
+}
+
 }  // namespace
 }  // namespace pagoda
