@@ -1,15 +1,15 @@
 #include "server/engine_args.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "engine/model/model_executor.h"
 
@@ -166,6 +166,11 @@ LoadedModel load_model(const EngineArgs& a) {
   check_quantization_flag(
       m.config.quantization, a.quantization,
       (fs::path(a.model_dir) / "config.json").string());       // before the slow loads
+  if (a.quantization.find("marlin") != std::string::npos)
+    spdlog::warn(
+        "--quantization {}: Marlin kernels are not implemented yet; the quantized linears "
+        "take the same dequantized path as '{}' (docs/QUANTIZATION.md)",
+        a.quantization, a.quantization.substr(0, a.quantization.find('_')));
   validate_tensor_parallel(m.config, a.tensor_parallel_size);  // before the slow loads
   m.generation_config = GenerationConfig::from_dir(a.model_dir);
   m.tokenizer_config = TokenizerConfig::from_dir(a.model_dir);

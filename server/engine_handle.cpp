@@ -24,7 +24,8 @@ void EngineAdapter::abort_requests(std::vector<std::string> request_ids) {
 }
 
 EngineHealth EngineAdapter::health() const {
-  if (!running_.load()) return {false, "The engine is not running"};
+  if (!running_.load())
+    return {false, "The engine is not taking requests (starting up or shutting down)"};
   const EngineHeartbeat h = engine_.heartbeat();
   const auto now = std::chrono::steady_clock::now();
   if (hang_timeout_.count() > 0 && h.stalled(now, hang_timeout_)) {

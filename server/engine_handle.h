@@ -43,7 +43,7 @@ class EngineHandle {
   // GET /health. Default: healthy while running().
   virtual EngineHealth health() const {
     if (running()) return {};
-    return {false, "The engine is not running"};
+    return {false, "The engine is not taking requests (starting up or shutting down)"};
   }
   // The --max-num-waiting-requests bound (0 = none), for error messages.
   virtual int64_t max_num_waiting_requests() const { return 0; }

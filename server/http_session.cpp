@@ -328,6 +328,10 @@ void HttpSession::on_watch(beast::error_code ec, size_t n) {
     peer_eof_ = true;
     return;
   }
+  // The stream's timer (--slow-reader-timeout) fails this read too, often
+  // before the pending write: name the cause.
+  if (ec == beast::error::timeout)
+    return client_gone("slow reader: a write stayed pending past --slow-reader-timeout");
   if (ec) return client_gone("client closed the connection");
   if (buffer_.size() > ctx_.limits.max_pipelined_bytes) return client_gone("client sent too much while waiting");
   if (gen_active_ || writing_ || preprocessing_) watch_client();
