@@ -92,14 +92,25 @@ class CpuBackend final : public Backend {
       case DType::F32:
         std::memcpy(out, src, static_cast<size_t>(n) * 4);
         return;
+      // 16-bit values read with memcpy: a safetensors header need not be
+      // padded to an even length, so a tensor's data may start at an odd
+      // address (a plain uint16_t load there is undefined behaviour).
       case DType::BF16: {
-        const auto* h = static_cast<const uint16_t*>(src);
-        for (int64_t i = 0; i < n; ++i) out[i] = cpu::bf16_to_f32(h[i]);
+        const auto* bytes = static_cast<const unsigned char*>(src);
+        for (int64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, bytes + 2 * i, 2);
+          out[i] = cpu::bf16_to_f32(h);
+        }
         return;
       }
       case DType::F16: {
-        const auto* h = static_cast<const uint16_t*>(src);
-        for (int64_t i = 0; i < n; ++i) out[i] = cpu::f16_to_f32(h[i]);
+        const auto* bytes = static_cast<const unsigned char*>(src);
+        for (int64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, bytes + 2 * i, 2);
+          out[i] = cpu::f16_to_f32(h);
+        }
         return;
       }
       default:
