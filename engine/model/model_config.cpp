@@ -1,55 +1,21 @@
 // ModelConfig parsing: field names and defaults as in HF transformers'
 // LlamaConfig / Qwen2Config (configuration_llama.py, configuration_qwen2.py).
+#include "engine/model/model_config.h"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
-#include "engine/model/model_config.h"
+#include "engine/model/config_reader.h"
 
 namespace pagoda {
 namespace {
 
 using json = nlohmann::json;
 
-struct Reader {
-  const json& j;
-  const std::string& source;
-
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw std::runtime_error("config " + source + ": field '" + field + "': " + what);
-  }
-  bool has(const char* f) const { return j.contains(f) && !j[f].is_null(); }
-  int64_t get_int(const char* f, std::optional<int64_t> def) const {
-    if (!has(f)) {
-      if (def) return *def;
-      fail(f, "missing (required)");
-    }
-    if (!j[f].is_number_integer()) fail(f, "must be an integer, got " + j[f].dump());
-    return j[f].get<int64_t>();
-  }
-  int64_t get_positive(const char* f, std::optional<int64_t> def) const {
-    int64_t v = get_int(f, def);
-    if (v <= 0) fail(f, "must be positive, got " + std::to_string(v));
-    return v;
-  }
-  double get_double(const char* f, double def) const {
-    if (!has(f)) return def;
-    if (!j[f].is_number()) fail(f, "must be a number, got " + j[f].dump());
-    return j[f].get<double>();
-  }
-  bool get_bool(const char* f, bool def) const {
-    if (!has(f)) return def;
-    if (!j[f].is_boolean()) fail(f, "must be true or false, got " + j[f].dump());
-    return j[f].get<bool>();
-  }
-  std::string get_string(const char* f, const std::string& def) const {
-    if (!has(f)) return def;
-    if (!j[f].is_string()) fail(f, "must be a string, got " + j[f].dump());
-    return j[f].get<std::string>();
-  }
-};
+using Reader = ConfigReader;
 
 DType parse_torch_dtype(const Reader& r, const char* field, const std::string& s) {
   if (s == "float32" || s == "float") return DType::F32;

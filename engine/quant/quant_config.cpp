@@ -4,39 +4,15 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/model/config_reader.h"
+
 namespace pagoda {
 namespace {
 
 using json = nlohmann::json;
 
-struct QReader {
-  const json& q;
-  const std::string& source;
-
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw std::runtime_error("config " + source + ": field 'quantization_config." + field +
-                             "': " + what);
-  }
-  bool has(const char* f) const { return q.contains(f) && !q[f].is_null(); }
-  int64_t get_int(const char* f) const {
-    if (!has(f)) fail(f, "missing (required)");
-    if (!q[f].is_number_integer()) fail(f, "must be an integer, got " + q[f].dump());
-    return q[f].get<int64_t>();
-  }
-  bool get_bool(const char* f, bool def) const {
-    if (!has(f)) return def;
-    if (!q[f].is_boolean()) fail(f, "must be true or false, got " + q[f].dump());
-    return q[f].get<bool>();
-  }
-  std::string get_string(const char* f, const std::string& def) const {
-    if (!has(f)) return def;
-    if (!q[f].is_string()) fail(f, "must be a string, got " + q[f].dump());
-    return q[f].get<std::string>();
-  }
-};
-
-int64_t check_group_size(const QReader& r) {
-  const int64_t g = r.get_int("group_size");
+int64_t check_group_size(const ConfigReader& r) {
+  const int64_t g = r.get_int("group_size", std::nullopt);
   if (g != -1 && g != 32 && g != 64 && g != 128)
     r.fail("group_size", std::to_string(g) + " is not supported (supported: 32, 64, 128, -1)");
   return g;
@@ -80,12 +56,12 @@ QuantConfig parse_quant_config(const json& q, const std::string& source) {
   if (!q.is_object())
     throw std::runtime_error("config " + source +
                              ": field 'quantization_config': must be an object, got " + q.dump());
-  const QReader r{q, source};
+  const ConfigReader r{q, source, "quantization_config."};
   if (!r.has("quant_method")) r.fail("quant_method", "missing (required: gptq or awq)");
   const std::string method = r.get_string("quant_method", "");
   if (method == "gptq") {
     c.method = QuantMethod::GPTQ;
-    c.bits = static_cast<int>(r.get_int("bits"));
+    c.bits = static_cast<int>(r.get_int("bits", std::nullopt));
     if (c.bits != 4 && c.bits != 8)
       r.fail("bits", std::to_string(c.bits) + " is not supported for gptq (supported: 4, 8)");
     c.group_size = check_group_size(r);
@@ -100,11 +76,12 @@ QuantConfig parse_quant_config(const json& q, const std::string& source) {
     const std::string version = r.get_string("version", "gemm");
     if (version != "gemm")
       r.fail("version", "'" + version + "' is not supported (supported: gemm)");
-    c.bits = static_cast<int>(r.get_int(r.has("w_bit") && !r.has("bits") ? "w_bit" : "bits"));
+    c.bits = static_cast<int>(
+        r.get_int(r.has("w_bit") && !r.has("bits") ? "w_bit" : "bits", std::nullopt));
     if (c.bits != 4)
       r.fail("bits", std::to_string(c.bits) + " is not supported for awq (supported: 4)");
     if (r.has("q_group_size") && !r.has("group_size")) {
-      c.group_size = r.get_int("q_group_size");
+      c.group_size = r.get_int("q_group_size", std::nullopt);
       if (c.group_size != -1 && c.group_size != 32 && c.group_size != 64 && c.group_size != 128)
         r.fail("q_group_size",
                std::to_string(c.group_size) + " is not supported (supported: 32, 64, 128, -1)");

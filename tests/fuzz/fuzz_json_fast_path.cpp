@@ -11,39 +11,15 @@
 
 #include "server/json_fast_path.h"
 #include "server/strict_json.h"
-
-namespace {
+#include "tests/support/json_same.h"
 
 using nlohmann::json;
-
-bool same(const json& a, const json& b) {
-  if (a.type() != b.type()) return false;
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto it = a.begin(); it != a.end(); ++it)
-      if (!b.contains(it.key()) || !same(it.value(), b.at(it.key()))) return false;
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!same(a[i], b[i])) return false;
-    return true;
-  }
-  if (a.is_number_float()) {
-    const double x = a.get<double>(), y = b.get<double>();
-    return std::memcmp(&x, &y, sizeof x) == 0;
-  }
-  return a == b;
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   const auto fast = pagoda::parse_json_fast_path(text, pagoda::kMaxJsonDepth);
   if (!fast) return 0;
   const json ref = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (ref.is_discarded() || !same(*fast, ref)) std::abort();
+  if (ref.is_discarded() || !pagoda::test::json_same(*fast, ref)) std::abort();
   return 0;
 }

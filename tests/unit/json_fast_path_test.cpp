@@ -14,33 +14,12 @@
 #include <vector>
 
 #include "server/strict_json.h"
+#include "tests/support/json_same.h"
 
 namespace pagoda {
 namespace {
 
 using nlohmann::json;
-
-// Same value and the same type at every node (json's == says 1 == 1u == 1.0).
-bool same(const json& a, const json& b) {
-  if (a.type() != b.type()) return false;
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto it = a.begin(); it != a.end(); ++it)
-      if (!b.contains(it.key()) || !same(it.value(), b.at(it.key()))) return false;
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!same(a[i], b[i])) return false;
-    return true;
-  }
-  if (a.is_number_float()) {
-    const double x = a.get<double>(), y = b.get<double>();
-    return std::memcmp(&x, &y, sizeof x) == 0;  // -0.0 and 0.0 differ
-  }
-  return a == b;
-}
 
 // The fast path either declines or agrees with nlohmann's strict parse.
 void expect_agrees(const std::string& text) {
@@ -48,13 +27,13 @@ void expect_agrees(const std::string& text) {
   if (!fast) return;
   const json ref = json::parse(text, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(ref.is_discarded()) << "fast path accepted what nlohmann refuses: " << text;
-  EXPECT_TRUE(same(*fast, ref)) << text << "\nfast: " << fast->dump() << "\nref:  " << ref.dump();
+  EXPECT_TRUE(test::json_same(*fast, ref)) << text << "\nfast: " << fast->dump() << "\nref:  " << ref.dump();
 }
 
 void expect_accepted(const std::string& text) {
   const std::optional<json> fast = parse_json_fast_path(text, kMaxJsonDepth);
   ASSERT_TRUE(fast.has_value()) << text;
-  EXPECT_TRUE(same(*fast, json::parse(text))) << text;
+  EXPECT_TRUE(test::json_same(*fast, json::parse(text))) << text;
 }
 
 const std::vector<std::string> kSeeds = {
