@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "engine/chat/chat_template.h"
+#include "engine/chat/jinja_budget.h"
 #include "engine/chat/jinja_builtins.h"
 #include "engine/chat/jinja_interpreter.h"
 #include "engine/chat/jinja_methods.h"
@@ -71,6 +72,7 @@ std::string indent(const std::string& text, const std::string& ind, bool first, 
   std::string s = text + "\n";
   size_t b = 0;
   for (size_t p = s.find('\n'); p != std::string::npos; p = s.find('\n', b)) {
+    check_room(lines.size() * (sizeof(std::string) + ind.size()) + b);
     lines.push_back(s.substr(b, p - b));
     b = p + 1;
   }
@@ -176,13 +178,26 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "join") {
     std::string sep = opt_string(a, 0, "d", "");
     const Value* attr = opt(a, 1, "attribute");
+    const List items = iterate(v);
+    if (!attr) {  // strings' sizes first, so an oversized result fails before it is built
+      size_t total = 0;
+      for (const Value& item : items)
+        total += (item.is_string() ? item.str().size() : 0) + sep.size();
+      check_room(total);
+    }
     std::string out;
     bool firstitem = true;
-    for (const Value& item : iterate(v)) {
-      out += (firstitem ? "" : sep) + (attr ? attr_path(item, attr->to_string()) : item).to_string();
+    for (const Value& item : items) {
+      if (!firstitem) out.append(sep);
+      const Value x = attr ? attr_path(item, attr->to_string()) : item;
+      if (x.is_string())
+        out.append(x.str());
+      else
+        out.append(x.to_string());
+      check_room(out.size());
       firstitem = false;
     }
-    return Value(out);
+    return Value(std::move(out));
   }
   if (name == "int") {
     const Value* base = opt(a, 1, "base");

@@ -2,6 +2,7 @@
 #include "engine/chat/jinja_interpreter.h"
 
 #include "engine/chat/chat_template.h"
+#include "engine/chat/jinja_budget.h"
 #include "engine/chat/jinja_builtins.h"
 
 namespace pagoda::jinja {
@@ -26,7 +27,8 @@ List iterate(const Value& v) {
 
 std::string Interpreter::render(const Body& body, Dict globals) {
   steps_ = 0;
-  deadline_ = std::chrono::steady_clock::now() + kMaxRenderTime;
+  RenderScope scope(kMaxRenderTime);  // also bounds what expressions build (jinja_budget.h)
+  scope_ = &scope;
   auto root = std::make_shared<Frame>();
   root->vars = builtin_globals();
   for (auto& [k, v] : globals) root->vars.emplace_back(std::move(k), std::move(v));
@@ -70,9 +72,7 @@ void Interpreter::check_budget(const std::string& out) {
   if (out.size() > kMaxOutputBytes)
     throw ChatTemplateError("chat template rendering exceeded " + std::to_string(kMaxOutputBytes >> 20) +
                             " MiB of output");
-  if (steps_ % kTimeCheckSteps == 0 && std::chrono::steady_clock::now() > deadline_)
-    throw ChatTemplateError("chat template rendering exceeded its time limit of " +
-                            std::to_string(kMaxRenderTime.count()) + " ms");
+  if (steps_ % kTimeCheckSteps == 0 && scope_->past_deadline()) time_limit_error();
 }
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, std::string& out, const FramePtr& frame) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "engine/chat/jinja_ast.h"
+#include "engine/chat/jinja_budget.h"
 #include "engine/chat/jinja_value.h"
 
 namespace pagoda::jinja {
@@ -60,7 +61,7 @@ class Interpreter {
   void check_budget(const std::string& out);
   int macro_depth_ = 0;
   int64_t steps_ = 0;
-  std::chrono::steady_clock::time_point deadline_{};
+  const RenderScope* scope_ = nullptr;  // the current render's (its deadline)
   Value filter_input_;  // operand of the innermost filter of a filter block / block set
 };
 

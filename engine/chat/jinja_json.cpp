@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "engine/chat/chat_template.h"
+#include "engine/chat/jinja_budget.h"
 #include "engine/chat/jinja_value.h"
 
 namespace pagoda::jinja {
@@ -36,6 +37,7 @@ void dump(const Value& v, const JsonOptions& o, int depth, std::string& out) {
   auto newline = [&](int d) {
     if (!o.has_indent) return;
     out += '\n';
+    check_room(out.size() + static_cast<size_t>(d) * o.indent.size());
     for (int k = 0; k < d; ++k) out += o.indent;
   };
   switch (v.kind()) {
@@ -61,6 +63,7 @@ void dump(const Value& v, const JsonOptions& o, int depth, std::string& out) {
         if (i) out += item_sep;
         newline(depth + 1);
         dump(l[i], o, depth + 1, out);
+        check_room(out.size());
       }
       newline(depth);
       out += ']';
@@ -81,6 +84,7 @@ void dump(const Value& v, const JsonOptions& o, int depth, std::string& out) {
         out += json_quote(d[i].first, o.ensure_ascii);
         out += key_sep;
         dump(d[i].second, o, depth + 1, out);
+        check_room(out.size());
       }
       newline(depth);
       out += '}';

@@ -4,11 +4,14 @@
 #include <cctype>
 
 #include "engine/chat/chat_template.h"
+#include "engine/chat/jinja_budget.h"
 
 namespace pagoda::jinja {
 namespace {
 
 const char* kPyWhitespace = " \t\n\r\v\f\x1c\x1d\x1e\x1f";
+// What one part of a split costs once it is a string value in a list.
+constexpr size_t kPartBytes = sizeof(std::string) + 64 + sizeof(Value);
 
 const std::string* opt_str(const CallArgs& a, size_t i, const char* name) {
   const Value* v = a.get(i, name);
@@ -103,15 +106,22 @@ Value str_method(const Value& obj, const std::string& name) {
   } else if (name == "join") {
     f = [s](const CallArgs& a) {
       if (a.pos.empty() || !a.pos[0].is_list()) throw ChatTemplateError("join expects a list of strings");
+      size_t total = 0;
+      for (const Value& v : a.pos[0].items())
+        total += (v.is_string() ? v.str().size() : 0) + s.size();
+      check_room(total);
       std::string out;
+      out.reserve(total);
       for (size_t i = 0; i < a.pos[0].items().size(); ++i) {
         const Value& v = a.pos[0].items()[i];
         if (!v.is_string())
           throw ChatTemplateError("sequence item " + std::to_string(i) + ": expected str instance, " +
                                   v.type_name() + " found");
-        out += (i ? s : "") + v.str();
+        if (i) out.append(s);
+        out.append(v.str());
+        check_room(out.size());
       }
-      return Value(out);
+      return Value(std::move(out));
     };
   } else {
     return Value();
@@ -214,6 +224,7 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
     size_t b = 0;
     for (size_t p = s.find(*sep); p != std::string::npos && (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit);
          p = s.find(*sep, b)) {
+      check_room(out.size() * kPartBytes + p);
       out.push_back(s.substr(b, p - b));
       b = p + sep->size();
     }
@@ -233,6 +244,7 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
     }
     size_t b = i;
     while (i < s.size() && ws.find(s[i]) == std::string::npos) ++i;
+    check_room(out.size() * kPartBytes + i);
     out.push_back(s.substr(b, i - b));
   }
   return out;
@@ -250,17 +262,29 @@ std::string py_replace(const std::string& s, const std::string& from, const std:
         ++n;
       }
       if (i < chars.size()) out += chars[i];
+      check_room(out.size());
     }
     return out;
   }
+  // The result's size first, so an oversized one fails before it is built.
+  int64_t matches = 0;
+  for (size_t p = s.find(from); p != std::string::npos && (count < 0 || matches < count);
+       p = s.find(from, p + from.size()))
+    ++matches;
+  const size_t total = s.size() - static_cast<size_t>(matches) * from.size() +
+                       static_cast<size_t>(matches) * to.size();
+  check_room(total);
   std::string out;
+  out.reserve(total);
   size_t b = 0;
   int64_t n = 0;
   for (size_t p = s.find(from); p != std::string::npos && (count < 0 || n < count); p = s.find(from, b), ++n) {
-    out += s.substr(b, p - b) + to;
+    out.append(s, b, p - b).append(to);
+    check_room(out.size());
     b = p + from.size();
   }
-  return out + s.substr(b);
+  out.append(s, b);
+  return out;
 }
 
 }  // namespace pagoda::jinja

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "engine/chat/chat_template.h"
+#include "engine/chat/jinja_budget.h"
 #include "engine/chat/jinja_builtins.h"
 #include "engine/chat/jinja_methods.h"
 
@@ -176,6 +177,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
     if (a.is_list() && b.is_list()) {
+      check_room((a.items().size() + b.items().size()) * sizeof(Value));
       List l = a.items();
       l.insert(l.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(l));
@@ -190,12 +192,18 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     size_t unit = seq.is_string() ? seq.str().size() : seq.items().size();
     if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > kMaxRepeatedSize / unit)
       throw ChatTemplateError("repetition result too large");
+    if (n > 0) check_room(static_cast<size_t>(n) * (seq.is_string() ? unit : unit * sizeof(Value)));
     if (seq.is_string()) {
+      // By doubling: a few large copies rather than n small appends.
+      const size_t total = n > 0 ? static_cast<size_t>(n) * unit : 0;
       std::string s;
-      for (int64_t k = 0; k < n; ++k) s += seq.str();
-      return Value(s);
+      s.reserve(total);
+      if (total) s = seq.str();
+      while (s.size() < total) s.append(s, 0, std::min(s.size(), total - s.size()));
+      return Value(std::move(s));
     }
     List l;
+    if (n > 0) l.reserve(static_cast<size_t>(n) * unit);
     for (int64_t k = 0; k < n; ++k) l.insert(l.end(), seq.items().begin(), seq.items().end());
     return Value::list(std::move(l));
   }

@@ -8,8 +8,15 @@
 #include <cstdio>
 
 #include "engine/chat/chat_template.h"
+#include "engine/chat/jinja_budget.h"
 
 namespace pagoda::jinja {
+namespace {
+std::string nesting_error() {
+  return "lists and dicts nested deeper than " + std::to_string(RenderScope::kMaxNesting) +
+         " levels";
+}
+}  // namespace
 
 const Value* CallArgs::get(size_t index, const std::string& name) const {
   for (const auto& [k, v] : kw)
@@ -31,22 +38,42 @@ Value Value::none() {
 Value::Value(bool b) : kind_(Kind::Bool), b_(b) {}
 Value::Value(int64_t v) : kind_(Kind::Int), i_(v) {}
 Value::Value(double v) : kind_(Kind::Float), f_(v) {}
-Value::Value(std::string s) : kind_(Kind::String), s_(std::make_shared<std::string>(std::move(s))) {}
+// What one character of a string costs once iterated into a list of string
+// values (the std::string, its shared control block, the Value).
+constexpr size_t kCharValueBytes = sizeof(std::string) + 64 + sizeof(Value);
+// Lists and dicts are charged when they hold at least this many items
+// (smaller ones — loop, namespaces, literals — cost a bounded amount per
+// statement, which the step and time bounds hold).
+constexpr size_t kChargedItems = 16;
+
+Value::Value(std::string s) : kind_(Kind::String), s_(std::make_shared<std::string>(std::move(s))) {
+  charge(s_->size());
+}
 Value Value::list(List items) {
   Value v;
   v.kind_ = Kind::List;
+  for (const Value& item : items) v.nesting_ = std::max(v.nesting_, item.nesting_ + 1);
+  if (v.nesting_ > RenderScope::kMaxNesting) throw ChatTemplateError(nesting_error());
+  if (items.size() >= kChargedItems) charge(items.size() * sizeof(Value));
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
 }
 Value Value::dict(Dict items) {
   Value v;
   v.kind_ = Kind::Dict;
+  for (const auto& [k, item] : items) v.nesting_ = std::max(v.nesting_, item.nesting_ + 1);
+  if (v.nesting_ > RenderScope::kMaxNesting) throw ChatTemplateError(nesting_error());
+  if (items.size() >= kChargedItems) charge(items.size() * sizeof(Dict::value_type));
   v.dict_ = std::make_shared<Dict>(std::move(items));
   return v;
 }
 Value Value::ns(Dict items) {
+  // A namespace is mutable, so what it holds is not counted in its nesting
+  // (printing and comparing stop at it; RenderScope breaks its cycles).
   Value v = dict(std::move(items));
   v.kind_ = Kind::Namespace;
+  v.nesting_ = 0;
+  track_namespace(v.dict_);
   return v;
 }
 Value Value::callable(Function fn, std::string name) {
@@ -94,7 +121,14 @@ Value* Value::find(const std::string& key) const {
   return nullptr;
 }
 
-void Value::set(const std::string& key, Value v) const {
+void Value::set(const std::string& key, Value v) {
+  if (kind_ == Kind::Dict) {
+    // Dicts are set only while being built (literals, dict(), loop), so
+    // their nesting is kept here; a namespace's contents are not counted.
+    nesting_ = std::max(nesting_, v.nesting_ + 1);
+    if (nesting_ > RenderScope::kMaxNesting) throw ChatTemplateError(nesting_error());
+  }
+  if (dict_->size() >= kChargedItems) charge(sizeof(Dict::value_type));
   if (Value* p = find(key)) *p = std::move(v);
   else dict_->emplace_back(key, std::move(v));
 }
@@ -156,11 +190,23 @@ std::string py_float_repr(double d) {
   return out;
 }
 
+static bool needs_escape(unsigned char c, char q) {
+  return c == '\\' || c == static_cast<unsigned char>(q) || c < 0x20 || c == 0x7f;
+}
+
 static std::string py_str_repr(const std::string& s) {
   bool has_sq = s.find('\'') != std::string::npos, has_dq = s.find('"') != std::string::npos;
   char q = (has_sq && !has_dq) ? '"' : '\'';
   std::string out(1, q);
-  for (unsigned char c : s) {
+  out.reserve(s.size() + 2);
+  for (size_t i = 0; i < s.size(); ++i) {
+    // Runs of characters printed as they are, appended at once.
+    size_t j = i;
+    while (j < s.size() && !needs_escape(static_cast<unsigned char>(s[j]), q)) ++j;
+    out.append(s, i, j - i);
+    if (j == s.size()) break;
+    i = j;
+    const auto c = static_cast<unsigned char>(s[i]);
     if (c == '\\') out += "\\\\";
     else if (c == static_cast<unsigned char>(q)) out += std::string("\\") + q;
     else if (c == '\n') out += "\\n";
@@ -172,7 +218,8 @@ static std::string py_str_repr(const std::string& s) {
       out += b;
     } else out += static_cast<char>(c);
   }
-  return out + q;
+  out += q;
+  return out;
 }
 
 std::string Value::to_string() const {
@@ -193,13 +240,19 @@ std::string Value::repr() const {
     case Kind::String: return py_str_repr(*s_);
     case Kind::List: {
       std::string out = "[";
-      for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
+      for (size_t i = 0; i < list_->size(); ++i) {
+        if (i) out += ", ";
+        out += (*list_)[i].repr();
+        check_room(out.size());
+      }
       return out + "]";
     }
     case Kind::Dict: {
       std::string out = "{";
-      for (size_t i = 0; i < dict_->size(); ++i)
+      for (size_t i = 0; i < dict_->size(); ++i) {
         out += (i ? ", " : "") + py_str_repr((*dict_)[i].first) + ": " + (*dict_)[i].second.repr();
+        check_room(out.size());
+      }
       return out + "}";
     }
     case Kind::Namespace: return "<Namespace>";
@@ -225,6 +278,7 @@ std::string Value::type_name() const {
 }
 
 bool equals(const Value& a, const Value& b) {
+  tick();
   if (a.is_number() && b.is_number()) {
     if (a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -280,8 +334,13 @@ size_t utf8_length(const std::string& s) {
 std::vector<std::string> utf8_chars(const std::string& s) {
   std::vector<std::string> out;
   for (unsigned char c : s) {
-    if ((c & 0xC0) != 0x80 || out.empty()) out.emplace_back(1, static_cast<char>(c));
-    else out.back() += static_cast<char>(c);
+    if ((c & 0xC0) != 0x80 || out.empty()) {
+      // Each character becomes a string value: bounded before it is built.
+      check_room(out.size() * kCharValueBytes);
+      out.emplace_back(1, static_cast<char>(c));
+    } else {
+      out.back() += static_cast<char>(c);
+    }
   }
   return out;
 }

@@ -80,7 +80,7 @@ class Value {
 
   // Dict / Namespace lookup; nullptr when absent.
   Value* find(const std::string& key) const;
-  void set(const std::string& key, Value v) const;
+  void set(const std::string& key, Value v);
 
   bool truthy() const;                 // Python bool()
   std::string to_string() const;       // Python str() (Undefined -> "")
@@ -99,6 +99,7 @@ class Value {
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Function> fn_;
+  int nesting_ = 0;  // lists and dicts: 1 + the deepest item's (RenderScope::kMaxNesting)
 };
 
 // Arguments of Python's json.dumps as transformers' tojson filter passes

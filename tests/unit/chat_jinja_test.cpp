@@ -242,15 +242,70 @@ TEST(ChatJinja, FilterBlocksAndBadInputLimits) {
             std::string::npos);
   // Steps or wall time (500 ms), whichever comes first on this machine.
   const std::string steps =
-      Err("{% for i in range(100000) %}{% for j in range(100000) %}{% set x = j %}{% endfor %}{% "
-          "endfor %}");
+      Err("{% set l = range(100000) %}{% for i in range(100000) %}{% for j in l %}{% set x = j %}"
+          "{% endfor %}{% endfor %}");
   EXPECT_TRUE(steps.find("2000000 steps") != std::string::npos ||
               steps.find("time limit of 500 ms") != std::string::npos)
       << steps;
-  // Few steps, each slow (a 2 MB string per statement, ~10 s in all): only
-  // the time limit can stop it.
-  EXPECT_EQ(Err("{% for i in range(100000) %}{% set x = 'ab' * 1000000 %}{% endfor %}"),
+  // Few steps, each slow (comparing two 100,000-item lists, ~100 s in all)
+  // and building nothing: only the time limit can stop it.
+  EXPECT_EQ(Err("{% set l = range(100000) | list %}{% set m = range(100000) | list %}"
+                "{% for i in range(100000) %}{% set x = l == m %}{% endfor %}"),
             "chat template rendering exceeded its time limit of 500 ms");
+  // One expression, no loop (two comparisons of ~10^10 steps in all).
+  EXPECT_EQ(Err("{{ (range(100000) | list + range(100000) | list) | unique | length }}"),
+            "chat template rendering exceeded its time limit of 500 ms");
+}
+
+// What a single expression may build is bounded (engine/chat/jinja_budget.h):
+// each of these would take gigabytes (several found by fuzz_chat_template
+// as out-of-memory), and fails with the same error instead.
+TEST(ChatJinja, ExpressionsThatWouldTakeGigabytesFail) {
+  const std::string limit = "chat template rendering exceeded its memory limit of 64 MiB";
+  EXPECT_EQ(Err("{{ ('a' * 30000000) | list | length }}"), limit);
+  EXPECT_EQ(Err("{{ ([0] * 30000000) | length }}"), limit);
+  EXPECT_EQ(Err("{% set s = 'a' * 30000000 %}{{ [s, s, s] | join | length }}"), limit);
+  EXPECT_EQ(Err("{% set s = 'a' * 30000000 %}{{ ', '.join([s, s, s]) | length }}"), limit);
+  EXPECT_EQ(Err("{% set s = 'a' * 30000000 %}{{ [s, s, s] | string | length }}"), limit);
+  EXPECT_EQ(R("{{ 'a-b-c' | replace('-', '==') }}|{{ 'a-b-c'.replace('-', '', 1) }}|"
+              "{{ ['x', 1, 'yz'] | join('; ') }}|{{ ', '.join(['p', 'q']) }}"),
+            "a==b==c|ab-c|x; 1; yz|p, q");
+  EXPECT_EQ(Err("{{ ('a' * 1000000) | replace('a', 'b' * 1000) | length }}"), limit);
+  EXPECT_EQ(Err("{{ ('a' * 1000000).replace('a', 'b' * 1000) | length }}"), limit);
+  EXPECT_EQ(Err("{{ (',' * 30000000).split(',') | length }}"), limit);
+  EXPECT_EQ(Err("{{ ('a\n' * 1000000) | indent(1000) | length }}"), limit);
+  EXPECT_EQ(Err("{{ [[1, [2]] * 100] | tojson(indent=1000000) | length }}"), limit);
+  // Many statements each under the bound add up (a bound on work too).
+  EXPECT_EQ(Err("{% for i in range(1000) %}{% set x = 'ab' * 1000000 %}{% endfor %}"), limit);
+  // Real use stays far inside it: a 10 MB message through trim and join.
+  const json big = json::array({{{"role", "user"}, {"content", std::string(10'000'000, 'x')}}});
+  EXPECT_EQ(ChatTemplate("{% for m in messages %}{{ [m.role, m.content | trim] | join(': ') }}"
+                         "{% endfor %}")
+                .render(big, false, "", "")
+                .size(),
+            10'000'006u);
+}
+
+// Namespaces are the only mutable values, so the only way to a cycle; the
+// render frees them anyway (LeakSanitizer checks this in the sanitizer
+// build), and nesting is bounded so printing or freeing never overflows
+// the stack.
+TEST(ChatJinja, NamespaceCyclesAndDeepNesting) {
+  EXPECT_EQ(R("{% set ns = namespace(a=1) %}{% set ns.a = ns %}{% set ns.b = [ns, {'k': ns}] %}"
+              "{{ ns.a.a.a.b | length }}"),
+            "2");
+  EXPECT_EQ(R("{% set ns = namespace(p=none) %}{% for i in range(50000) %}"
+              "{% set n = namespace(x=[ns.p]) %}{% set ns.p = n %}{% endfor %}ok"),
+            "ok");
+  EXPECT_EQ(Err("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}"
+                "{% endfor %}"),
+            "lists and dicts nested deeper than 500 levels");
+  EXPECT_EQ(Err("{% set ns = namespace(d={}) %}{% for i in range(1000) %}{% set ns.d = {'k': "
+                "ns.d} %}{% endfor %}"),
+            "lists and dicts nested deeper than 500 levels");
+  EXPECT_EQ(R("{% set ns = namespace(l=[]) %}{% for i in range(400) %}{% set ns.l = [ns.l] %}"
+              "{% endfor %}{{ ns.l | tojson | length }}"),
+            "802");
 }
 
 TEST(ChatJinja, RenderOrderedKeepsKeyOrderForToJson) {
