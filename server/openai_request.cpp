@@ -70,10 +70,10 @@ PromptInput prompt_from_ids(std::vector<int32_t> ids, const ServingModel& model)
 }
 
 PromptInput prompt_from_text(const std::string& text, const json& obj, const ServingModel& model,
-                             PromptLength length) {
+                             PromptLength length, size_t keep) {
   PromptInput p;
   p.token_ids = encode_prompt_checked(text, get_bool(obj, "add_special_tokens").value_or(true),
-                                      model, length, "prompt");
+                                      model, length, "prompt", keep);
   p.text = text;
   // The engine would refuse it too, but only after a stream's 200 header.
   if (p.token_ids.empty()) fail("The prompt is empty (no tokens)", "prompt");
@@ -118,9 +118,17 @@ void check_seqs_per_request(size_t prompts, int64_t n, const ServingModel& model
 
 std::vector<int32_t> encode_prompt_checked(const std::string& text, bool add_special_tokens,
                                            const ServingModel& model, PromptLength length,
-                                           const char* what) {
-  if (length == PromptLength::kUnchecked || model.max_model_len <= 0)
-    return encode_prompt(*model.tokenizer, text, add_special_tokens);
+                                           const char* what, size_t keep) {
+  if (length == PromptLength::kTruncated) {
+    auto ids = encode_prompt_tail(*model.tokenizer, text, add_special_tokens, keep);
+    if (!ids)
+      fail(fmt::format("Cannot truncate the {} to its last {} tokens: it is {} bytes long (over {} "
+                       "KiB) and has no space or newline followed by text within its last {} KiB",
+                       what, keep, text.size(), kMaxWholeBytes >> 10, kMaxTailBytes >> 10),
+           what);
+    return std::move(*ids);
+  }
+  if (model.max_model_len <= 0) return encode_prompt(*model.tokenizer, text, add_special_tokens);
   check_prompt_length_bound(text, model, what);
   if (length == PromptLength::kBounded)
     return encode_prompt(*model.tokenizer, text, add_special_tokens);
@@ -137,11 +145,11 @@ std::vector<int32_t> encode_prompt_checked(const std::string& text, bool add_spe
 }
 
 std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel& model,
-                                            PromptLength length) {
+                                            PromptLength length, size_t keep) {
   const json* p = get(obj, "prompt");
   if (!p) fail("'prompt' is required", "prompt");
   if (p->is_string())
-    return {prompt_from_text(p->get_ref<const std::string&>(), obj, model, length)};
+    return {prompt_from_text(p->get_ref<const std::string&>(), obj, model, length, keep)};
   if (!p->is_array())
     fail(fmt::format(
              "'prompt' must be a string, a list of strings, a list of token ids or a list of "
@@ -153,7 +161,8 @@ std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel&
   if ((*p)[0].is_string() || (*p)[0].is_array()) {
     for (const json& item : *p) {
       if (item.is_string()) {
-        out.push_back(prompt_from_text(item.get_ref<const std::string&>(), obj, model, length));
+        out.push_back(
+            prompt_from_text(item.get_ref<const std::string&>(), obj, model, length, keep));
       } else if (item.is_array()) {
         out.push_back(prompt_from_ids(token_ids_from_json(item, model), model));
       } else {
@@ -300,7 +309,8 @@ ParseResult parse_completion_object(json obj, const ServingModel& model) {
     // longer than the context (it is cut to its last k tokens).
     check_seqs_per_request(count_prompts(obj), req.sampling.n, model);
     req.prompts =
-        completion_prompts(obj, model, k ? PromptLength::kUnchecked : PromptLength::kEnforced);
+        k ? completion_prompts(obj, model, PromptLength::kTruncated, static_cast<size_t>(*k))
+          : completion_prompts(obj, model, PromptLength::kEnforced);
     const bool add_special = *f.boolean("add_special_tokens");
     const json& prompt = obj.at("prompt");
     for (size_t i = 0; i < req.prompts.size(); ++i) {
@@ -350,7 +360,8 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
     check_seqs_per_request(1, req.sampling.n, model);
     const auto k = truncation(f, model);
     req.prompts.push_back(prompt_from_text(*prompt, obj, model,
-                                           k ? PromptLength::kUnchecked : PromptLength::kEnforced));
+                                           k ? PromptLength::kTruncated : PromptLength::kEnforced,
+                                           k ? static_cast<size_t>(*k) : 0));
     PromptInput& p = req.prompts.front();
     if (k) truncate_ids(p.token_ids, *k, *f.boolean("add_special_tokens"), model);
     p.max_tokens =
@@ -444,10 +455,10 @@ ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_co
     const auto k = truncation(f, model);
     PromptInput p;
     p.token_ids = encode_prompt_checked(prompt, *f.boolean("add_special_tokens"), model,
-                                        k               ? PromptLength::kUnchecked
+                                        k               ? PromptLength::kTruncated
                                         : check_context ? PromptLength::kEnforced
                                                         : PromptLength::kBounded,
-                                        "messages");
+                                        "messages", k ? static_cast<size_t>(*k) : 0);
     if (p.token_ids.empty()) fail("The rendered chat prompt is empty", "messages");
     if (k) truncate_ids(p.token_ids, *k, *f.boolean("add_special_tokens"), model);
     p.max_tokens = check_context

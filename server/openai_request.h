@@ -127,17 +127,21 @@ nlohmann::json parse_request_body(std::string_view body);
 // PromptInput each (max_tokens left 0). An empty prompt is an error.
 // How a text prompt's length is held to max_model_len while tokenizing.
 enum class PromptLength {
-  kUnchecked,  // truncate_prompt_tokens: any length (cut afterwards)
+  kTruncated,  // truncate_prompt_tokens k: any length; only what the last k ids need is
+               // tokenized (encode_prompt_tail; the caller cuts to k, truncate_ids)
   kBounded,    // /tokenize: check_prompt_length_bound only, then counted in full
   kEnforced,   // generation: check_prompt_length_bound, then tokenization stops once
                // past max_model_len tokens (400 "at least N input tokens")
 };
+// `keep`: kTruncated's k.
 std::vector<PromptInput> completion_prompts(const nlohmann::json& obj, const ServingModel& model,
-                                            PromptLength length = PromptLength::kEnforced);
-// encode_prompt with PromptLength's checks (`what`: the param named).
+                                            PromptLength length = PromptLength::kEnforced,
+                                            size_t keep = 0);
+// encode_prompt with PromptLength's checks (`what`: the param named; `keep`:
+// kTruncated's k).
 std::vector<int32_t> encode_prompt_checked(const std::string& text, bool add_special_tokens,
                                            const ServingModel& model, PromptLength length,
-                                           const char* what);
+                                           const char* what, size_t keep = 0);
 // How many prompts obj["prompt"] holds (a list of strings or of id lists:
 // its size; anything else 1), without tokenizing any.
 size_t count_prompts(const nlohmann::json& obj);

@@ -5,7 +5,9 @@
 // its own rules for the text between them); this only adds BOS/EOS around
 // the result when add_special_tokens asks for them.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -29,5 +31,24 @@ std::vector<int32_t> encode_prompt(const Tokenizer& tok, std::string_view text, 
 // encode_prompt(tok, text, add_special_tokens).
 std::vector<int32_t> encode_prompt_bounded(const Tokenizer& tok, std::string_view text,
                                            bool add_special_tokens, size_t max_tokens);
+// For left truncation to `keep` ids (truncate_prompt_tokens): the BOS/EOS
+// encode_prompt adds around at least the last `keep` ids of
+// tok.encode_with_special_text(text) (all of them for a short text), found
+// by tokenizing only the text's tail, so a 30 MB prompt costs what its
+// last few kilobytes do. How: the tail starts just after an ASCII space or
+// newline that precedes a non-space; the tokenizers here (byte-level BPE,
+// whose pre-tokenizer pieces end at such a point; SentencePiece, whose
+// pieces hold "▁" only at their start) tokenize what follows such a point
+// as the whole text does from one or two tokens on. That is checked, not
+// assumed: two tails of different lengths must end in the same ids, at
+// least keep + 1 of them, of which the first is dropped; else the tails
+// grow (x4) up to kMaxTailBytes. A text of at most kMaxWholeBytes is
+// tokenized whole when no tail settles it. std::nullopt when neither works
+// (a larger text with no such point near its end, e.g. one 30 MB word):
+// the caller refuses it. Throws what the tokenizer throws.
+inline constexpr size_t kMaxTailBytes = size_t{1} << 20;
+inline constexpr size_t kMaxWholeBytes = size_t{1} << 20;
+std::optional<std::vector<int32_t>> encode_prompt_tail(const Tokenizer& tok, std::string_view text,
+                                                       bool add_special_tokens, size_t keep);
 
 }  // namespace pagoda
