@@ -118,8 +118,15 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
     echoed_lps = echo_logprobs(d.index, st);
     st.echoed = true;
   }
-  out.text += d.text;
-  if (st.logprobs) {
+  if (req_.echo_without_generation) {
+    // The prompt alone: the one token the engine ran is not shown.
+    out.token_ids.clear();
+    if (st.logprobs)
+      out.logprobs = echoed_lps.is_null() ? st.logprobs->completion({}) : std::move(echoed_lps);
+  } else {
+    out.text += d.text;
+  }
+  if (st.logprobs && !req_.echo_without_generation) {
     out.logprobs = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs)
                                                : st.logprobs->completion(d.logprobs);
     if (!echoed_lps.is_null()) {

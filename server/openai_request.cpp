@@ -304,6 +304,11 @@ ParseResult parse_completion_object(json obj, const ServingModel& model) {
     parse_sampling(f, model, req.sampling);
     if (auto lp = f.integer("logprobs")) req.sampling.logprobs = static_cast<int>(*lp);
     req.echo = *f.boolean("echo");
+    // max_tokens 0 is the prompt alone, with echo only (vLLM's
+    // echo_without_generation; SamplingParams refuses 0 otherwise).
+    req.echo_without_generation = req.echo && f.has("max_tokens") && *f.integer("max_tokens") == 0;
+    if (f.has("max_tokens") && *f.integer("max_tokens") == 0 && !req.echo)
+      fail("max_tokens must be at least 1, got 0.", "max_tokens");
     const auto k = truncation(f, model);
     // Counted before anything is tokenized; with truncation a prompt may be
     // longer than the context (it is cut to its last k tokens).
@@ -325,7 +330,9 @@ ParseResult parse_completion_object(json obj, const ServingModel& model) {
       // completions, capped by the room left in the context (vLLM's
       // get_max_tokens takes the smaller). Chat keeps max_model_len - prompt.
       const bool requested = f.has("max_tokens");
-      p.max_tokens = resolve_max_tokens(requested ? f.integer("max_tokens") : std::nullopt,
+      p.max_tokens = resolve_max_tokens(req.echo_without_generation ? std::optional<int64_t>(1)
+                                        : requested                 ? f.integer("max_tokens")
+                                                                    : std::nullopt,
                                         static_cast<int64_t>(p.token_ids.size()),
                                         model.max_model_len, "prompt", "max_tokens");
       if (!requested) p.max_tokens = std::min(p.max_tokens, *f.integer("max_tokens"));

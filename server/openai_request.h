@@ -58,6 +58,11 @@ struct ParsedRequest {
   bool continuous_usage_stats = false;
   bool return_token_ids = false;  // vLLM extension: ids in the choices
   bool echo = false;              // completions: prompt text first
+  // Completions' echo with max_tokens 0 (OpenAI's legacy API, vLLM): each
+  // choice is its prompt alone (text, and its logprobs with logprobs set);
+  // the engine still runs one token (max_tokens 1), as vLLM's does, and
+  // usage counts it.
+  bool echo_without_generation = false;
   // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
   // completions the {tokens, token_logprobs, top_logprobs, text_offset}
   // object. The tokenizer turns ids into the token strings.

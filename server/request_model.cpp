@@ -216,8 +216,8 @@ std::vector<FieldSpec> completion_only_fields() {
       {.name = "max_tokens",
        .type = kInt,
        .default_value = int64_t{16},
-       .range = {.lo = 1, .message = "max_tokens must be at least 1, got {}."},
-       .note = "capped by the room left in the context"},
+       .range = {.lo = 0, .message = "max_tokens must be at least 1, got {}."},
+       .note = "capped by the room left in the context; 0 only with echo (the prompt alone)"},
       {.name = "suffix", .type = kStr, .status = kNotYet, .accepts = is_empty},
       {.name = "add_special_tokens", .type = kBool, .default_value = true},
   };

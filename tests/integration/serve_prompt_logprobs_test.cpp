@@ -133,6 +133,54 @@ TEST_F(ServePromptLogprobs, EchoWithLogprobsStartsWithThePromptsEntries) {
         << i;
 }
 
+// Echo with max_tokens 0 (OpenAI's legacy API; vLLM's
+// echo_without_generation, how lm-eval-harness scores a text): each choice
+// is its prompt alone, with the prompt's logprobs; the one token the engine
+// ran is not shown, and usage counts it as vLLM's does. Without echo, 0 is
+// SamplingParams' 400.
+TEST_F(ServePromptLogprobs, EchoWithMaxTokensZeroIsThePromptAlone) {
+  json list = post_json(port(), "/v1/completions",
+                        {{"prompt", kPrompt}, {"max_tokens", 1}, {"prompt_logprobs", 1}});
+  const json& plp = list["choices"][0]["prompt_logprobs"];
+  json r = post_json(port(), "/v1/completions",
+                     {{"prompt", json::array({kPrompt, "Lily"})},
+                      {"max_tokens", 0},
+                      {"echo", true},
+                      {"logprobs", 1}});
+  ASSERT_EQ(r["choices"].size(), 2u) << r.dump();
+  const json& c = r["choices"][0];
+  EXPECT_EQ(c["text"], kPrompt);
+  EXPECT_EQ(r["choices"][1]["text"], "Lily");
+  EXPECT_EQ(c["finish_reason"], "length");
+  const json& lp = c["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), plp.size()) << lp.dump();
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  for (size_t i = 1; i < plp.size(); ++i) {
+    bool found = false;
+    for (const auto& [id, e] : plp[i].items())
+      found = found ||
+              std::abs(e["logprob"].get<double>() - lp["token_logprobs"][i].get<double>()) < 1e-6;
+    EXPECT_TRUE(found) << i << ": " << lp["token_logprobs"][i] << " not in " << plp[i].dump();
+  }
+  EXPECT_EQ(r["usage"]["completion_tokens"], 2);  // one engine token per prompt
+  // Streamed: the prompt in one chunk per choice, nothing after it.
+  HttpClient client(port());
+  HttpResponse s = client.post(
+      "/v1/completions",
+      json{{"prompt", kPrompt}, {"max_tokens", 0}, {"echo", true}, {"stream", true}}.dump());
+  ASSERT_EQ(s.status, 200) << s.body;
+  std::string text;
+  for (const std::string& e : sse_payloads(s.body))
+    if (e != "[DONE]") text += json::parse(e)["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, kPrompt);
+  // Without echo: vLLM's SamplingParams error.
+  HttpResponse bad =
+      client.post("/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 0}}.dump());
+  ASSERT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(json::parse(bad.body)["error"]["message"], "max_tokens must be at least 1, got 0.");
+  EXPECT_EQ(json::parse(bad.body)["error"]["param"], "max_tokens");
+}
+
 TEST_F(ServePromptLogprobs, StreamWithPromptLogprobsIsA400) {
   HttpClient client(port());
   HttpResponse r =
