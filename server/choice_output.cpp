@@ -112,6 +112,10 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
     out.prompt_logprobs = list;
   }
   json echoed_lps;
+  if (req_.kind == ApiKind::kChat && !req_.chat_echo.empty() && !st.echoed) {
+    out.text = req_.chat_echo;
+    st.echoed = true;
+  }
   if (echoes(req_) && !st.echoed) {
     const PromptInput* p = prompt_of(req_, d.index);
     if (p) out.text = p->text;

@@ -459,6 +459,14 @@ ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_co
     check_seqs_per_request(1, req.sampling.n, model);
     const json messages = chat_messages(obj, model.max_chat_messages);
     std::string prompt = render_chat(f, messages, model);
+    if (!*f.boolean("add_generation_prompt") && !messages.empty() &&
+        messages.back().contains("role") && messages.back()["role"].is_string())
+      req.response_role = messages.back()["role"].get<std::string>();
+    if (*f.boolean("echo") && !messages.empty() &&
+        messages.back().value("role", json()) == json(req.response_role)) {
+      const json& content = messages.back().value("content", json());
+      if (content.is_string()) req.chat_echo = content.get<std::string>();
+    }
     const auto k = truncation(f, model);
     PromptInput p;
     p.token_ids = encode_prompt_checked(prompt, *f.boolean("add_special_tokens"), model,

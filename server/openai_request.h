@@ -63,6 +63,12 @@ struct ParsedRequest {
   // the engine still runs one token (max_tokens 1), as vLLM's does, and
   // usage counts it.
   bool echo_without_generation = false;
+  // Chat: the answer's role (vLLM's get_chat_request_role: "assistant"
+  // with add_generation_prompt, else the last message's role), and with
+  // echo the last message's content when its role is that one (vLLM
+  // prepends it to each choice's content; streamed, to its first delta).
+  std::string response_role = "assistant";
+  std::string chat_echo;
   // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
   // completions the {tokens, token_logprobs, top_logprobs, text_offset}
   // object. The tokenizer turns ids into the token strings.

@@ -61,7 +61,7 @@ json completion_response(const ParsedRequest& req, const std::vector<ChoiceDelta
     completion_tokens += c.completion_tokens;
     json choice = {{"index", c.index}};
     if (req.kind == ApiKind::kChat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["message"] = {{"role", req.response_role}, {"content", c.text}};
     } else {
       choice["text"] = c.text;
     }
@@ -147,7 +147,7 @@ std::string StreamFormatter::begin() {
   if (req_.kind != ApiKind::kChat) return out;
   for (size_t i = 0; i < choices_.size(); ++i) {
     out += sse_event(chunk({{"index", static_cast<int>(i)},
-                            {"delta", {{"role", "assistant"}, {"content", ""}}},
+                            {"delta", {{"role", req_.response_role}, {"content", ""}}},
                             {"logprobs", nullptr},
                             {"finish_reason", nullptr}}));
   }

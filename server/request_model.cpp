@@ -261,9 +261,9 @@ std::vector<FieldSpec> chat_only_fields() {
        .note = "no reasoning parser: the reasoning stays in the content, as in vLLM without one"},
       {.name = "echo",
        .type = kBool,
-       .status = kNotYet,
        .default_value = false,
-       .accepts = is_false},
+       .note = "the answer starts with the last message's content when that message has the "
+               "answer's role (vLLM)"},
       {.name = "add_generation_prompt", .type = kBool, .default_value = true},
       {.name = "continue_final_message", .type = kBool, .default_value = false},
       {.name = "add_special_tokens", .type = kBool, .default_value = false},

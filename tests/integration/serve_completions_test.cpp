@@ -362,5 +362,46 @@ TEST_F(ServeChat, RequestTemplateKwargsIdAndContinuation) {
   EXPECT_EQ(bad["error"]["message"], "'guided_regex' is not supported yet");
 }
 
+// Chat echo (vLLM's ChatCompletionRequest.echo): the answer starts with the
+// last message's content when that message has the answer's role, which is
+// "assistant" with add_generation_prompt, else the last message's own role
+// (vLLM's get_chat_request_role). Streamed, the first content delta holds it.
+TEST_F(ServeChat, EchoPrependsTheLastMessageOfTheAnswersRole) {
+  json cont = {{"messages",
+                {{{"role", "user"}, {"content", "Tell me a story"}},
+                 {{"role", "assistant"}, {"content", "Once upon"}}}},
+               {"add_generation_prompt", false},
+               {"continue_final_message", true},
+               {"max_tokens", 3},
+               {"temperature", 0}};
+  json plain = post_json(server_->port(), "/v1/chat/completions", cont);
+  const std::string generated = plain["choices"][0]["message"]["content"].get<std::string>();
+  ASSERT_FALSE(generated.empty());
+  cont["echo"] = true;
+  json r = post_json(server_->port(), "/v1/chat/completions", cont);
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Once upon" + generated);
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 3);
+  StreamResult s = stream_request(server_->port(), "/v1/chat/completions", cont);
+  ASSERT_EQ(s.status, 200) << s.error_body;
+  EXPECT_EQ(s.text, "Once upon" + generated);
+
+  // The last message is the user's and the answer the assistant's: nothing
+  // to echo. Without a generation prompt the answer takes the user's role.
+  json user = {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+               {"max_tokens", 2},
+               {"temperature", 0},
+               {"echo", true}};
+  json u = post_json(server_->port(), "/v1/chat/completions", user);
+  EXPECT_EQ(u["choices"][0]["message"]["content"].get<std::string>().find("Tell me"),
+            std::string::npos);
+  user["add_generation_prompt"] = false;
+  json same_role = post_json(server_->port(), "/v1/chat/completions", user);
+  EXPECT_EQ(same_role["choices"][0]["message"]["role"], "user");
+  EXPECT_EQ(
+      same_role["choices"][0]["message"]["content"].get<std::string>().rfind("Tell me a story", 0),
+      0u);
+}
+
 }  // namespace
 }  // namespace pagoda::testing_http
