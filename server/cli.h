@@ -30,6 +30,7 @@ struct ServeArgs {
   double shutdown_timeout_s = 0.0;      // --shutdown-timeout: running requests may finish (vLLM's)
   double engine_hang_timeout_s = 60.0;  // --engine-hang-timeout: /health 503 after a step this long
   size_t max_connections = 0;  // 0: no limit
+  bool enable_request_id_headers = false;  // vLLM's: X-Request-Id on every response
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

@@ -80,6 +80,10 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
       "--max-connections", a.max_connections,
       "Client connections (HTTP and WebSocket) open at once; one beyond is answered 503 and closed "
       "(0: no limit)");
+  app.add_flag("--enable-request-id-headers", a.enable_request_id_headers,
+               "Add an X-Request-Id header to every HTTP response: the request's own X-Request-Id, "
+               "else a random one (vLLM's flag). A request's X-Request-Id names its completion "
+               "(cmpl-<id>, chatcmpl-<id>) with or without this flag, as in vLLM");
   add_engine_flags(app, a.engine);
 }
 
@@ -117,6 +121,7 @@ int run_serve(ServeArgs a) {
     ctx.streams = &streams;
     ctx.limits.slow_reader_timeout = ms(a.slow_reader_timeout_s);
     ctx.limits.max_connections = a.max_connections;
+    ctx.request_id_headers = a.enable_request_id_headers;
     ctx.web_dir = resolve_web_dir(a.web_dir);
     spdlog::info("Chat UI: {}", ctx.web_dir.empty() ? "none (no web/ directory found; see --web-dir)" : ctx.web_dir);
 

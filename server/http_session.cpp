@@ -136,22 +136,26 @@ void HttpSession::handle(Request&& req) {
   keep_alive_ = req.keep_alive();
   // API key and CORS (access_control.h) before routing.
   cors_headers_ = cors_headers(ctx_.access, req[http::field::origin]);
+  x_request_id_ = std::string(req["X-Request-Id"]);
+  if (ctx_.request_id_headers)
+    cors_headers_.emplace_back("X-Request-Id",
+                               x_request_id_.empty() ? make_request_id("") : x_request_id_);
   std::optional<RouteResult> denied =
       check_access(ctx_.access, req.method(), req.target(), req[http::field::authorization], req[http::field::origin],
                    req[http::field::access_control_request_headers]);
   if (denied) return respond(std::move(*denied));
   if (ctx_.preprocess && req.method() == http::verb::post) return preprocess(std::move(req));
-  respond(router_.route(req.method(), req.target(), req.body()));
+  respond(router_.route(req.method(), req.target(), req.body(), x_request_id_));
 }
 
 void HttpSession::preprocess(Request&& req) {
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   auto body = std::make_shared<std::string>(std::move(req.body()));
   auto job = [self = shared_from_this(), executor = stream_.get_executor(), method = req.method(),
-              target = std::string(req.target()), body, cancelled] {
+              target = std::string(req.target()), body, cancelled, id = x_request_id_] {
     if (cancelled->load())
       return self->ctx_.preprocess->note_dropped();  // the client left while it waited
-    RouteResult r = self->router_.route(method, target, *body);
+    RouteResult r = self->router_.route(method, target, *body, id);
     net::post(executor,
               [self, r = std::move(r)]() mutable { self->on_preprocessed(std::move(r)); });
   };

@@ -88,7 +88,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // gen_active_ or its response is out).
   std::unique_ptr<GenerationGroup> group_;
   std::unique_ptr<StreamFormatter> formatter_;
-  HeaderList cors_headers_;  // added to every response of the request
+  HeaderList cors_headers_;   // added to every response of the request (CORS, X-Request-Id)
+  std::string x_request_id_;  // the request's X-Request-Id header ("" when absent)
   unsigned http_version_ = 11;
   bool keep_alive_ = true;
   bool chunked_ = true;              // streamed body uses chunked encoding

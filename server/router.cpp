@@ -45,7 +45,8 @@ RouteResult from_json_result(std::variant<json, OpenAIError>&& result) {
 
 }  // namespace
 
-RouteResult Router::route(http::verb method, std::string_view target, std::string_view body) const {
+RouteResult Router::route(http::verb method, std::string_view target, std::string_view body,
+                          std::string_view x_request_id) const {
   std::string_view path = target.substr(0, target.find('?'));
   // ---- streaming front end: the chat UI (web/) and /v1/ws without upgrade ----
   if (auto r = route_frontend(method, path, ctx_)) return std::move(*r);
@@ -74,8 +75,16 @@ RouteResult Router::route(http::verb method, std::string_view target, std::strin
     return r;
   }
   try {
-    if (path == "/v1/completions") return from_parse(parse_completion_request(body, ctx_.model));
-    if (path == "/v1/chat/completions") return from_parse(parse_chat_request(body, ctx_.model));
+    // vLLM's _base_request_id: the X-Request-Id header first.
+    auto named = [&](ParseResult&& r, std::string_view prefix) {
+      if (auto* req = std::get_if<ParsedRequest>(&r); req && !x_request_id.empty())
+        req->request_id = std::string(prefix) + std::string(x_request_id);
+      return from_parse(std::move(r));
+    };
+    if (path == "/v1/completions")
+      return named(parse_completion_request(body, ctx_.model), "cmpl-");
+    if (path == "/v1/chat/completions")
+      return named(parse_chat_request(body, ctx_.model), "chatcmpl-");
     if (path == "/v1/models") return models();
     if (path == "/generate") return from_parse(parse_generate_request(body, ctx_.model));
     if (path == "/tokenize") return from_json_result(tokenize_request(body, ctx_.model));

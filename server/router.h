@@ -37,7 +37,11 @@ struct RouteResult {
 class Router {
  public:
   explicit Router(const ServerContext& ctx) : ctx_(ctx) {}
-  RouteResult route(boost::beast::http::verb method, std::string_view target, std::string_view body) const;
+  // x_request_id: the request's X-Request-Id header ("" when absent); it
+  // names a completion or chat (cmpl-<id>, chatcmpl-<id>) before the body's
+  // request_id, as vLLM's _base_request_id.
+  RouteResult route(boost::beast::http::verb method, std::string_view target, std::string_view body,
+                    std::string_view x_request_id = {}) const;
 
  private:
   RouteResult models() const;

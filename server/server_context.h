@@ -44,6 +44,9 @@ struct ServerContext {
   // Parsing, chat rendering and tokenization of POST bodies run here, off
   // the network threads (preprocess_pool.h); null: on the network thread.
   PreprocessPool* preprocess = nullptr;
+  // --enable-request-id-headers: every HTTP response carries X-Request-Id
+  // (the request's, else 32 random hex digits; vLLM's XRequestIdMiddleware).
+  bool request_id_headers = false;
 };
 
 }  // namespace pagoda

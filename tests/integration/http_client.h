@@ -24,6 +24,7 @@ struct HttpResponse {
   std::string allow;           // the Allow header (405)
   std::string transfer_encoding;
   std::string retry_after;  // the Retry-After header (503)
+  std::string x_request_id;  // the X-Request-Id header
   bool keep_alive = false;
 };
 
@@ -49,10 +50,12 @@ class HttpClient {
   }
   HttpResponse get(const std::string& target) { return request(boost::beast::http::verb::get, target); }
 
-  void send(boost::beast::http::verb method, const std::string& target, const std::string& body) {
+  void send(boost::beast::http::verb method, const std::string& target, const std::string& body,
+            const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     namespace http = boost::beast::http;
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, "127.0.0.1");
+    for (const auto& [k, v] : headers) req.set(k, v);
     if (method == http::verb::post) req.set(http::field::content_type, "application/json");
     req.body() = body;
     req.keep_alive(true);
@@ -73,6 +76,7 @@ class HttpClient {
     out.allow = std::string(res[http::field::allow]);
     out.transfer_encoding = std::string(res[http::field::transfer_encoding]);
     out.retry_after = std::string(res[http::field::retry_after]);
+    out.x_request_id = std::string(res["X-Request-Id"]);
     out.keep_alive = res.keep_alive();
     return out;
   }
