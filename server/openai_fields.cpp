@@ -161,13 +161,29 @@ void parse_allowed_token_ids(const RequestFields& f, const ServingModel& model,
 void parse_bad_words(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
   const json* v = f.value("bad_words");
   if (!v) return;
+  // Bounded before it is tokenized (issue 12): 256 KiB of words in all
+  // (vLLM has no bound; real lists are a few words).
+  constexpr size_t kMaxBadWordsBytes = size_t{256} << 10;
+  size_t bytes = 0;
   for (const json& w : *v) {
     if (!w.is_string()) fail("'bad_words' must be a list of strings", "bad_words");
+    bytes += w.get_ref<const std::string&>().size();
+    if (bytes > kMaxBadWordsBytes)
+      fail(fmt::format("bad_words holds more than {} KiB of text", kMaxBadWordsBytes >> 10),
+           "bad_words");
     sp.bad_words.push_back(w.get<std::string>());
   }
   if (!sp.bad_words.empty() && model.tokenizer) {
+    // A word of max_model_len tokens or more can never be generated (the
+    // output is shorter than the context), so it is not tokenized: what it
+    // does is what vLLM's does with it, nothing.
+    std::vector<std::string> can_match;
+    for (const std::string& w : sp.bad_words)
+      if (model.max_model_len <= 0 ||
+          static_cast<int64_t>(model.tokenizer->min_token_count(w)) < model.max_model_len)
+        can_match.push_back(w);
     try {
-      sp.bad_words_token_ids = bad_words_token_ids(*model.tokenizer, sp.bad_words);
+      sp.bad_words_token_ids = bad_words_token_ids(*model.tokenizer, can_match);
     } catch (const std::invalid_argument& e) {
       fail(e.what(), "bad_words");
     }

@@ -123,8 +123,9 @@ std::vector<int32_t> encode_prompt_checked(const std::string& text, bool add_spe
     auto ids = encode_prompt_tail(*model.tokenizer, text, add_special_tokens, keep);
     if (!ids)
       fail(fmt::format("Cannot truncate the {} to its last {} tokens: it is {} bytes long (over {} "
-                       "KiB) and has no space or newline followed by text within its last {} KiB",
-                       what, keep, text.size(), kMaxWholeBytes >> 10, kMaxTailBytes >> 10),
+                       "KiB, too long to tokenize whole), and no space or newline before text in "
+                       "its last {} KiB gave a place to cut it where its last {} tokens are known",
+                       what, keep, text.size(), kMaxWholeBytes >> 10, kMaxTailBytes >> 10, keep),
            what);
     return std::move(*ids);
   }
@@ -214,7 +215,15 @@ void truncate_ids(std::vector<int32_t>& ids, int64_t k, bool added_specials,
     const auto bos = model.tokenizer->bos_token_id();
     head = !specials.empty() && bos && specials.front() == *bos ? 1 : 0;
     tail = specials.size() - head;
-    if (static_cast<int64_t>(head + tail) >= k) head = tail = 0;
+    if (static_cast<int64_t>(head + tail) >= k) {
+      // No room for text: HF removes all of it and keeps the special tokens
+      // (k = 1 with BOS: [BOS]).
+      std::vector<int32_t> out(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head));
+      out.insert(out.end(), ids.end() - static_cast<std::ptrdiff_t>(tail), ids.end());
+      out.resize(static_cast<size_t>(k));
+      ids = std::move(out);
+      return;
+    }
   }
   std::vector<int32_t> out(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head));
   const auto body_keep = static_cast<std::ptrdiff_t>(k) - static_cast<std::ptrdiff_t>(head + tail);

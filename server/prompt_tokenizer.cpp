@@ -23,9 +23,10 @@ std::vector<int32_t> add_specials(const Tokenizer& tok, std::vector<int32_t> bod
   return ids;
 }
 
-// The first position at or after `from` that follows an ASCII space or
-// newline and holds a non-whitespace byte (a character boundary); npos if
-// none.
+// Where a tail starts: the first position at or after `from` that follows
+// an ASCII space or newline and holds a non-whitespace byte; npos if none.
+// (Not any character boundary: inside a run like "aaaa..." two tails of
+// the same parity agree with each other and not with the whole text.)
 size_t tail_start(std::string_view text, size_t from) {
   for (size_t p = std::max<size_t>(from, 1); p < text.size(); ++p) {
     const char prev = text[p - 1];

@@ -30,6 +30,17 @@ ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 namespace {
 
+// raise_exception's message goes into a 400's JSON: at most 4 KiB of it
+// (cut at a character boundary, then "...").
+std::string capped_message(std::string m) {
+  constexpr size_t kMax = 4096;
+  if (m.size() <= kMax) return m;
+  size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(m[cut]) & 0xC0) == 0x80) --cut;
+  m.resize(cut);
+  return m + "...";
+}
+
 template <class Json>
 std::string render_with(const jinja::Body& body, const Json& messages, bool add_generation_prompt,
                         const std::string& bos_token, const std::string& eos_token, const Json& extra) {
@@ -38,7 +49,8 @@ std::string render_with(const jinja::Body& body, const Json& messages, bool add_
     jinja::Dict globals;
     globals.emplace_back("raise_exception", Value::callable(
                                                 [](const jinja::CallArgs& a) -> Value {
-                                                  throw ChatTemplateError(a.pos.empty() ? "" : a.pos[0].to_string());
+                                                  throw ChatTemplateError(capped_message(
+                                                      a.pos.empty() ? "" : a.pos[0].to_string()));
                                                 },
                                                 "raise_exception"));
     if (extra.is_object())

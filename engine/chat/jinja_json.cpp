@@ -32,6 +32,7 @@ uint32_t next_code_point(const std::string& s, size_t& i) {
 }
 
 void dump(const Value& v, const JsonOptions& o, int depth, std::string& out) {
+  tick();
   const std::string item_sep = o.has_separators ? o.item_separator : (o.has_indent ? "," : ", ");
   const std::string key_sep = o.has_separators ? o.key_separator : ": ";
   auto newline = [&](int d) {
@@ -101,7 +102,14 @@ std::string json_quote(const std::string& s, bool ensure_ascii) {
   // Python json's ESCAPE / ESCAPE_ASCII tables: '"', '\\' and control
   // characters below 0x20 are escaped; with ensure_ascii, every non-ASCII
   // code point too (as \uXXXX, UTF-16 surrogate pairs above U+FFFF).
+  // The escaped size first (controls grow 6x, non-ASCII 3x with
+  // ensure_ascii), so an oversized result fails before it is built.
+  size_t size = s.size() + 2;
+  for (unsigned char c : s)
+    size += c < 0x20 ? 5 : (c == '"' || c == '\\') ? 1 : (c >= 0x80 && ensure_ascii) ? 2 : 0;
+  check_room(size);
   std::string out = "\"";
+  out.reserve(size);
   for (size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
@@ -134,7 +142,8 @@ std::string json_quote(const std::string& s, bool ensure_ascii) {
         else out += static_cast<char>(c);
     }
   }
-  return out + "\"";
+  out += '"';
+  return out;
 }
 
 std::string Value::to_json(const JsonOptions& options) const {

@@ -2,6 +2,7 @@
 #include "engine/chat/jinja_methods.h"
 
 #include <cctype>
+#include <functional>
 
 #include "engine/chat/chat_template.h"
 #include "engine/chat/jinja_budget.h"
@@ -95,12 +96,14 @@ Value str_method(const Value& obj, const std::string& name) {
       const std::string* sub = opt_str(a, 0, "sub");
       if (!sub) throw ChatTemplateError(std::string(find ? "find" : "count") + " expected a string");
       if (find) {
-        size_t p = s.find(*sub);
+        size_t p = TextFinder(*sub).find(s);
         return Value(p == std::string::npos ? int64_t{-1} : static_cast<int64_t>(utf8_length(s.substr(0, p))));
       }
       if (sub->empty()) return Value(static_cast<int64_t>(utf8_length(s) + 1));
       int64_t n = 0;
-      for (size_t p = s.find(*sub); p != std::string::npos; p = s.find(*sub, p + sub->size())) ++n;
+      const TextFinder finder(*sub);
+      for (size_t p = finder.find(s); p != std::string::npos; p = finder.find(s, p + sub->size()))
+        ++n;
       return Value(n);
     };
   } else if (name == "join") {
@@ -207,6 +210,26 @@ Value bound_method(const Value& obj, const std::string& name) {
   return Value();
 }
 
+struct TextFinder::Searcher {
+  explicit Searcher(const std::string& n) : bm(n.begin(), n.end()) {}
+  std::boyer_moore_searcher<std::string::const_iterator> bm;
+};
+
+TextFinder::TextFinder(const std::string& needle) : needle_(needle) {
+  if (needle.size() >= 16) searcher_ = std::make_unique<Searcher>(needle);
+}
+TextFinder::~TextFinder() = default;
+
+size_t TextFinder::find(const std::string& text, size_t from) const {
+  if (from > text.size()) return std::string::npos;
+  if (!searcher_) return text.find(needle_, from);
+  tick();
+  auto [first, last] = searcher_->bm(text.begin() + static_cast<std::ptrdiff_t>(from), text.end());
+  if (first == text.end() && !needle_.empty()) return std::string::npos;
+  (void)last;
+  return static_cast<size_t>(first - text.begin());
+}
+
 std::string py_strip(const std::string& s, const std::string* chars, bool left, bool right) {
   const std::string set = chars ? *chars : std::string(kPyWhitespace);
   size_t b = 0, e = s.size();
@@ -222,8 +245,10 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
   if (sep) {
     if (sep->empty()) throw ChatTemplateError("empty separator");
     size_t b = 0;
-    for (size_t p = s.find(*sep); p != std::string::npos && (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit);
-         p = s.find(*sep, b)) {
+    const TextFinder finder(*sep);
+    for (size_t p = finder.find(s);
+         p != std::string::npos && (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit);
+         p = finder.find(s, b)) {
       check_room(out.size() * kPartBytes + p);
       out.push_back(s.substr(b, p - b));
       b = p + sep->size();
@@ -268,8 +293,9 @@ std::string py_replace(const std::string& s, const std::string& from, const std:
   }
   // The result's size first, so an oversized one fails before it is built.
   int64_t matches = 0;
-  for (size_t p = s.find(from); p != std::string::npos && (count < 0 || matches < count);
-       p = s.find(from, p + from.size()))
+  const TextFinder finder(from);
+  for (size_t p = finder.find(s); p != std::string::npos && (count < 0 || matches < count);
+       p = finder.find(s, p + from.size()))
     ++matches;
   const size_t total = s.size() - static_cast<size_t>(matches) * from.size() +
                        static_cast<size_t>(matches) * to.size();
@@ -278,7 +304,8 @@ std::string py_replace(const std::string& s, const std::string& from, const std:
   out.reserve(total);
   size_t b = 0;
   int64_t n = 0;
-  for (size_t p = s.find(from); p != std::string::npos && (count < 0 || n < count); p = s.find(from, b), ++n) {
+  for (size_t p = finder.find(s); p != std::string::npos && (count < 0 || n < count);
+       p = finder.find(s, b), ++n) {
     out.append(s, b, p - b).append(to);
     check_room(out.size());
     b = p + from.size();

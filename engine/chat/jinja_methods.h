@@ -4,6 +4,7 @@
 // dict.update, ...) raise SecurityError's message, as under Jinja2's
 // ImmutableSandboxedEnvironment, which transformers uses.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,24 @@ namespace pagoda::jinja {
 
 // obj.name as a bound method; Undefined when obj's type has no such method.
 Value bound_method(const Value& obj, const std::string& name);
+
+// Substring search in time linear in the text whatever the needle
+// (std::string::find is O(text x needle) on "aaa...a" / "a...ab": a 60-byte
+// template took seconds): Boyer-Moore (std::boyer_moore_searcher, whose
+// good-suffix rule bounds the first match's search) for needles of 16 bytes
+// or more, std::string::find below that (at most 16 compares a byte).
+class TextFinder {
+ public:
+  explicit TextFinder(const std::string& needle);
+  ~TextFinder();
+  // The first match at or after `from`, or std::string::npos.
+  size_t find(const std::string& text, size_t from = 0) const;
+
+ private:
+  struct Searcher;
+  const std::string& needle_;
+  std::unique_ptr<Searcher> searcher_;  // null for short needles
+};
 
 // Python str.strip / lstrip / rstrip; chars == nullptr strips whitespace.
 std::string py_strip(const std::string& s, const std::string* chars, bool left, bool right);

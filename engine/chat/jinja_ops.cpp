@@ -217,7 +217,7 @@ bool contains(const Value& container, const Value& item) {
     case Value::Kind::String:
       if (!item.is_string())
         throw ChatTemplateError("'in <string>' requires string as left operand, not " + item.type_name());
-      return container.str().find(item.str()) != std::string::npos;
+      return TextFinder(item.str()).find(container.str()) != std::string::npos;
     case Value::Kind::List:
       for (const Value& v : container.items())
         if (equals(v, item)) return true;

@@ -241,7 +241,9 @@ class Parser {
 
   ExprPtr parse_expression() {
     ExprPtr e = parse_or();
+    ChainGuard chain(this);
     while (is_name("if")) {
+      chain.grow();
       int line = cur().line;
       ++p_;
       auto c = make(Expr::Kind::CondExpr, line);
@@ -263,7 +265,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr l = parse_and();
+    ChainGuard chain(this);
     while (is_name("or")) {
+      chain.grow();
       int line = t_[p_++].line;
       l = binary("or", std::move(l), parse_and(), line);
     }
@@ -271,7 +275,9 @@ class Parser {
   }
   ExprPtr parse_and() {
     ExprPtr l = parse_not();
+    ChainGuard chain(this);
     while (is_name("and")) {
+      chain.grow();
       int line = t_[p_++].line;
       l = binary("and", std::move(l), parse_not(), line);
     }
@@ -316,7 +322,9 @@ class Parser {
   }
   ExprPtr parse_math1() {
     ExprPtr l = parse_concat();
+    ChainGuard chain(this);
     while (is_op("+") || is_op("-")) {
+      chain.grow();
       const Token& t = t_[p_++];
       l = binary(t.value, std::move(l), parse_concat(), t.line);
     }
@@ -324,7 +332,9 @@ class Parser {
   }
   ExprPtr parse_concat() {
     ExprPtr l = parse_math2();
+    ChainGuard chain(this);
     while (is_op("~")) {
+      chain.grow();
       int line = t_[p_++].line;
       l = binary("~", std::move(l), parse_math2(), line);
     }
@@ -332,7 +342,9 @@ class Parser {
   }
   ExprPtr parse_math2() {
     ExprPtr l = parse_pow();
+    ChainGuard chain(this);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain.grow();
       const Token& t = t_[p_++];
       l = binary(t.value, std::move(l), parse_pow(), t.line);
     }
@@ -340,7 +352,9 @@ class Parser {
   }
   ExprPtr parse_pow() {
     ExprPtr l = parse_unary(true);
+    ChainGuard chain(this);
     while (is_op("**")) {
+      chain.grow();
       int line = t_[p_++].line;
       l = binary("**", std::move(l), parse_unary(true), line);
     }
@@ -428,7 +442,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
+    ChainGuard chain(this);
     while (true) {
+      chain.grow();
       int line = cur().line;
       if (skip_op(".")) {
         if (cur().type == TokType::Int) {
@@ -507,7 +523,9 @@ class Parser {
   // One or more "| name(args)"; the first pipe is optional in filter blocks.
   ExprPtr parse_filters(ExprPtr node) {
     bool first = true;
+    ChainGuard chain(this);
     while (is_op("|") || (first && t_pipe_)) {
+      chain.grow();
       if (!(first && t_pipe_)) ++p_;
       first = false;
       t_pipe_ = false;
@@ -522,7 +540,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
+    ChainGuard chain(this);
     while (true) {
+      chain.grow();
       if (is_op("|")) {
         node = parse_filters(std::move(node));
       } else if (is_name("is")) {
@@ -556,6 +576,21 @@ class Parser {
       if (++p->depth_ > kMaxDepth) p->fail("template nesting too deep");
     }
     ~DepthGuard() { --p->depth_; }
+  };
+  // A chain of operators, postfixes or filters (a + b + c ..., x.a.b ...,
+  // x | f | g ...) is parsed by a loop but builds a left-deep tree: each
+  // link counts as a level of nesting, so evaluating or freeing the tree
+  // never recurses deeper than kMaxDepth (20,000 links overflowed the
+  // stack; found by a fresh-user attack on the server).
+  struct ChainGuard {
+    Parser* p;
+    int links = 0;
+    explicit ChainGuard(Parser* parser) : p(parser) {}
+    void grow() {
+      ++links;
+      if (++p->depth_ > DepthGuard::kMaxDepth) p->fail("template nesting too deep");
+    }
+    ~ChainGuard() { p->depth_ -= links; }
   };
 
   const std::vector<Token>& t_;

@@ -231,6 +231,11 @@ std::string Value::to_string() const {
 }
 
 std::string Value::repr() const {
+  if (kind_ == Kind::List || kind_ == Kind::Dict) {
+    std::string out;
+    repr_into(out);
+    return out;
+  }
   switch (kind_) {
     case Kind::Undefined: return "Undefined";
     case Kind::None: return "None";
@@ -238,27 +243,41 @@ std::string Value::repr() const {
     case Kind::Int: return std::to_string(i_);
     case Kind::Float: return py_float_repr(f_);
     case Kind::String: return py_str_repr(*s_);
-    case Kind::List: {
-      std::string out = "[";
-      for (size_t i = 0; i < list_->size(); ++i) {
-        if (i) out += ", ";
-        out += (*list_)[i].repr();
-        check_room(out.size());
-      }
-      return out + "]";
-    }
-    case Kind::Dict: {
-      std::string out = "{";
-      for (size_t i = 0; i < dict_->size(); ++i) {
-        out += (i ? ", " : "") + py_str_repr((*dict_)[i].first) + ": " + (*dict_)[i].second.repr();
-        check_room(out.size());
-      }
-      return out + "}";
-    }
+    case Kind::List:
+    case Kind::Dict:
+      break;  // repr_into
     case Kind::Namespace: return "<Namespace>";
     case Kind::Callable: return "<function " + *s_ + ">";
   }
   return "";
+}
+
+// Lists and dicts print into one buffer (a nested value's text is not
+// copied into each enclosing one), bounded as it grows.
+void Value::repr_into(std::string& out) const {
+  tick();
+  if (kind_ == Kind::List) {
+    out += '[';
+    for (size_t i = 0; i < list_->size(); ++i) {
+      if (i) out += ", ";
+      (*list_)[i].repr_into(out);
+      check_room(out.size());
+    }
+    out += ']';
+  } else if (kind_ == Kind::Dict) {
+    out += '{';
+    for (size_t i = 0; i < dict_->size(); ++i) {
+      if (i) out += ", ";
+      out += py_str_repr((*dict_)[i].first);
+      out += ": ";
+      (*dict_)[i].second.repr_into(out);
+      check_room(out.size());
+    }
+    out += '}';
+  } else {
+    out += repr();
+    check_room(out.size());
+  }
 }
 
 std::string Value::type_name() const {
@@ -279,6 +298,7 @@ std::string Value::type_name() const {
 
 bool equals(const Value& a, const Value& b) {
   tick();
+  if (a.same_object(b)) return true;  // Python's identity shortcut (see compare)
   if (a.is_number() && b.is_number()) {
     if (a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -307,6 +327,7 @@ bool equals(const Value& a, const Value& b) {
 }
 
 int compare(const Value& a, const Value& b) {
+  tick();
   if (a.is_number() && b.is_number()) {
     double x = a.as_double(), y = b.as_double();
     if (!a.is_int() || !b.is_int()) return x < y ? -1 : (x > y ? 1 : 0);
@@ -315,8 +336,14 @@ int compare(const Value& a, const Value& b) {
   if (a.is_string() && b.is_string()) return a.str().compare(b.str()) < 0 ? -1 : (a.str() == b.str() ? 0 : 1);
   if (a.is_list() && b.is_list()) {
     const List &x = a.items(), &y = b.items();
-    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+    // Python compares lists item by item with an identity shortcut
+    // (PyObject_RichCompareBool): a list shared at many places (ns.a =
+    // [ns.a, ns.a], repeated) is compared once, not once per path.
+    if (&x == &y) return 0;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (x[i].same_object(y[i])) continue;
       if (int c = compare(x[i], y[i])) return c;
+    }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
   }
   if (a.is_undefined()) throw ChatTemplateError(a.undefined_message());

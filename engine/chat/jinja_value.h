@@ -82,9 +82,15 @@ class Value {
   Value* find(const std::string& key) const;
   void set(const std::string& key, Value v);
 
+  // The same list, dict, namespace or string object (shared storage).
+  bool same_object(const Value& o) const {
+    return kind_ == o.kind_ && ((list_ && list_ == o.list_) || (dict_ && dict_ == o.dict_) ||
+                                (kind_ == Kind::String && s_ == o.s_));
+  }
   bool truthy() const;                 // Python bool()
   std::string to_string() const;       // Python str() (Undefined -> "")
   std::string repr() const;            // Python repr()
+  void repr_into(std::string& out) const;  // appends repr()
   std::string type_name() const;       // Python type name: 'int', 'str', ...
   // Python json.dumps(value, **options) (see JsonOptions). Throws
   // ChatTemplateError for values JSON cannot hold (Undefined, callables).

@@ -182,6 +182,26 @@ TEST_F(ServeBoundedInput, ThirtyMegabytePromptWithTruncationTokenizesOnlyItsTail
   memory.expect_growth_under(160u << 20);
 }
 
+// bad_words (found by a fresh-user attack: a 14 MB word grew the server to
+// 3.4 GB): 256 KiB in all, and a word longer than the context, which can
+// never be generated, is not tokenized at all.
+TEST_F(ServeBoundedInput, BadWordsAreBounded) {
+  std::string word;
+  while (word.size() < 200'000) word += "dragon ";
+  const MemoryWatch memory(server_->pid());
+  HttpClient c(port());
+  HttpResponse ok =
+      c.post("/v1/completions",
+             json{{"prompt", "Once"}, {"max_tokens", 2}, {"bad_words", {word, "the"}}}.dump());
+  ASSERT_EQ(ok.status, 200) << ok.body.substr(0, 300);
+  EXPECT_EQ(json::parse(ok.body)["usage"]["completion_tokens"], 2);
+  HttpResponse big =
+      c.post("/v1/completions", json{{"prompt", "Once"}, {"bad_words", {word, word}}}.dump());
+  ASSERT_EQ(big.status, 400) << big.body.substr(0, 300);
+  EXPECT_EQ(json::parse(big.body)["error"]["param"], "bad_words");
+  memory.expect_growth_under_100mb();
+}
+
 TEST_F(ServeBoundedInput, ThirtyMegabyteWebSocketMessageIsRefusedBeforeTokenizing) {
   json m{{"type", "completion"},
          {"id", "big"},

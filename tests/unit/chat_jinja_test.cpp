@@ -286,6 +286,59 @@ TEST(ChatJinja, ExpressionsThatWouldTakeGigabytesFail) {
             10'000'006u);
 }
 
+// Found by a fresh-user attack on the server (issue 12): each took seconds,
+// hours or the process.
+TEST(ChatJinja, HostileTemplatesFromTheAttackFailFast) {
+  // A 20,000-link chain (a + a + ..., x.a.a..., x | f | f ...) is a
+  // 20,000-deep tree: it overflowed the stack when evaluated.
+  auto chain = [](const std::string& first, const std::string& link, int n) {
+    std::string s = "{{ " + first;
+    for (int i = 0; i < n; ++i) s += link;
+    return s + " }}";
+  };
+  for (const std::string& t :
+       {chain("1", " + 1", 20000), chain("'a'", " ~ 'a'", 20000), chain("'x'", " | upper", 20000),
+        chain("x", ".a", 20000), chain("1", " and 1", 20000), chain("'x'", "[0]", 20000)})
+    EXPECT_NE(Err(t).find("template nesting too deep"), std::string::npos) << t.substr(0, 40);
+  EXPECT_EQ(R(chain("1", " + 1", 50)), "51");  // a real chain still renders
+  // A list shared 2^64 times (ns.a = [ns.a, ns.a], 64 times): Python
+  // compares a shared item once (identity), so == and < are instant; two
+  // separately built ones take the time limit, not forever.
+  EXPECT_EQ(R("{% set ns = namespace(a=[1]) %}{% for i in range(64) %}{% set ns.a = [ns.a, ns.a] "
+              "%}{% endfor %}{{ ns.a < ns.a }} {{ ns.a == ns.a }}"),
+            "False True");
+  EXPECT_EQ(Err("{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(64) %}{% set ns.a = "
+                "[ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}{{ [ns.a, ns.b] | sort "
+                "| length }}"),
+            "chat template rendering exceeded its time limit of 500 ms");
+  // Printing it is bounded by time or memory, whichever comes first.
+  for (const char* print : {"string", "tojson"}) {
+    const std::string e =
+        Err(std::string("{% set ns = namespace(a=['x']) %}{% for i in range(60) %}{% set ns.a = "
+                        "[ns.a, ns.a] %}{% endfor %}{{ ns.a | ") +
+            print + " | length }}");
+    EXPECT_TRUE(e.find("time limit") != std::string::npos ||
+                e.find("memory limit") != std::string::npos)
+        << e;
+  }
+  // Substring search is linear (Boyer-Moore): a 10,001-byte needle that
+  // almost matches everywhere in 10 MB took seconds to hours.
+  EXPECT_EQ(R("{% set h = 'a' * 10000000 %}{% set n = 'a' * 10000 ~ 'b' %}{{ h.find(n) }} "
+              "{{ n in h }} {{ h.count(n) }} {{ h.split(n) | length }} "
+              "{{ h.replace(n, 'x') | length }}"),
+            "-1 False 0 1 10000000");
+  EXPECT_EQ(
+      R("{% set n = 'a' * 20 ~ 'y' %}{{ ('xx' ~ n ~ n).find(n) }} {{ ('x' ~ n ~ n).count(n) "
+        "}} {{ ('1' ~ n ~ '2' ~ n ~ '3').split(n) }} {{ ('1' ~ n ~ '2') | replace(n, '-') }}"),
+      "2 2 ['1', '2', '3'] 1-2");
+  // raise_exception's message is capped (it becomes a 400's JSON).
+  const std::string big = Err("{{ raise_exception('x' * 1000000) }}");
+  EXPECT_EQ(big, std::string(4096, 'x') + "...");
+  // tojson of control characters (6x) is refused before it is built.
+  EXPECT_EQ(Err("{{ ('\x01' * 20000000) | tojson | length }}"),
+            "chat template rendering exceeded its memory limit of 64 MiB");
+}
+
 // Namespaces are the only mutable values, so the only way to a cycle; the
 // render frees them anyway (LeakSanitizer checks this in the sanitizer
 // build), and nesting is bounded so printing or freeing never overflows

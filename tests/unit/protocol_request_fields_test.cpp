@@ -233,6 +233,9 @@ TEST(RequestFieldsTruncate, KeepsTheLastTokensAndTheBos) {
   EXPECT_EQ(c.sampling.max_tokens.value(), 64 - 4);
   EXPECT_EQ(ok(generate({{"prompt", "abcdef"}, {"truncate_prompt_tokens", 2}})).prompt_token_ids,
             (std::vector<int32_t>{1, 'f' + 3}));
+  // No room for text: HF keeps the special tokens ([BOS] for k = 1).
+  EXPECT_EQ(ok(completion({{"prompt", "abcdef"}, {"truncate_prompt_tokens", 1}})).prompt_token_ids,
+            (std::vector<int32_t>{1}));
 }
 
 TEST(RequestFieldsTruncate, ValidatedAsVllm) {
@@ -417,6 +420,11 @@ TEST(RequestFieldsSampling, BadWordsAreFilled) {
   EXPECT_EQ(r.sampling.bad_words_token_ids,
             (std::vector<std::vector<int32_t>>{{'a' + 3, 'b' + 3}, {'c' + 3}}));
   EXPECT_EQ(err(chat({{"bad_words", {1}}})).param, "bad_words");
+  // Bounded before it is tokenized: 256 KiB of words in all.
+  const OpenAIError big =
+      err(chat({{"bad_words", {std::string(200'000, 'a'), std::string(100'000, 'b')}}}));
+  EXPECT_EQ(big.param, "bad_words");
+  EXPECT_EQ(big.message, "bad_words holds more than 256 KiB of text");
   EXPECT_EQ(err(chat({{"bad_words", {""}}})).param, "bad_words");
   EXPECT_EQ(err(chat({{"bad_words", "ab"}})).param, "bad_words");
 }
