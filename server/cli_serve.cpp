@@ -121,6 +121,7 @@ int run_serve(ServeArgs a) {
     ctx.streams = &streams;
     ctx.limits.slow_reader_timeout = ms(a.slow_reader_timeout_s);
     ctx.limits.max_connections = a.max_connections;
+    ctx.limits.preprocess_hang_timeout = ms(a.engine_hang_timeout_s);
     ctx.request_id_headers = a.enable_request_id_headers;
     ctx.web_dir = resolve_web_dir(a.web_dir);
     spdlog::info("Chat UI: {}", ctx.web_dir.empty() ? "none (no web/ directory found; see --web-dir)" : ctx.web_dir);

@@ -2,15 +2,25 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
 namespace pagoda {
 
 PreprocessPool::PreprocessPool(size_t threads, size_t max_queued)
-    : max_queued_(max_queued), idle_(threads) {
+    : max_queued_(max_queued), started_(new std::atomic<int64_t>[threads]), idle_(threads) {
+  for (size_t i = 0; i < threads; ++i) started_[i].store(0);
   threads_.reserve(threads);
-  for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run(i); });
+}
+
+std::chrono::steady_clock::duration PreprocessPool::longest_running() const {
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  int64_t longest = 0;
+  for (size_t i = 0; i < threads_.size(); ++i)
+    if (const int64_t t = started_[i].load(); t != 0) longest = std::max(longest, now - t);
+  return std::chrono::steady_clock::duration(longest);
 }
 
 PreprocessPool::~PreprocessPool() { stop(); }
@@ -42,7 +52,7 @@ void PreprocessPool::stop() {
     if (t.joinable()) t.join();
 }
 
-void PreprocessPool::run() {
+void PreprocessPool::run(size_t index) {
   for (;;) {
     std::function<void()> job;
     {
@@ -54,6 +64,7 @@ void PreprocessPool::run() {
       --idle_;
       running_.fetch_add(1);
     }
+    started_[index].store(std::chrono::steady_clock::now().time_since_epoch().count());
     try {
       job();
     } catch (const std::exception& e) {
@@ -62,6 +73,7 @@ void PreprocessPool::run() {
       spdlog::error("preprocessing job failed");
     }
     job = nullptr;  // what it holds is released before it stops counting
+    started_[index].store(0);
     running_.fetch_sub(1);
     std::lock_guard<std::mutex> lock(mu_);
     ++idle_;

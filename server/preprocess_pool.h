@@ -15,11 +15,13 @@
 // fraction of a second.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -51,12 +53,19 @@ class PreprocessPool {
   uint64_t refused() const { return refused_.load(); }
   uint64_t dropped() const { return dropped_.load(); }
   void note_dropped() { dropped_.fetch_add(1); }
+  // How long the oldest job running now has run (0 when none): /health
+  // answers 503 past --engine-hang-timeout (every input is bounded, so a
+  // job that long is a bug, and the pool's threads are what new requests
+  // wait for).
+  std::chrono::steady_clock::duration longest_running() const;
 
  private:
-  void run();
+  void run(size_t index);
 
   const size_t max_queued_;
   std::atomic<size_t> running_{0};
+  // Each thread's job start (steady_clock ticks; 0: idle), one per thread.
+  std::unique_ptr<std::atomic<int64_t>[]> started_;
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> dropped_{0};
   mutable std::mutex mu_;

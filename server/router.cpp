@@ -120,8 +120,16 @@ RouteResult Router::models() const {
 RouteResult Router::health() const {
   // 503 while not running (starting, shutting down), hung or overloaded
   // (EngineAdapter::health).
-  const EngineHealth h =
+  EngineHealth h =
       ctx_.engine ? ctx_.engine->health() : EngineHealth{false, "The engine is not running"};
+  if (h.healthy && ctx_.preprocess && ctx_.limits.preprocess_hang_timeout.count() > 0) {
+    const auto busy = ctx_.preprocess->longest_running();
+    if (busy > ctx_.limits.preprocess_hang_timeout)
+      h = EngineHealth{
+          false, fmt::format("A preprocessing thread has spent {:.1f} s on one request (more than "
+                             "--engine-hang-timeout)",
+                             std::chrono::duration<double>(busy).count())};
+  }
   if (h.healthy) {
     RouteResult r = RouteResult::json(200, "");
     r.content_type = "text/plain";

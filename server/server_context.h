@@ -27,6 +27,9 @@ struct ServerLimits {
   // Client connections open at once (--max-connections); one beyond is
   // answered 503 and closed (0: no limit).
   size_t max_connections = 0;
+  // /health answers 503 while a preprocessing job has run this long
+  // (--engine-hang-timeout too; 0: never).
+  std::chrono::milliseconds preprocess_hang_timeout{60000};
 };
 
 class StreamHub;

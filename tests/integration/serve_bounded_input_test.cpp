@@ -318,6 +318,45 @@ TEST_F(ServeBoundedInput, HealthAnswersWhileABigRequestIsPreprocessed) {
   EXPECT_EQ(queued.read_response().status, 200);  // the queued one ran after it
 }
 
+// A preprocessing job running past --engine-hang-timeout makes /health 503
+// (every input is bounded, so a job that long is a bug, and new requests
+// wait for the pool); the big request here stands in for a stuck one with
+// a 0.2 s timeout.
+class ServePreprocessHang : public BundledServerSuite<ServePreprocessHang> {
+ public:
+  static std::vector<std::string> server_args() {
+    return {std::string(PAGODA_SOURCE_DIR) + "/models/stories260K",
+            "--preprocess-threads",
+            "1",
+            "--max-seqs-per-request",
+            std::to_string(kSlowPrompts),
+            "--engine-hang-timeout",
+            "0.2"};
+  }
+};
+
+TEST_F(ServePreprocessHang, HealthIs503WhileAJobRunsPastTheHangTimeout) {
+  HttpClient big(port());
+  big.send(boost::beast::http::verb::post, "/v1/completions", slow_body(kSlowPrompts, 600));
+  ASSERT_TRUE(wait_metric_at_least(port(), "pagoda:preprocess_running", 1));
+  // Polled until the job has run past 0.2 s; it runs for seconds.
+  HttpResponse h;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  do {
+    HttpClient c(port());
+    h = c.get("/health");
+  } while (h.status == 200 && metric_now(port(), "pagoda:preprocess_running") == 1 &&
+           Clock::now() < deadline);
+  ASSERT_EQ(h.status, 503) << "the job ended before /health saw it run long";
+  EXPECT_NE(json::parse(h.body)["error"]["message"].get<std::string>().find(
+                "A preprocessing thread has spent"),
+            std::string::npos)
+      << h.body;
+  EXPECT_EQ(big.read_response().status, 400);
+  HttpClient after(port());
+  EXPECT_EQ(after.get("/health").status, 200);
+}
+
 TEST_F(ServeBoundedInput, ClientLeavingDuringPreprocessingLeavesNothingInTheEngine) {
   const double prompt_tokens_before = metric_now(port(), "pagoda:prompt_tokens_total");
   const double dropped_before = metric_now(port(), "pagoda:preprocess_dropped_total");
