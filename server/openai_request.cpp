@@ -405,6 +405,16 @@ std::string render_chat(const RequestFields& f, const json& messages, const Serv
     fail("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
          "continue_final_message");
   o.chat_template = f.string("chat_template").value_or("");
+  // A request's own template is parsed for each request, which costs
+  // ~100-500 bytes of memory per byte of it and is outside the renderer's
+  // limits: 64 KiB (real chat templates are under ~20 KiB; a 30 MB one took
+  // 29 s and 5 GB, found by a fresh-user attack).
+  constexpr size_t kMaxRequestTemplateBytes = size_t{64} << 10;
+  if (o.chat_template.size() > kMaxRequestTemplateBytes)
+    fail(fmt::format("chat_template is {} bytes; at most {} KiB (a server-wide template can be "
+                     "larger: --chat-template)",
+                     o.chat_template.size(), kMaxRequestTemplateBytes >> 10),
+         "chat_template");
   // vLLM passes documents to the template, then chat_template_kwargs.
   if (const json* docs = f.value("documents")) o.variables["documents"] = *docs;
   if (const json* kwargs = f.value("chat_template_kwargs")) {

@@ -41,9 +41,13 @@ void time_limit_error() {
                           std::to_string(ms) + " ms");
 }
 
-void tick() {
+void tick(size_t units) {
   RenderScope* s = current;
-  if (s && ++s->charges_ % 4096 == 0 && s->past_deadline()) time_limit_error();
+  if (!s) return;
+  s->work_ += units;
+  if (s->work_ < s->next_check_) return;
+  s->next_check_ = s->work_ + 4096;
+  if (s->past_deadline()) time_limit_error();
 }
 
 void charge(size_t bytes) {

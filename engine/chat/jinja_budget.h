@@ -36,10 +36,11 @@ class Value;
 // Throws ChatTemplateError once the total passes RenderScope::kMaxBytes or
 // the render's deadline has passed.
 void charge(size_t bytes);
-// Counts one unit of work that builds nothing (a comparison); past the
-// render's deadline it throws ChatTemplateError (checked every few thousand
-// units). No-op outside a render.
-void tick();
+// Counts `units` of work that builds nothing (a comparison: 1, plus 1 per
+// 4 KiB of string compared or searched); past the render's deadline it
+// throws ChatTemplateError (checked once per 4096 units, so at most a few
+// milliseconds of work pass unchecked). No-op outside a render.
+void tick(size_t units = 1);
 // Throws ChatTemplateError when `bytes` more would pass kMaxBytes (for a
 // result being built, before it is charged). No-op outside a render.
 void check_room(size_t bytes);
@@ -67,7 +68,7 @@ class RenderScope {
 
  private:
   friend void charge(size_t bytes);
-  friend void tick();
+  friend void tick(size_t units);
   friend void time_limit_error();
   friend void check_room(size_t bytes);
   friend void track_namespace(const std::shared_ptr<std::vector<std::pair<std::string, Value>>>&);
@@ -75,7 +76,8 @@ class RenderScope {
   std::chrono::milliseconds time_limit_;
   std::chrono::steady_clock::time_point deadline_;
   size_t used_ = 0;
-  size_t charges_ = 0;
+  size_t work_ = 0;           // tick() units so far
+  size_t next_check_ = 4096;  // work_ at which the deadline is checked next
   std::vector<std::shared_ptr<std::vector<std::pair<std::string, Value>>>> namespaces_;
 };
 

@@ -100,14 +100,18 @@ Value select_like(const Value& v, const CallArgs& a, bool by_attr, bool keep) {
   return Value::list(std::move(out));
 }
 
-int64_t to_int(const Value& v, int64_t def, int base) {
+int64_t to_int(const Value& v, int64_t def, int64_t base) {
   if (v.is_int()) return v.as_int();
   if (v.kind() == Value::Kind::Float) return static_cast<int64_t>(v.as_double());
   if (v.is_string()) {
     std::string s = py_strip(v.str(), nullptr, true, true);
     char* end = nullptr;
-    long long i = std::strtoll(s.c_str(), &end, base);
-    if (!s.empty() && *end == '\0') return i;
+    // Python's int(s, base) takes base 0 or 2..36; another base is its
+    // ValueError, which jinja2's int filter answers with int(float(s)).
+    if (base == 0 || (base >= 2 && base <= 36)) {
+      long long i = std::strtoll(s.c_str(), &end, static_cast<int>(base));
+      if (!s.empty() && end && *end == '\0') return i;
+    }
     double d = std::strtod(s.c_str(), &end);
     if (!s.empty() && *end == '\0' && std::isfinite(d)) return static_cast<int64_t>(d);
   }
@@ -142,6 +146,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   }
   if (name == "indent") {
     const Value* w = opt(a, 0, "width");
+    if (w && !w->is_string()) check_room(static_cast<size_t>(std::max<int64_t>(0, w->as_int())));
     std::string ind = !w ? "    " : w->is_string() ? w->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, w->as_int())), ' ');
     return Value(indent(v.to_string(), ind, opt_bool(a, 1, "first", false), opt_bool(a, 2, "blank", false)));
   }
@@ -151,6 +156,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     o.ensure_ascii = opt_bool(a, 0, "ensure_ascii", false);
     if (const Value* ind = opt(a, 1, "indent")) {
       o.has_indent = true;
+      if (!ind->is_string()) check_room(static_cast<size_t>(std::max<int64_t>(0, ind->as_int())));
       o.indent = ind->is_string() ? ind->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, ind->as_int())), ' ');
     }
     if (const Value* sep = opt(a, 2, "separators")) {
@@ -201,7 +207,8 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   }
   if (name == "int") {
     const Value* base = opt(a, 1, "base");
-    return Value(to_int(v, opt(a, 0, "default") ? opt(a, 0, "default")->as_int() : 0, base ? static_cast<int>(base->as_int()) : 10));
+    return Value(to_int(v, opt(a, 0, "default") ? opt(a, 0, "default")->as_int() : 0,
+                        base ? base->as_int() : 10));
   }
   if (name == "float") {
     const Value* def = opt(a, 0, "default");

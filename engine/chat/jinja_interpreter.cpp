@@ -36,6 +36,7 @@ std::string Interpreter::render(const Body& body, Dict globals) {
   top->parent = root;
   std::string out;
   exec_body(body, out, top);
+  check_budget(out);  // the last statement's output too
   return out;
 }
 

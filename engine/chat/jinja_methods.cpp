@@ -222,9 +222,13 @@ TextFinder::~TextFinder() = default;
 
 size_t TextFinder::find(const std::string& text, size_t from) const {
   if (from > text.size()) return std::string::npos;
-  if (!searcher_) return text.find(needle_, from);
-  tick();
+  if (!searcher_) {
+    const size_t p = text.find(needle_, from);
+    tick(1 + ((p == std::string::npos ? text.size() : p) - from) / 4096);  // what was scanned
+    return p;
+  }
   auto [first, last] = searcher_->bm(text.begin() + static_cast<std::ptrdiff_t>(from), text.end());
+  tick(1 + static_cast<size_t>(first - text.begin() - static_cast<std::ptrdiff_t>(from)) / 4096);
   if (first == text.end() && !needle_.empty()) return std::string::npos;
   (void)last;
   return static_cast<size_t>(first - text.begin());

@@ -121,7 +121,12 @@ Value slice(const Value& obj, const Value* start, const Value* stop, const Value
   int64_t b = adjust(start, st < 0 ? n - 1 : 0);
   int64_t e = adjust(stop, st < 0 ? -1 : n);
   std::vector<size_t> idx;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) idx.push_back(static_cast<size_t>(i));
+  // Stepped without overflow (a step near INT64_MAX ends the slice).
+  for (int64_t i = b; st > 0 ? i < e : i > e;) {
+    idx.push_back(static_cast<size_t>(i));
+    if (st > 0 ? st >= e - i : st <= e - i) break;
+    i += st;
+  }
   if (obj.is_list()) {
     for (size_t i : idx) items.push_back(obj.items()[i]);
     return Value::list(std::move(items));

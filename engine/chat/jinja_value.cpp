@@ -297,7 +297,7 @@ std::string Value::type_name() const {
 }
 
 bool equals(const Value& a, const Value& b) {
-  tick();
+  tick(a.is_string() && b.is_string() ? 1 + std::min(a.str().size(), b.str().size()) / 4096 : 1);
   if (a.same_object(b)) return true;  // Python's identity shortcut (see compare)
   if (a.is_number() && b.is_number()) {
     if (a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float) return a.as_double() == b.as_double();
@@ -327,13 +327,17 @@ bool equals(const Value& a, const Value& b) {
 }
 
 int compare(const Value& a, const Value& b) {
-  tick();
+  tick(a.is_string() && b.is_string() ? 1 + std::min(a.str().size(), b.str().size()) / 4096 : 1);
   if (a.is_number() && b.is_number()) {
     double x = a.as_double(), y = b.as_double();
     if (!a.is_int() || !b.is_int()) return x < y ? -1 : (x > y ? 1 : 0);
     return a.as_int() < b.as_int() ? -1 : (a.as_int() > b.as_int() ? 1 : 0);
   }
-  if (a.is_string() && b.is_string()) return a.str().compare(b.str()) < 0 ? -1 : (a.str() == b.str() ? 0 : 1);
+  if (a.is_string() && b.is_string()) {
+    if (a.same_object(b)) return 0;
+    const int c = a.str().compare(b.str());
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
   if (a.is_list() && b.is_list()) {
     const List &x = a.items(), &y = b.items();
     // Python compares lists item by item with an identity shortcut

@@ -100,9 +100,12 @@ std::optional<NormalizerFacts> normalizer_facts(const std::string& model_proto) 
   return f;
 }
 
-bool is_ascii_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
+// What remove_extra_whitespaces collapses under an identity normalizer:
+// sentencepiece's Normalizer compares each normalized prefix with " ", so
+// only the space itself ("\n", "\t" are kept, each its own byte token: a
+// text of 16 M newlines counted as none once let such a prompt through the
+// bound, 28 s and 3.7 GB; found by a fresh-user attack).
+bool is_collapsed_space(char c) { return c == ' '; }
 
 }  // namespace
 
@@ -144,7 +147,7 @@ size_t SentencePieceTokenizer::min_token_count(std::string_view text) const {
   if (max_bytes_per_token_ == 0) return 0;
   size_t kept = text.size();
   if (skip_spaces_in_bound_)
-    kept -= static_cast<size_t>(std::count_if(text.begin(), text.end(), is_ascii_space));
+    kept -= static_cast<size_t>(std::count_if(text.begin(), text.end(), is_collapsed_space));
   return (kept + max_bytes_per_token_ - 1) / max_bytes_per_token_;
 }
 

@@ -322,11 +322,11 @@ TEST(ChatJinja, HostileTemplatesFromTheAttackFailFast) {
         << e;
   }
   // Substring search is linear (Boyer-Moore): a 10,001-byte needle that
-  // almost matches everywhere in 10 MB took seconds to hours.
-  EXPECT_EQ(R("{% set h = 'a' * 10000000 %}{% set n = 'a' * 10000 ~ 'b' %}{{ h.find(n) }} "
+  // almost matches everywhere in 3 MB took seconds to hours.
+  EXPECT_EQ(R("{% set h = 'a' * 3000000 %}{% set n = 'a' * 10000 ~ 'b' %}{{ h.find(n) }} "
               "{{ n in h }} {{ h.count(n) }} {{ h.split(n) | length }} "
               "{{ h.replace(n, 'x') | length }}"),
-            "-1 False 0 1 10000000");
+            "-1 False 0 1 3000000");
   EXPECT_EQ(
       R("{% set n = 'a' * 20 ~ 'y' %}{{ ('xx' ~ n ~ n).find(n) }} {{ ('x' ~ n ~ n).count(n) "
         "}} {{ ('1' ~ n ~ '2' ~ n ~ '3').split(n) }} {{ ('1' ~ n ~ '2') | replace(n, '-') }}"),
@@ -334,6 +334,27 @@ TEST(ChatJinja, HostileTemplatesFromTheAttackFailFast) {
   // raise_exception's message is capped (it becomes a 400's JSON).
   const std::string big = Err("{{ raise_exception('x' * 1000000) }}");
   EXPECT_EQ(big, std::string(4096, 'x') + "...");
+  // The second attack: int with a base Python refuses is int(float(s)) as
+  // in jinja2 (a null dereference before), a slice step near INT64_MAX
+  // ends the slice (a signed overflow before), long string comparisons are
+  // held to the time limit, and huge indent widths are refused before built.
+  EXPECT_EQ(R("{{ '1' | int(base=999) }} {{ '12' | int(0, 37) }} {{ 'ff' | int(base=16) }}"),
+            "1 12 255");
+  EXPECT_EQ(R("{{ ['a', 'b', 'c'][1::9223372036854775807] }} {{ [1, 2, 3][2::-9223372036854775807] "
+              "}} {{ 'abc'[::9223372036854775807] }}"),
+            "['b'] [3] a");
+  EXPECT_EQ(Err("{% set a = 'x' * 20000000 %}{% set b = 'x' * 20000000 %}{{ ([a, b] * 4500) | "
+                "max(case_sensitive=true) | length }}"),
+            "chat template rendering exceeded its time limit of 500 ms");
+  // One statement whose output alone passes the 16 MiB bound.
+  EXPECT_EQ(Err("{{ 'x' * 20000000 }}"), "chat template rendering exceeded 16 MiB of output");
+  EXPECT_EQ(Err("{% set a = 'x' * 20000000 %}{% set b = 'x' * 20000000 %}{{ ([a] * 9000) == "
+                "([b] * 9000) }}"),
+            "chat template rendering exceeded its time limit of 500 ms");
+  EXPECT_EQ(Err("{{ [[[[1]]]] | tojson(indent=99999999) }}"),
+            "chat template rendering exceeded its memory limit of 64 MiB");
+  EXPECT_EQ(Err("{{ 'a\nb' | indent(99999999) }}"),
+            "chat template rendering exceeded its memory limit of 64 MiB");
   // tojson of control characters (6x) is refused before it is built.
   EXPECT_EQ(Err("{{ ('\x01' * 20000000) | tojson | length }}"),
             "chat template rendering exceeded its memory limit of 64 MiB");

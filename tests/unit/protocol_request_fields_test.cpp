@@ -425,6 +425,10 @@ TEST(RequestFieldsSampling, BadWordsAreFilled) {
       err(chat({{"bad_words", {std::string(200'000, 'a'), std::string(100'000, 'b')}}}));
   EXPECT_EQ(big.param, "bad_words");
   EXPECT_EQ(big.message, "bad_words holds more than 256 KiB of text");
+  // A request's own chat template is bounded too (parsed per request).
+  const OpenAIError tmpl = err(chat({{"chat_template", std::string(70'000, 'x')}}));
+  EXPECT_EQ(tmpl.param, "chat_template");
+  EXPECT_NE(tmpl.message.find("at most 64 KiB"), std::string::npos) << tmpl.message;
   EXPECT_EQ(err(chat({{"bad_words", {""}}})).param, "bad_words");
   EXPECT_EQ(err(chat({{"bad_words", "ab"}})).param, "bad_words");
 }

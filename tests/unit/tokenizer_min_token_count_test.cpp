@@ -34,6 +34,8 @@ std::vector<std::string> texts_for(const Case& c) {
   texts.push_back(all);
   texts.push_back(std::string(5000, ' '));
   texts.push_back(std::string(5000, '\n'));
+  texts.push_back(std::string(5000, '\t'));
+  texts.push_back(std::string(2000, ' ') + std::string(2000, '\n') + " \t \r\n x  \f\v");
   texts.push_back(std::string(5000, 'a'));
   std::string eqs;
   for (int i = 0; i < 500; ++i) eqs += "================ the the the ";
@@ -69,6 +71,9 @@ TEST_P(MinTokenCount, NeverAboveTheRealCount) {
     // 30 MB of text: a bound above a 32K context, at once.
     const std::string huge(30u << 20, 'x');
     EXPECT_GT(tok->min_token_count(huge), 32768u) << c.dir;
+    // Newlines and tabs are not collapsed like spaces (16 M newlines were
+    // counted as none: a 28 s, 3.7 GB prompt).
+    EXPECT_GT(tok->min_token_count(std::string(16u << 20, '\n')), 32768u) << c.dir;
   } else {
     EXPECT_EQ(bounded_texts, 0u) << c.dir;
   }
