@@ -418,6 +418,12 @@ std::string render_chat(const RequestFields& f, const json& messages, const Serv
   // vLLM passes documents to the template, then chat_template_kwargs.
   if (const json* docs = f.value("documents")) o.variables["documents"] = *docs;
   if (const json* kwargs = f.value("chat_template_kwargs")) {
+    // Template variables: a few in practice; bounded so that taking them
+    // into the template costs nothing (2 M keys took 6 s).
+    constexpr size_t kMaxKwargs = 1024;
+    if (kwargs->size() > kMaxKwargs)
+      fail(fmt::format("chat_template_kwargs has {} keys; at most {}", kwargs->size(), kMaxKwargs),
+           "chat_template_kwargs");
     for (const auto& [key, value] : kwargs->items()) {
       // The renderer's own variables would shadow these (vLLM: transformers
       // fails on a second `messages`); refused rather than dropped.

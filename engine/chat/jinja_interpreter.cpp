@@ -42,6 +42,7 @@ std::string Interpreter::render(const Body& body, Dict globals) {
 
 Value Interpreter::lookup(const std::string& name, const FramePtr& frame) const {
   for (Frame* f = frame.get(); f; f = f->parent.get()) {
+    tick(1 + f->vars.size() / 64);  // a scan: a frame may hold big chat_template_kwargs
     // Later bindings shadow earlier ones within a frame (globals list).
     for (auto it = f->vars.rbegin(); it != f->vars.rend(); ++it)
       if (it->first == name) return it->second;

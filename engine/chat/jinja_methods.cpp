@@ -2,7 +2,6 @@
 #include "engine/chat/jinja_methods.h"
 
 #include <cctype>
-#include <functional>
 
 #include "engine/chat/chat_template.h"
 #include "engine/chat/jinja_budget.h"
@@ -210,28 +209,33 @@ Value bound_method(const Value& obj, const std::string& name) {
   return Value();
 }
 
-struct TextFinder::Searcher {
-  explicit Searcher(const std::string& n) : bm(n.begin(), n.end()) {}
-  std::boyer_moore_searcher<std::string::const_iterator> bm;
-};
-
 TextFinder::TextFinder(const std::string& needle) : needle_(needle) {
-  if (needle.size() >= 16) searcher_ = std::make_unique<Searcher>(needle);
+  if (needle.size() < 16) return;
+  border_.assign(needle.size(), 0);
+  for (size_t i = 1, k = 0; i < needle.size(); ++i) {
+    while (k > 0 && needle[i] != needle[k]) k = border_[k - 1];
+    if (needle[i] == needle[k]) ++k;
+    border_[i] = k;
+  }
+  tick(1 + needle.size() / 4096);
 }
-TextFinder::~TextFinder() = default;
 
 size_t TextFinder::find(const std::string& text, size_t from) const {
-  if (from > text.size()) return std::string::npos;
-  if (!searcher_) {
+  if (from > text.size() || needle_.size() > text.size() - from) return std::string::npos;
+  if (border_.empty()) {
     const size_t p = text.find(needle_, from);
     tick(1 + ((p == std::string::npos ? text.size() : p) - from) / 4096);  // what was scanned
     return p;
   }
-  auto [first, last] = searcher_->bm(text.begin() + static_cast<std::ptrdiff_t>(from), text.end());
-  tick(1 + static_cast<size_t>(first - text.begin() - static_cast<std::ptrdiff_t>(from)) / 4096);
-  if (first == text.end() && !needle_.empty()) return std::string::npos;
-  (void)last;
-  return static_cast<size_t>(first - text.begin());
+  const size_t m = needle_.size();
+  size_t k = 0;
+  for (size_t i = from; i < text.size(); ++i) {
+    if (((i - from) & 0xFFFF) == 0xFFFF) tick(16);
+    while (k > 0 && text[i] != needle_[k]) k = border_[k - 1];
+    if (text[i] == needle_[k]) ++k;
+    if (k == m) return i + 1 - m;
+  }
+  return std::string::npos;
 }
 
 std::string py_strip(const std::string& s, const std::string* chars, bool left, bool right) {

@@ -16,22 +16,23 @@ namespace pagoda::jinja {
 // obj.name as a bound method; Undefined when obj's type has no such method.
 Value bound_method(const Value& obj, const std::string& name);
 
-// Substring search in time linear in the text whatever the needle
-// (std::string::find is O(text x needle) on "aaa...a" / "a...ab": a 60-byte
-// template took seconds): Boyer-Moore (std::boyer_moore_searcher, whose
-// good-suffix rule bounds the first match's search) for needles of 16 bytes
-// or more, std::string::find below that (at most 16 compares a byte).
+// Substring search in time linear in the text and the needle whatever
+// they hold (std::string::find is O(text x needle) on "aaa...a" /
+// "a...ab": a 60-byte template took seconds; libstdc++'s
+// boyer_moore_searcher builds its tables in O(needle^2) for "aaa...a", an
+// 8 MB needle hours): Knuth-Morris-Pratt (Knuth, Morris, Pratt, "Fast
+// pattern matching in strings", 1977) for needles of 16 bytes or more,
+// std::string::find below that (at most 16 compares a byte). Work counts
+// toward the render's time check (tick).
 class TextFinder {
  public:
   explicit TextFinder(const std::string& needle);
-  ~TextFinder();
   // The first match at or after `from`, or std::string::npos.
   size_t find(const std::string& text, size_t from = 0) const;
 
  private:
-  struct Searcher;
   const std::string& needle_;
-  std::unique_ptr<Searcher> searcher_;  // null for short needles
+  std::vector<size_t> border_;  // KMP: longest proper border of needle[0..i]; empty if short
 };
 
 // Python str.strip / lstrip / rstrip; chars == nullptr strips whitespace.

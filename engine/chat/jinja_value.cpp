@@ -116,6 +116,7 @@ Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json
 
 Value* Value::find(const std::string& key) const {
   if (!dict_) return nullptr;
+  tick(1 + dict_->size() / 64);  // a linear scan (a message may carry 200,000 keys)
   for (auto& [k, v] : *dict_)
     if (k == key) return &v;
   return nullptr;

@@ -353,6 +353,11 @@ TEST_F(ServePreprocessHang, HealthIs503WhileAJobRunsPastTheHangTimeout) {
             std::string::npos)
       << h.body;
   EXPECT_EQ(big.read_response().status, 400);
+  // The answer is sent from inside the job: healthy again once it has
+  // ended (the gauge back to 0).
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (metric_now(port(), "pagoda:preprocess_running") != 0 && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   HttpClient after(port());
   EXPECT_EQ(after.get("/health").status, 200);
 }

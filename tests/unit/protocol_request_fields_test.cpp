@@ -429,6 +429,11 @@ TEST(RequestFieldsSampling, BadWordsAreFilled) {
   const OpenAIError tmpl = err(chat({{"chat_template", std::string(70'000, 'x')}}));
   EXPECT_EQ(tmpl.param, "chat_template");
   EXPECT_NE(tmpl.message.find("at most 64 KiB"), std::string::npos) << tmpl.message;
+  json kwargs = json::object();
+  for (int i = 0; i < 1025; ++i) kwargs[std::to_string(i)] = i;  // (GCC 12 -Wrestrict: no "k" +)
+  const OpenAIError many = err(chat({{"chat_template_kwargs", kwargs}}));
+  EXPECT_EQ(many.param, "chat_template_kwargs");
+  EXPECT_EQ(many.message, "chat_template_kwargs has 1025 keys; at most 1024");
   EXPECT_EQ(err(chat({{"bad_words", {""}}})).param, "bad_words");
   EXPECT_EQ(err(chat({{"bad_words", "ab"}})).param, "bad_words");
 }
