@@ -34,6 +34,7 @@ SchedulerConfig scheduler_config(const EngineConfig& c, const Tokenizer& tok) {
   s.max_num_seqs = c.max_num_seqs;
   s.max_num_batched_tokens = c.max_num_batched_tokens;
   s.max_model_len = c.max_model_len;
+  s.max_prompt_logprob_tokens = c.max_prompt_logprob_tokens;
   s.eos_token_ids = c.eos_token_ids;
   if (s.eos_token_ids.empty() && tok.eos_token_id()) s.eos_token_ids.push_back(*tok.eos_token_id());
   return s;
@@ -53,9 +54,11 @@ class EngineImpl {
         runner(*executor),
         logger(config.log_stats ? config.log_stats_interval_s : 0.0,
                executor->describe().rfind("cuda", 0) == 0 ? "GPU" : "CPU") {
-    if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0 || config.max_model_len <= 0)
-      throw std::invalid_argument("EngineConfig: max_num_seqs, max_num_batched_tokens and "
-                                  "max_model_len must be > 0");
+    if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0 ||
+        config.max_model_len <= 0 || config.max_prompt_logprob_tokens <= 0)
+      throw std::invalid_argument(
+          "EngineConfig: max_num_seqs, max_num_batched_tokens, "
+          "max_model_len and max_prompt_logprob_tokens must be > 0");
     published.kv_blocks_total = blocks.num_blocks();
     local.kv_blocks_total = blocks.num_blocks();
   }

@@ -41,6 +41,11 @@ struct EngineConfig {
   // step (queued or in the scheduler's waiting queue, never yet scheduled)
   // before try_add_requests() refuses more; 0 = no bound.
   int64_t max_num_waiting_requests = 0;
+  // Prompt positions scored for prompt_logprobs per step (the scheduler
+  // prefills such a prompt in chunks of at most this many tokens): bounds
+  // the [positions, vocab] fp32 logits scored on the host (one 4000-token
+  // Qwen2 prompt took 2.4 GB at once; 256 rows are ~155 MB).
+  int64_t max_prompt_logprob_tokens = 256;
 };
 
 // The engine thread's progress, for liveness checks (/health). Times are

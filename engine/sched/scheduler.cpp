@@ -176,11 +176,26 @@ void Scheduler::preempt(Sequence* seq) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
+  // Prompt positions whose logprobs are scored this step (their [rows,
+  // vocab] logits are held at once): a prompt_logprobs prefill takes at most
+  // what is left of it.
+  int64_t scored_budget = config_.max_prompt_logprob_tokens;
+  const auto cap_scored = [&](const Sequence* seq, int64_t n) {
+    if (!seq->sampling.prompt_logprobs || seq->num_computed_tokens >= seq->num_prompt_tokens)
+      return n;
+    const int64_t c = std::min(n, scored_budget);
+    scored_budget -= c;
+    return c;
+  };
 
   // 1. Running sequences: decodes and continuing prefill chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    int64_t n = std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
+    int64_t n = cap_scored(seq, std::min(seq->num_tokens() - seq->num_computed_tokens, budget));
+    if (n == 0) {  // its next chunk waits for the next step
+      ++i;
+      continue;
+    }
     int64_t need = seq->num_computed_tokens + n;
     bool self_preempted = false;
     while (!blocks_.can_allocate(seq->block_table, need)) {
@@ -222,7 +237,8 @@ SchedulerOutput Scheduler::schedule() {
   while (out.num_preempted == 0 && budget > 0 && !waiting_.empty() &&
          seats_taken + seats(waiting_.front()) <= config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
-    int64_t n = std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
+    int64_t n = cap_scored(seq, std::min(seq->num_tokens() - seq->num_computed_tokens, budget));
+    if (n == 0) break;
     int64_t need = seq->num_computed_tokens + n;
     if (!blocks_.can_allocate(seq->block_table, need)) break;  // waits for blocks
     blocks_.allocate(seq->block_table, need);

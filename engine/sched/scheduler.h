@@ -50,6 +50,9 @@ struct SchedulerConfig {
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 8192;
   int64_t max_model_len = 2048;
+  // Prompt tokens of prompt_logprobs sequences prefilled per step, in all
+  // (EngineConfig::max_prompt_logprob_tokens).
+  int64_t max_prompt_logprob_tokens = 256;
   std::vector<int32_t> eos_token_ids;
 };
 

@@ -36,10 +36,13 @@ inline ExecutorOptions stories_options(const std::string& device = "cpu") {
   return o;
 }
 
-// The engine over `opts` (see above); `seed` is EngineConfig::seed (--seed).
+// The engine over `opts` (see above); `seed` is EngineConfig::seed (--seed),
+// max_prompt_logprob_tokens EngineConfig's.
 // Throws what make_model_executor / load_tokenizer throw.
-inline std::unique_ptr<Engine> make_test_engine(const ExecutorOptions& opts, uint64_t seed = 0) {
+inline std::unique_ptr<Engine> make_test_engine(const ExecutorOptions& opts, uint64_t seed = 0,
+                                                int64_t max_prompt_logprob_tokens = 256) {
   EngineConfig cfg;
+  cfg.max_prompt_logprob_tokens = max_prompt_logprob_tokens;
   cfg.max_model_len = opts.max_model_len;
   cfg.max_num_seqs = opts.max_num_seqs;
   cfg.max_num_batched_tokens = opts.max_num_batched_tokens;

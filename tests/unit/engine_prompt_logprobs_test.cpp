@@ -150,6 +150,34 @@ TEST(EnginePromptLogprobs, ChunkedPrefillEqualsUnchunked) {
   }
 }
 
+// The scheduler scores at most max_prompt_logprob_tokens prompt positions a
+// step (their [rows, vocab] logits are held at once: a 4000-token Qwen2
+// prompt took 2.4 GB): the prompt is then prefilled in chunks of that many
+// although the token budget would take it whole, with the same result.
+TEST(EnginePromptLogprobs, ScoredPositionsPerStepAreBounded) {
+  const Prompt p = story_prompt();
+  ExecutorOptions opts = test::stories_options();
+  opts.max_num_batched_tokens = 128;
+  for (int64_t cap : {1, 7, 34}) {
+    SCOPED_TRACE(cap);
+    auto e = test::make_test_engine(opts, 0, cap);
+    auto req = std::make_unique<GenerateRequest>();
+    req->request_id = "capped";
+    req->prompt_token_ids = p.ids;
+    req->sampling = plp_params(2);
+    req->output = std::make_shared<OutputChannel>();
+    auto ch = req->output;
+    e->add_request(std::move(req));
+    int64_t steps = 0;
+    while (e->step()) ++steps;
+    // 35 prompt tokens in chunks of `cap`, then 3 more decode steps.
+    EXPECT_EQ(steps, (35 + cap - 1) / cap + 3);
+    expect_matches_reference(only_on_first(ch->drain()), p, 2);
+  }
+  ExecutorOptions bad = test::stories_options();
+  EXPECT_THROW(test::make_test_engine(bad, 0, 0), std::invalid_argument);
+}
+
 TEST(EnginePromptLogprobs, ZeroTopAndOneTokenPrompt) {
   const Prompt p = story_prompt();
   auto e = make_engine(128);
