@@ -119,6 +119,7 @@ class MemoryWatch {
     // checks it.
     (void)rss_after;
     (void)hwm_after;
+    (void)limit;
 #else
     EXPECT_LT(rss_after, rss_before_ + limit) << rss_before_ << " -> " << rss_after;
     EXPECT_LT(hwm_after, hwm_before_ + limit) << hwm_before_ << " -> " << hwm_after;
