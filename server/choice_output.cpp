@@ -129,13 +129,13 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
       out.logprobs = echoed_lps.is_null() ? st.logprobs->completion({}) : std::move(echoed_lps);
   } else {
     out.text += d.text;
-  }
-  if (st.logprobs && !req_.echo_without_generation) {
-    out.logprobs = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs)
-                                               : st.logprobs->completion(d.logprobs);
-    if (!echoed_lps.is_null()) {
-      append_logprobs_json(echoed_lps, out.logprobs);
-      out.logprobs = std::move(echoed_lps);
+    if (st.logprobs) {
+      out.logprobs = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs)
+                                                 : st.logprobs->completion(d.logprobs);
+      if (!echoed_lps.is_null()) {
+        append_logprobs_json(echoed_lps, out.logprobs);
+        out.logprobs = std::move(echoed_lps);
+      }
     }
   }
   if (choice.engine_deltas == 0 && !out.logprobs.is_null())

@@ -215,21 +215,16 @@ void truncate_ids(std::vector<int32_t>& ids, int64_t k, bool added_specials,
     const auto bos = model.tokenizer->bos_token_id();
     head = !specials.empty() && bos && specials.front() == *bos ? 1 : 0;
     tail = specials.size() - head;
-    if (static_cast<int64_t>(head + tail) >= k) {
-      // No room for text: HF removes all of it and keeps the special tokens
-      // (k = 1 with BOS: [BOS]).
-      std::vector<int32_t> out(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head));
-      out.insert(out.end(), ids.end() - static_cast<std::ptrdiff_t>(tail), ids.end());
-      out.resize(static_cast<size_t>(k));
-      ids = std::move(out);
-      return;
-    }
   }
   std::vector<int32_t> out(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head));
-  const auto body_keep = static_cast<std::ptrdiff_t>(k) - static_cast<std::ptrdiff_t>(head + tail);
+  // No room for text (k <= the specials): HF removes all of it and keeps
+  // the special tokens, cut to k below (k = 1 with BOS: [BOS]).
+  const auto body_keep = std::max<std::ptrdiff_t>(
+      0, static_cast<std::ptrdiff_t>(k) - static_cast<std::ptrdiff_t>(head + tail));
   const auto body_end = ids.end() - static_cast<std::ptrdiff_t>(tail);
   out.insert(out.end(), body_end - body_keep, body_end);
   out.insert(out.end(), body_end, ids.end());
+  out.resize(std::min(out.size(), static_cast<size_t>(k)));
   ids = std::move(out);
 }
 
@@ -315,9 +310,9 @@ ParseResult parse_completion_object(json obj, const ServingModel& model) {
     req.echo = *f.boolean("echo");
     // max_tokens 0 is the prompt alone, with echo only (vLLM's
     // echo_without_generation; SamplingParams refuses 0 otherwise).
-    req.echo_without_generation = req.echo && f.has("max_tokens") && *f.integer("max_tokens") == 0;
-    if (f.has("max_tokens") && *f.integer("max_tokens") == 0 && !req.echo)
-      fail("max_tokens must be at least 1, got 0.", "max_tokens");
+    const bool zero_max_tokens = f.has("max_tokens") && *f.integer("max_tokens") == 0;
+    if (zero_max_tokens && !req.echo) fail("max_tokens must be at least 1, got 0.", "max_tokens");
+    req.echo_without_generation = zero_max_tokens;
     const auto k = truncation(f, model);
     // Counted before anything is tokenized; with truncation a prompt may be
     // longer than the context (it is cut to its last k tokens).

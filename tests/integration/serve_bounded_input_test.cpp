@@ -46,14 +46,18 @@ double metric_now(uint16_t port, const std::string& name) {
   return metric(c.get("/metrics").body, name);
 }
 
-// Polls /metrics until name >= value (30 s at most; a failure, not a hang).
-bool wait_metric_at_least(uint16_t port, const std::string& name, double value) {
+// Polls /metrics until done(value of name) (60 s at most; a failure, not a hang).
+template <class Done>
+bool wait_metric(uint16_t port, const std::string& name, Done done) {
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (Clock::now() < deadline) {
-    if (metric_now(port, name) >= value) return true;
+    if (done(metric_now(port, name))) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
+}
+bool wait_metric_at_least(uint16_t port, const std::string& name, double value) {
+  return wait_metric(port, name, [value](double v) { return v >= value; });
 }
 
 // A completions body whose preprocessing takes seconds: `count` prompts of
@@ -356,9 +360,7 @@ TEST_F(ServePreprocessHang, HealthIs503WhileAJobRunsPastTheHangTimeout) {
   EXPECT_EQ(big.read_response().status, 400);
   // The answer is sent from inside the job: healthy again once it has
   // ended (the gauge back to 0).
-  const auto until = Clock::now() + std::chrono::seconds(30);
-  while (metric_now(port(), "pagoda:preprocess_running") != 0 && Clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(wait_metric(port(), "pagoda:preprocess_running", [](double v) { return v == 0; }));
   HttpClient after(port());
   EXPECT_EQ(after.get("/health").status, 200);
 }
