@@ -105,15 +105,19 @@ const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& ou
 bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
                                      std::vector<TokenLogprob>& sampled) {
   if (!executor_.can_sample_on_device()) return false;
-  // Prompt-logprob rows are scored on the host (engine/sample/
-  // prompt_logprobs.h): a step that has any takes the host path.
-  if (wants_prompt_logprob_rows(out)) return false;
   build_sampling(out, eos_token_ids);
+  // Prompt-logprob positions are score rows after the sampling rows
+  // (engine/sample/prompt_logprobs.h), their logits rows after the sampling
+  // logits rows (build_batch).
+  const size_t num_sampled = sampling_.rows.size();
+  append_prompt_score_rows(out, static_cast<int32_t>(out.num_samples()), sampling_);
   batch_ = build_batch(out, executor_.block_size());
   executor_.execute_and_sample(batch_, sampling_, sampled);
   if (sampled.size() != sampling_.rows.size())
     throw std::runtime_error("ModelRunner: executor returned " + std::to_string(sampled.size()) +
                              " samples, expected " + std::to_string(sampling_.rows.size()));
+  record_prompt_scores(out, std::span<const TokenLogprob>(sampled).subspan(num_sampled));
+  sampled.resize(num_sampled);
   return true;
 }
 

@@ -45,7 +45,10 @@ class ModelRunner {
   // from the sequence's own rng, so a seeded request reproduces. A sequence
   // keeps its penalty slot while it samples every step; a sequence that did
   // not sample in a step gives its slot back and has it rebuilt from its
-  // ids when it samples again.
+  // ids when it samples again. Prompt-logprob positions of the step are
+  // score rows on the device too (prompt_logprobs.h): their results go to
+  // the sequences' prompt_logprobs here, and `sampled` holds only the
+  // sampled tokens.
   bool execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
                           std::vector<TokenLogprob>& sampled);
   // The sampling rows of `out` as execute_and_sample would pass them

@@ -34,6 +34,9 @@ struct TokenLogprob {
   int32_t token_id = 0;
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // most likely first; size k
+  // A prompt-logprob score row's (DeviceSampleRow::score_token): the
+  // token's 1-based rank (PromptLogprob::rank); 0 for sampled tokens.
+  int64_t rank = 0;
 };
 
 // vLLM's prompt logprob of one prompt position p >= 1: the raw

@@ -23,7 +23,7 @@ void launch_init_slots(const DeviceSlotInit* inits, int64_t n, const int32_t* id
 void launch_sample_rows(const float* logits, int64_t vocab, const DeviceSampleRow* rows, int64_t n,
                         const int32_t* ids, const IdBias* bias, uint32_t* counts, float* scratch,
                         int32_t* out_id, float* out_lp, int32_t* out_top_id, float* out_top_lp,
-                        cudaStream_t stream);
+                        int32_t* out_rank, cudaStream_t stream);
 
 namespace {
 
@@ -37,8 +37,9 @@ CudaBackend& as_cuda(Backend& b) {
 
 size_t align16(size_t n) { return (n + 15) & ~size_t{15}; }
 
-// Output layout for `cap` rows: ids, lps, top ids [cap, 20], top lps [cap, 20].
-size_t out_bytes(int64_t cap) { return static_cast<size_t>(cap) * (4 + 4 + 2 * 4 * kTop); }
+// Output layout for `cap` rows: ids, lps, top ids [cap, 20], top lps
+// [cap, 20], ranks [cap] (score rows).
+size_t out_bytes(int64_t cap) { return static_cast<size_t>(cap) * (4 + 4 + 2 * 4 * kTop + 4); }
 
 void check_range(int32_t begin, int32_t count, size_t size, const char* what) {
   if (begin < 0 || count < 0 || static_cast<size_t>(begin) + static_cast<size_t>(count) > size)
@@ -138,6 +139,11 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
           "repetition_penalty > 0, logprobs <= 20");
     if (r.slot >= batch.num_slots)
       throw std::invalid_argument("GpuSampler::sample: slot beyond num_slots");
+    if (r.score_token >= 0 && (r.score_token >= vocab_ || r.logprobs < 0 || r.slot >= 0 ||
+                               r.allow_count > 0 || r.ban_count > 0 || r.bias_count > 0))
+      throw std::invalid_argument(
+          "GpuSampler::sample: a score row needs score_token < vocab, logprobs >= 0 and no "
+          "allow, ban, bias or slot");
     check_range(r.allow_begin, r.allow_count, batch.ids.size(), "allow");
     check_range(r.ban_begin, r.ban_count, batch.ids.size(), "ban");
     check_range(r.bias_begin, r.bias_count, batch.bias.size(), "bias");
@@ -182,10 +188,11 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
   auto* o_lp = reinterpret_cast<float*>(o + out_rows_ * 4);
   auto* o_tid = reinterpret_cast<int32_t*>(o + out_rows_ * 8);
   auto* o_tlp = reinterpret_cast<float*>(o + out_rows_ * (8 + 4 * kTop));
+  auto* o_rank = reinterpret_cast<int32_t*>(o + out_rows_ * (8 + 8 * kTop));
   PAGODA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ev_[0]), st));
   launch_init_slots(d_inits, static_cast<int64_t>(batch.inits.size()), d_ids, counts_, vocab_, st);
   launch_sample_rows(logits.ptr<float>(), vocab_, d_rows, n, d_ids, d_bias, counts_, scratch_, o_id,
-                     o_lp, o_tid, o_tlp, st);
+                     o_lp, o_tid, o_tlp, o_rank, st);
   PAGODA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ev_[1]), st));
 
   // Ids always; logprobs only when a row asked (a plain batch copies ids).
@@ -199,6 +206,11 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
       PAGODA_CUDA_CHECK(cudaMemcpyAsync(ho + at, o + at, static_cast<size_t>(n) * 4 * kTop,
                                         cudaMemcpyDeviceToHost, st));
   }
+  const bool ranks = batch.has_score_rows();
+  if (ranks)
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(ho + out_rows_ * (8 + 8 * kTop),
+                                      o + out_rows_ * (8 + 8 * kTop), static_cast<size_t>(n) * 4,
+                                      cudaMemcpyDeviceToHost, st));
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(st));
   PAGODA_CUDA_CHECK(cudaEventElapsedTime(&last_ms_, static_cast<cudaEvent_t>(ev_[0]),
                                          static_cast<cudaEvent_t>(ev_[1])));
@@ -206,12 +218,14 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
   const auto* h_lp = reinterpret_cast<const float*>(ho + out_rows_ * 4);
   const auto* h_tid = reinterpret_cast<const int32_t*>(ho + out_rows_ * 8);
   const auto* h_tlp = reinterpret_cast<const float*>(ho + out_rows_ * (8 + 4 * kTop));
+  const auto* h_rank = reinterpret_cast<const int32_t*>(ho + out_rows_ * (8 + 8 * kTop));
   for (int64_t i = 0; i < n; ++i) {
     TokenLogprob& t = out[static_cast<size_t>(i)];
     const DeviceSampleRow& r = batch.rows[static_cast<size_t>(i)];
     t.token_id = h_id[i];
     t.logprob = 0.f;
     t.top.clear();
+    t.rank = r.score_token >= 0 ? h_rank[i] : 0;
     if (r.logprobs < 0) continue;
     t.logprob = h_lp[i];
     const int k = std::min<int64_t>(r.logprobs, vocab_);

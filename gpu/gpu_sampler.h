@@ -7,6 +7,8 @@
 //     the k most likely raw tokens by k bounded arg-max passes (each finds
 //     the best token strictly after the previous one in (logit desc, id asc)
 //     order: the host's tie order);
+//  A score row (row.score_token >= 0: a prompt logprob) stops here, with
+//     the token's raw logprob and rank (a block count of logits >= its own);
 //  1-4. rows with allowed ids, bans, logit_bias or a penalty slot are
 //     rewritten into a scratch row with the host Sampler's float operations
 //     in its order (bitwise the same values: IEEE _rn intrinsics, no FMA
@@ -52,10 +54,13 @@ class GpuSampler {
   // logits: [rows, vocab] F32 on the device; every batch row reads
   // logits[src_row]. out gets one TokenLogprob per batch row: token_id, and
   // for rows with logprobs >= 0 the raw logprob and top min(k, vocab)
-  // alternatives. Waits for the result. Throws std::invalid_argument on a
-  // bad shape or parameter (temperature < 0, top_p outside (0, 1], min_p
-  // outside [0, 1], repetition_penalty <= 0, logprobs > 20, src_row or a
-  // range or id out of bounds, slot >= batch.num_slots).
+  // alternatives; score rows (score_token >= 0) return that token, its rank
+  // (TokenLogprob::rank) and no draw. Raw logprobs are float32 (log-sum-exp
+  // with __expf; tests hold them within 1e-3 of the host's double ones). Waits for the result.
+  // Throws std::invalid_argument on a bad shape or parameter (temperature < 0, top_p outside (0,
+  // 1], min_p outside [0, 1], repetition_penalty <= 0, logprobs > 20, src_row or a range or id out
+  // of bounds, slot >= batch.num_slots, a score row with score_token >= vocab, logprobs < 0, or
+  // allow / ban / bias / slot).
   void sample(const Tensor& logits, const DeviceSamplingBatch& batch,
               std::vector<TokenLogprob>& out);
 

@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(kThreads)
                        const IdBias* __restrict__ bias, uint32_t* __restrict__ counts,
                        float* __restrict__ scratch, int32_t* __restrict__ out_id,
                        float* __restrict__ out_lp, int32_t* __restrict__ out_top_id,
-                       float* __restrict__ out_top_lp) {
+                       float* __restrict__ out_top_lp, int32_t* __restrict__ out_rank) {
   __shared__ Smem s;
   const int r = blockIdx.x;
   const DeviceSampleRow p = rows[r];
@@ -378,6 +378,21 @@ __global__ void __launch_bounds__(kThreads)
       pv = bv;
       pi = bi;
     }
+  }
+
+  // A score row (prompt logprobs): the given token's raw logprob and rank
+  // (ids whose logit is >= its own; log-softmax keeps the order), no draw.
+  if (p.score_token >= 0) {
+    const float own = x[p.score_token];
+    int at_least = 0;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) at_least += x[i] >= own ? 1 : 0;
+    at_least = block_sum(at_least, s.si);
+    if (threadIdx.x == 0) {
+      out_id[r] = p.score_token;
+      out_lp[r] = own - lse;
+      out_rank[r] = at_least;
+    }
+    return;
   }
 
   // 1-4. Allowed ids, bans, logit_bias, penalties into the scratch row.
@@ -515,11 +530,11 @@ void launch_init_slots(const DeviceSlotInit* inits, int64_t n, const int32_t* id
 void launch_sample_rows(const float* logits, int64_t vocab, const DeviceSampleRow* rows, int64_t n,
                         const int32_t* ids, const IdBias* bias, uint32_t* counts, float* scratch,
                         int32_t* out_id, float* out_lp, int32_t* out_top_id, float* out_top_lp,
-                        cudaStream_t stream) {
+                        int32_t* out_rank, cudaStream_t stream) {
   if (n == 0) return;
   sample_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
       logits, static_cast<int>(vocab), rows, ids, bias, counts, scratch, out_id, out_lp, out_top_id,
-      out_top_lp);
+      out_top_lp, out_rank);
   PAGODA_CUDA_CHECK_LAUNCH("sample_rows_kernel");
 }
 

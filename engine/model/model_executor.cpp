@@ -177,11 +177,47 @@ class BackendModelExecutor final : public ModelExecutor {
       if (r.src_row < 0 || static_cast<size_t>(r.src_row) >= batch.logits_indices.size())
         throw std::invalid_argument("execute_and_sample: a sampling row reads past the step's logits rows");
     check(batch);
-    if (static_cast<int64_t>(batch.logits_indices.size()) > rank(0).model->max_num_logits())
-      throw std::invalid_argument("execute_and_sample: more logits rows than the logits workspace (use execute)");
+    const auto L = static_cast<int64_t>(batch.logits_indices.size());
     run_ranks([&](int r) {
-      Tensor logits = forward(r, batch);
-      if (r == 0) sampler_->sample(logits, sampling, out);
+      Rank& k = rank(r);
+      const int64_t cap = k.model->max_num_logits();
+      if (L <= cap) {
+        Tensor logits = forward(r, batch);
+        if (r == 0) sampler_->sample(logits, sampling, out);
+        return;
+      }
+      // As execute(): an eager step, then the rest of the rows a workspace
+      // at a time; each slice's rows are sampled before the next overwrites it.
+      const DeviceBatch& db = k.backend->upload_batch(batch);
+      Tensor first = k.model->forward(db);
+      if (r != 0) return;
+      out.assign(sampling.rows.size(), TokenLogprob{});
+      for (int64_t done = 0; done < L; done += cap) {
+        const int64_t n = std::min(cap, L - done);
+        sliced_.clear();
+        slice_rows_.clear();
+        if (done == 0) {  // the sampling rows, their inits, ids and bias
+          sliced_ = sampling;
+          sliced_.rows.clear();
+        } else {
+          sliced_.num_slots = sampling.num_slots;
+        }
+        for (size_t i = 0; i < sampling.rows.size(); ++i) {
+          DeviceSampleRow row = sampling.rows[i];
+          if (row.src_row < done || row.src_row >= done + n) continue;
+          if (done > 0 && row.score_token < 0)
+            throw std::invalid_argument(
+                "execute_and_sample: a sampling row beyond the first logits workspace");
+          row.src_row -= static_cast<int32_t>(done);
+          sliced_.rows.push_back(row);
+          slice_rows_.push_back(i);
+        }
+        Tensor logits =
+            done == 0 ? first : k.model->logits_for(db.logits_indices.slice_rows(done, n));
+        sampler_->sample(logits, sliced_, slice_out_);
+        for (size_t j = 0; j < slice_rows_.size(); ++j)
+          out[slice_rows_[j]] = std::move(slice_out_[j]);
+      }
     });
   }
 
@@ -250,6 +286,9 @@ class BackendModelExecutor final : public ModelExecutor {
   std::vector<Rank> ranks_;
 #ifdef PAGODA_HAVE_CUDA
   std::unique_ptr<cuda::GpuSampler> sampler_;
+  DeviceSamplingBatch sliced_;  // execute_and_sample's rows of one logits slice
+  std::vector<size_t> slice_rows_;
+  std::vector<TokenLogprob> slice_out_;
 #endif
   RankThreads threads_;  // declared last: joined first
 };

@@ -33,7 +33,10 @@ class ModelExecutor {
   // (engine/sample/device_sampling.h: the host Sampler's features and
   // order; rows read logits row src_row < batch.logits_indices.size()):
   // out gets one TokenLogprob per sampling row, in order — the id, and the
-  // logprobs the row asked for. Only those come back to the host. Throws
+  // logprobs the row asked for (score rows: their token's logprob and rank).
+  // Only those come back to the host. Rows beyond the logits workspace
+  // (prompt-logprob score rows of a long chunk) are scored a workspace of
+  // logits at a time; sampling rows must lie in the first. Throws
   // std::logic_error where unsupported, std::invalid_argument on bad rows.
   virtual void execute_and_sample(const ForwardBatch& /*batch*/, const DeviceSamplingBatch& /*sampling*/,
                                   std::vector<TokenLogprob>& /*out*/) {

@@ -44,6 +44,12 @@ struct DeviceSampleRow {
   int32_t ban_begin = 0, ban_count = 0;
   int32_t bias_begin = 0, bias_count = 0;
   uint64_t seed = 0;  // the draw's 64-bit key for this row and step
+  // >= 0: a score row (prompt logprobs, engine/sample/prompt_logprobs.h):
+  // nothing is drawn and no slot is touched; the result is this token with
+  // its raw logprob, its rank (the number of ids whose logit is >= its own,
+  // itself included) and the `logprobs` most likely. Such a row has
+  // logprobs >= 0 and no allow / ban / bias / slot.
+  int32_t score_token = -1;
 };
 
 // A penalty slot to (re)build before sampling: zeroed, then every id of
@@ -68,6 +74,11 @@ struct DeviceSamplingBatch {
     ids.clear();
     bias.clear();
     num_slots = 0;
+  }
+  bool has_score_rows() const {
+    for (const DeviceSampleRow& r : rows)
+      if (r.score_token >= 0) return true;
+    return false;
   }
   bool wants_logprobs() const {
     for (const DeviceSampleRow& r : rows)

@@ -55,6 +55,39 @@ void record_prompt_logprobs(const SchedulerOutput& out, std::span<const float> l
   }
 }
 
+size_t append_prompt_score_rows(const SchedulerOutput& out, int32_t first_row,
+                                DeviceSamplingBatch& b) {
+  size_t added = 0;
+  int32_t row = first_row;
+  for (const ScheduledSeq& s : out.seqs) {
+    const PromptLogprobRows r = prompt_logprob_rows(s);
+    for (int64_t q = r.first; q < r.first + r.count; ++q, ++added) {
+      DeviceSampleRow d;
+      d.src_row = row++;
+      d.score_token = s.seq->token_ids.at(static_cast<size_t>(q + 1));
+      d.logprobs = std::clamp(*s.seq->sampling.prompt_logprobs, 0, kMaxLogprobs);
+      b.rows.push_back(d);
+    }
+  }
+  return added;
+}
+
+void record_prompt_scores(const SchedulerOutput& out, std::span<const TokenLogprob> scores) {
+  size_t i = 0;
+  for (const ScheduledSeq& s : out.seqs) {
+    const PromptLogprobRows r = prompt_logprob_rows(s);
+    if (r.count == 0) continue;
+    if (i + static_cast<size_t>(r.count) > scores.size())
+      throw std::logic_error("record_prompt_scores: fewer scores than prompt-logprob rows");
+    for (int64_t q = 0; q < r.count; ++q, ++i) {
+      const TokenLogprob& t = scores[i];
+      s.seq->prompt_logprobs.push_back(PromptLogprob{t.token_id, t.logprob, t.rank, t.top});
+    }
+  }
+  if (i != scores.size())
+    throw std::logic_error("record_prompt_scores: more scores than prompt-logprob rows");
+}
+
 PromptLogprob score_prompt_token(std::span<const float> row, int32_t token, int k) {
   if (row.empty() || token < 0 || static_cast<size_t>(token) >= row.size())
     throw std::invalid_argument("score_prompt_token: token " + std::to_string(token) +

@@ -16,17 +16,22 @@
 // ForwardBatch::logits_indices (the sampler reads only its own rows, which
 // come first), in schedule order.
 //
-// Cost: a step with such rows comes back to the host as [rows, vocab] F32
-// logits (up to max_num_batched_tokens rows; the executor computes them a
-// logits workspace at a time) and takes the host sampling path; vLLM
-// likewise materialises each chunk's prompt logits. Steps without them pay
-// one scan over the scheduled sequences.
+// Cost: the scheduler scores at most max_prompt_logprob_tokens positions a
+// step. On the device path (CUDA) each position is a score row of the
+// step's DeviceSamplingBatch (append_prompt_score_rows): the device reduces
+// its logits row to the token's logprob, rank and top k, and only those come
+// back; the other rows of the step are sampled on the device as usual. On
+// the host path (CPU) the rows come back as [rows, vocab] F32 logits and are
+// scored by record_prompt_logprobs. vLLM likewise materialises each chunk's
+// prompt logits. Steps without such rows pay one scan over the scheduled
+// sequences.
 #pragma once
 #include <cstdint>
 #include <span>
 
 #include "engine/model/forward_batch.h"
 #include "engine/request.h"
+#include "engine/sample/device_sampling.h"
 #include "engine/sched/scheduler.h"
 
 namespace pagoda {
@@ -54,6 +59,18 @@ void add_prompt_logprob_rows(const SchedulerOutput& out, ForwardBatch& b);
 // num_computed_tokens). Throws std::logic_error when logits is too short.
 void record_prompt_logprobs(const SchedulerOutput& out, std::span<const float> logits,
                             int64_t vocab);
+
+// Device path: appends one score row (DeviceSampleRow::score_token) per
+// prompt-logprob row of `out`, in add_prompt_logprob_rows' order, reading
+// logits rows first_row, first_row + 1, ... (first_row: the step's sampling
+// rows, out.num_samples()). Returns the number appended.
+size_t append_prompt_score_rows(const SchedulerOutput& out, int32_t first_row,
+                                DeviceSamplingBatch& b);
+
+// Device path: appends the results of those score rows (`scores`, one per
+// row in that order) to their sequences' prompt_logprobs. Call before
+// Scheduler::postprocess. Throws std::logic_error when the count differs.
+void record_prompt_scores(const SchedulerOutput& out, std::span<const TokenLogprob> scores);
 
 // One position's entry from its logits row: token's raw logprob (log-softmax
 // in double precision), its rank (the number of tokens whose logprob is >=

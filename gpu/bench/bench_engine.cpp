@@ -193,7 +193,7 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
     }
   }
   // Offline throughput: greedy, then (sampling_variants) the seeds' Qwen2
-  // settings and logprobs=5 on every request, same shape.
+  // settings, logprobs=5 and prompt_logprobs=1 on every request, same shape.
   struct Variant {
     std::string name;
     SamplingParams sp;
@@ -210,6 +210,10 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
     lp.temperature = 0.f;
     lp.logprobs = 5;
     variants.push_back({"greedy, logprobs 5", lp});
+    SamplingParams plp;  // every prompt position scored (lm-eval's loglikelihood)
+    plp.temperature = 0.f;
+    plp.prompt_logprobs = 1;
+    variants.push_back({"greedy, prompt_logprobs 1", plp});
   }
   for (const Variant& var : variants) {
     if (o.offline_requests <= 0) break;

@@ -2,7 +2,10 @@
 //  * the CUDA engine (every row sampled on the GPU) and the CPU engine (the
 //    host Sampler) give the same greedy ids, and logprobs within 1e-3, for
 //    requests using repetition/frequency/presence penalties, logit_bias,
-//    min_tokens, bad words, allowed_token_ids, logprobs and n = 3;
+//    min_tokens, bad words, allowed_token_ids, logprobs, n = 3 and
+//    prompt_logprobs (also a prompt longer than the logits workspace, so
+//    its score rows are reduced a workspace at a time): the same prompt
+//    logprob ranks and top ids, logprobs within 1e-3;
 //  * a batch mixing plain, penalised, logprob and seeded n = 3 requests
 //    gives each request what it gets alone on the GPU;
 //  * penalty slots are given back when requests end.
@@ -75,6 +78,16 @@ std::vector<Req> requests() {
     s.n = 2;
     s.best_of = 3;
   });  // ranked by cumulative logprob
+  add([](SamplingParams& s) { s.prompt_logprobs = 5; });
+  add([](SamplingParams& s) {
+    s.prompt_logprobs = 0;
+    s.logprobs = 2;
+    s.repetition_penalty = 1.2f;
+  });
+  // 120 prompt tokens: more score rows than the engine's 32 logits rows.
+  add([](SamplingParams& s) { s.prompt_logprobs = 3; });
+  out.back().prompt = {1};
+  for (int32_t i = 0; i < 119; ++i) out.back().prompt.push_back(3 + (i * 37) % 500);
   return out;
 }
 
@@ -118,6 +131,20 @@ void expect_same(const std::vector<RequestOutput>& a, const std::vector<RequestO
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t c = 0; c < a.size(); ++c) {
     EXPECT_EQ(a[c].token_ids, b[c].token_ids) << what << " choice " << c;
+    ASSERT_EQ(a[c].prompt_logprobs.has_value(), b[c].prompt_logprobs.has_value()) << what;
+    if (a[c].prompt_logprobs) {
+      const std::vector<PromptLogprob>&x = *a[c].prompt_logprobs, &y = *b[c].prompt_logprobs;
+      ASSERT_EQ(x.size(), y.size()) << what;
+      for (size_t p = 0; p < x.size(); ++p) {
+        EXPECT_EQ(x[p].token_id, y[p].token_id) << what << " prompt position " << p + 1;
+        EXPECT_EQ(x[p].rank, y[p].rank) << what << " prompt position " << p + 1;
+        if (logprobs_close)
+          EXPECT_NEAR(x[p].logprob, y[p].logprob, 1e-3) << what << " prompt position " << p + 1;
+        ASSERT_EQ(x[p].top.size(), y[p].top.size()) << what;
+        for (size_t k = 0; k < x[p].top.size(); ++k)
+          EXPECT_EQ(x[p].top[k].first, y[p].top[k].first) << what << " prompt position " << p + 1;
+      }
+    }
     ASSERT_EQ(a[c].logprobs.size(), b[c].logprobs.size()) << what << " choice " << c;
     for (size_t t = 0; t < a[c].logprobs.size(); ++t) {
       const TokenLogprob &x = a[c].logprobs[t], &y = b[c].logprobs[t];

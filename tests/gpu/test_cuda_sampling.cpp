@@ -5,6 +5,9 @@
 //    which the device keeps the penalty counts itself;
 //  * logprobs (the sampled token's and the top 20) within 1e-3 of the host's,
 //    same ids;
+//  * prompt-logprob score rows mixed with sampling rows: the token's
+//    logprob within 1e-3 of score_prompt_token's, the same rank (ties
+//    included) and top ids, and the sampling rows unchanged;
 //  * seeded sampling with temperature, top_k, top_p, min_p (and penalties)
 //    draws the host's distribution (two-sample chi-square against the host
 //    Sampler's draws, never a token the host excludes), the same seeds the
@@ -12,11 +15,13 @@
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 
 #include "engine/sample/bad_words.h"
 #include "engine/sample/device_rows.h"
+#include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
 #include "gpu/gpu_sampler.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -171,6 +176,73 @@ TEST(CudaSampling, LogprobsMatchHostWithinTolerance) {
     for (size_t k = 0; k < want.top.size(); ++k) {
       EXPECT_EQ(g.top[k].first, want.top[k].first) << "row " << r << " rank " << k;
       EXPECT_NEAR(g.top[k].second, want.top[k].second, 1e-3) << "row " << r << " rank " << k;
+    }
+  }
+  backend->free(logits);
+}
+
+TEST(CudaSampling, ScoreRowsMatchTheHostsPromptLogprobsBesideSamplingRows) {
+  PAGODA_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto backend = make_cuda_backend(0, DType::F32);
+  const int64_t rows = 40, vocab = 32000;
+  std::vector<float> host =
+      gputest::random_vec(rng, static_cast<size_t>(rows * vocab), DType::F32, -10.f, 10.f);
+  std::vector<int32_t> tied(static_cast<size_t>(rows));  // an id sharing the row's top logit
+  for (int64_t r = 0; r < rows; ++r)
+    for (int k = 0; k < 3; ++k) {
+      tied[static_cast<size_t>(r)] = static_cast<int32_t>(rng() % vocab);
+      host[static_cast<size_t>(r * vocab + tied[static_cast<size_t>(r)])] = 11.f;
+    }
+  Tensor logits = gputest::upload(*backend, DType::F32, {rows, vocab}, host);
+  cuda::GpuSampler sampler(*backend, vocab);
+  // Rows 0..9 sample (penalised ones use slots and the scratch row); then
+  // a score row for each of the 40 logits rows (0..9 read by both).
+  DeviceSamplingBatch b;
+  std::vector<RowCase> cases;
+  for (int64_t r = 0; r < 10; ++r) {
+    RowCase c;
+    c.sp.temperature = 0.f;
+    c.sp.logprobs = static_cast<int>(r % 3);
+    if (r % 2 == 1) c.sp.repetition_penalty = 1.3f;
+    c.prompt = random_ids(rng, 10, vocab);
+    cases.push_back(c);
+    add_row(b, c, static_cast<int32_t>(r), static_cast<int32_t>(r), true, {}, 0);
+  }
+  std::vector<int32_t> token(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    token[static_cast<size_t>(r)] = r % 4 == 0   ? tied[static_cast<size_t>(r)]
+                                    : r % 4 == 1 ? static_cast<int32_t>(vocab - 1)
+                                                 : static_cast<int32_t>(rng() % vocab);
+    DeviceSampleRow d;
+    d.src_row = static_cast<int32_t>(r);
+    d.score_token = token[static_cast<size_t>(r)];
+    d.logprobs = static_cast<int32_t>(r % 21);
+    b.rows.push_back(d);
+  }
+  std::vector<TokenLogprob> got;
+  sampler.sample(logits, b, got);
+  ASSERT_EQ(got.size(), b.rows.size());
+  for (int64_t r = 0; r < 10; ++r) {
+    const std::span<const float> row(host.data() + r * vocab, static_cast<size_t>(vocab));
+    const TokenLogprob want = host_sample(row, cases[static_cast<size_t>(r)], {}, nullptr);
+    EXPECT_EQ(got[static_cast<size_t>(r)].token_id, want.token_id) << "sampling row " << r;
+    EXPECT_EQ(got[static_cast<size_t>(r)].rank, 0) << "sampling row " << r;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::span<const float> row(host.data() + r * vocab, static_cast<size_t>(vocab));
+    const PromptLogprob want =
+        score_prompt_token(row, token[static_cast<size_t>(r)], static_cast<int>(r % 21));
+    const TokenLogprob& g = got[static_cast<size_t>(10 + r)];
+    EXPECT_EQ(g.token_id, want.token_id) << "score row " << r;
+    EXPECT_NEAR(g.logprob, want.logprob, 1e-3) << "score row " << r;
+    EXPECT_EQ(g.rank, want.rank) << "score row " << r;
+    ASSERT_EQ(g.top.size(), want.top.size()) << "score row " << r;
+    for (size_t k = 0; k < want.top.size(); ++k) {
+      EXPECT_EQ(g.top[k].first, want.top[k].first) << "score row " << r << " rank " << k;
+      EXPECT_NEAR(g.top[k].second, want.top[k].second, 1e-3) << "score row " << r;
     }
   }
   backend->free(logits);
@@ -340,6 +412,25 @@ TEST(CudaSampling, RejectsBadParameters) {
   b.rows[1].ban_count = 3;  // no ids
   EXPECT_THROW(sampler.sample(logits, b, out), std::invalid_argument);
   b.rows[1].ban_count = 0;
+  b.rows[1].score_token = 16;  // outside the vocabulary
+  b.rows[1].logprobs = 0;
+  EXPECT_THROW(sampler.sample(logits, b, out), std::invalid_argument);
+  b.rows[1].score_token = 3;
+  b.rows[1].logprobs = -1;  // a score row reports a logprob
+  EXPECT_THROW(sampler.sample(logits, b, out), std::invalid_argument);
+  b.rows[1].logprobs = 0;
+  b.rows[1].temperature = 0.5f;
+  b.num_slots = 1;
+  b.rows[1].slot = 0;  // a score row draws nothing, counts nothing
+  EXPECT_THROW(sampler.sample(logits, b, out), std::invalid_argument);
+  b.rows[1].slot = -1;
+  sampler.sample(logits, b, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].token_id, 3);
+  EXPECT_EQ(out[1].rank, 16);  // all 16 logits equal its own
+  EXPECT_NEAR(out[1].logprob, -std::log(16.f), 1e-5);
+  b.rows[1] = DeviceSampleRow{};
+  b.rows[1].src_row = 1;
   sampler.sample(logits, b, out);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].token_id, 0);  // all-equal row: lowest id

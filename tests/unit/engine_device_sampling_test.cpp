@@ -28,8 +28,14 @@ class DeviceSamplingExecutor final : public testing::FakeExecutor {
     last = sampling;
     last_rows = batch.logits_indices.size();
     out.clear();
-    for (size_t i = 0; i < sampling.rows.size(); ++i)
-      out.push_back({static_cast<int32_t>(100 + i), -0.5f, {}});
+    for (size_t i = 0; i < sampling.rows.size(); ++i) {
+      const DeviceSampleRow& r = sampling.rows[i];
+      if (r.score_token >= 0)  // a prompt-logprob score row: its token, rank 7 + row
+        out.push_back(
+            {r.score_token, -1.5f, {{r.score_token, -1.5f}}, static_cast<int64_t>(7 + i)});
+      else
+        out.push_back({static_cast<int32_t>(100 + i), -0.5f, {}});
+    }
   }
   int calls = 0;
   size_t last_rows = 0;
@@ -160,6 +166,49 @@ TEST(DeviceSampling, NoFallbackWhenTheExecutorCanOnlyWhenItCannot) {
     ASSERT_EQ(b.rows[1].ban_count, 1);
     EXPECT_EQ(b.ids[static_cast<size_t>(b.rows[1].ban_begin)], 33);
   }
+}
+
+// Prompt logprobs stay on the device path: each scored position is a score
+// row after the sampling rows, reading the logits rows build_batch puts
+// after the sampling ones; the results go to the sequence's
+// prompt_logprobs and `sampled` keeps only the sampled tokens.
+TEST(DeviceSampling, PromptLogprobPositionsAreScoreRowsOnTheDevice) {
+  Fixture f;
+  f.sb->sampling.prompt_logprobs = 3;
+  f.out.seqs = {{f.sb.get(), 2, true}, {f.sa.get(), 3, true}};
+  f.sa->sampling.prompt_logprobs = 25;  // capped at 20, as the host scores
+  DeviceSamplingExecutor ex(true);
+  ModelRunner runner(ex);
+  std::vector<TokenLogprob> got;
+  ASSERT_TRUE(runner.execute_and_sample(f.out, {2}, got));
+  EXPECT_EQ(ex.calls, 1);
+  // b's prompt {1, 20} scores position 0 (token 20); a's {1, 10, 11}
+  // positions 0 and 1 (tokens 10, 11): 2 sampling + 3 score rows.
+  EXPECT_EQ(ex.last_rows, 5u);
+  const auto& r = ex.last.rows;
+  ASSERT_EQ(r.size(), 5u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(r[i].score_token, -1) << i;
+  const int32_t tokens[] = {20, 10, 11}, k[] = {3, 20, 20};
+  for (size_t i = 2; i < 5; ++i) {
+    EXPECT_EQ(r[i].src_row, static_cast<int32_t>(i)) << i;
+    EXPECT_EQ(r[i].score_token, tokens[i - 2]) << i;
+    EXPECT_EQ(r[i].logprobs, k[i - 2]) << i;
+    EXPECT_EQ(r[i].slot, -1) << i;
+    EXPECT_EQ(r[i].ban_count + r[i].allow_count + r[i].bias_count, 0) << i;
+  }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].token_id, 100);
+  EXPECT_EQ(got[1].token_id, 101);
+  ASSERT_EQ(f.sb->prompt_logprobs.size(), 1u);
+  EXPECT_EQ(f.sb->prompt_logprobs[0].token_id, 20);
+  EXPECT_EQ(f.sb->prompt_logprobs[0].rank, 9);
+  EXPECT_FLOAT_EQ(f.sb->prompt_logprobs[0].logprob, -1.5f);
+  ASSERT_EQ(f.sb->prompt_logprobs[0].top.size(), 1u);
+  ASSERT_EQ(f.sa->prompt_logprobs.size(), 2u);
+  EXPECT_EQ(f.sa->prompt_logprobs[0].token_id, 10);
+  EXPECT_EQ(f.sa->prompt_logprobs[0].rank, 10);
+  EXPECT_EQ(f.sa->prompt_logprobs[1].token_id, 11);
+  EXPECT_EQ(f.sa->prompt_logprobs[1].rank, 11);
 }
 
 TEST(DeviceSampling, PenaltySlotIsBuiltOnceKeptAndGivenBack) {
