@@ -2,7 +2,8 @@
 # End to end on a GPU machine, with the real `pagoda` binary on the CUDA
 # backend (called by scripts/gpu_run.sh after the kernel tests and benches):
 #  1. `pagoda serve --device cuda --dtype float32` on the bundled stories260K:
-#     greedy /v1/completions text equals llama2.c's reference text.
+#     greedy /v1/completions text equals llama2.c's reference text; its
+#     prompt_logprobs and echo logprobs equal the CPU backend's.
 #  2. Offline throughput: `pagoda generate` with dummy Llama-2-7B weights
 #     (bf16), N prompts of 128 tokens, 128 output tokens each, ignore_eos.
 #  3. Real tokenizers and chat templates on CUDA (issue 6): tiny-random-
@@ -34,6 +35,9 @@ url=$(grep -o "http://[0-9.:]*" "$OUT/serve.out" | head -1)
 curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
   -d '{"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 252, "temperature": 0}' \
   > "$OUT/completion.json"
+PLP='{"model": "stories260K", "prompt": ["Once upon a time there was a little girl named Lily", "The cat sat"],
+      "max_tokens": 8, "temperature": 0, "echo": true, "logprobs": 2, "prompt_logprobs": 3}'
+curl -s "$url/v1/completions" -H 'Content-Type: application/json' -d "$PLP" > "$OUT/prompt_logprobs.cuda.json"
 kill -TERM $pid; wait $pid; src=$?
 [ "$src" = 0 ] || { echo "| serve (stories260K): exit status $src on SIGTERM | FAIL |" >> "$OUT/e2e.md"; rc=1; }
 python3 - "$OUT/completion.json" "$SHARED/testvectors/stories260K_runc_greedy_once_upon_a_time.txt" <<'PY' >> "$OUT/e2e.md" || rc=1
@@ -45,6 +49,35 @@ print(f"| serve --device cuda --dtype float32, stories260K greedy text == llama2
 sys.exit(0 if ok else 1)
 PY
 grep -E "GPU blocks|KV cache|backend" "$OUT/serve.log" | head -5
+# 1b. prompt_logprobs (scored on the device) and echo logprobs on CUDA equal
+# the CPU backend's (host Sampler): same ids and ranks, logprobs within 1e-3.
+"$BUILD/pagoda" serve --device cpu --host 127.0.0.1 --port 0 > "$OUT/serve-cpu.out" 2> "$OUT/serve-cpu.log" &
+pid=$!
+for _ in $(seq 1 300); do grep -q "Pagoda listening" "$OUT/serve-cpu.out" && break; sleep 0.1; done
+url=$(grep -o "http://[0-9.:]*" "$OUT/serve-cpu.out" | head -1)
+curl -s "$url/v1/completions" -H 'Content-Type: application/json' -d "$PLP" > "$OUT/prompt_logprobs.cpu.json"
+kill -TERM $pid; wait $pid
+python3 - "$OUT/prompt_logprobs.cuda.json" "$OUT/prompt_logprobs.cpu.json" <<'PY' >> "$OUT/e2e.md" || rc=1
+import json, sys
+g, c = (json.load(open(f)) for f in sys.argv[1:3])
+bad, n = [], 0
+for cg, cc in zip(g["choices"], c["choices"]):
+    if cg["text"] != cc["text"]: bad.append("text")
+    pg, pc = cg["prompt_logprobs"], cc["prompt_logprobs"]
+    if len(pg) != len(pc) or pg[0] is not None: bad.append("length")
+    for a, b in zip(pg[1:], pc[1:]):
+        n += 1
+        if set(a) != set(b): bad.append(f"ids {sorted(a)} != {sorted(b)}")
+        for k in a:
+            if k in b and (a[k]["rank"] != b[k]["rank"] or abs(a[k]["logprob"] - b[k]["logprob"]) > 1e-3):
+                bad.append(f"token {k}: {a[k]} vs {b[k]}")
+    lg, lc = cg["logprobs"]["token_logprobs"], cc["logprobs"]["token_logprobs"]
+    if len(lg) != len(lc) or any((x is None) != (y is None) or (x is not None and abs(x - y) > 1e-3) for x, y in zip(lg, lc)):
+        bad.append("echo token_logprobs")
+ok = not bad and len(g["choices"]) == 2 and n > 10
+print(f"| serve --device cuda: prompt_logprobs 3 + echo logprobs 2 (2 prompts, {n} positions) == --device cpu | {'PASS' if ok else 'FAIL ' + '; '.join(bad[:5])} |")
+sys.exit(0 if ok else 1)
+PY
 
 # 2. Offline throughput, dummy Llama-2-7B, bf16.
 M=/tmp/llama-2-7b-dummy

@@ -12,6 +12,7 @@
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -137,7 +138,12 @@ void expect_same(const std::vector<RequestOutput>& a, const std::vector<RequestO
       ASSERT_EQ(x.size(), y.size()) << what;
       for (size_t p = 0; p < x.size(); ++p) {
         EXPECT_EQ(x[p].token_id, y[p].token_id) << what << " prompt position " << p + 1;
-        EXPECT_EQ(x[p].rank, y[p].rank) << what << " prompt position " << p + 1;
+        // A rank counts the tokens whose logprob is >= the token's own: two
+        // engines (or one engine in two batch shapes: different GEMM
+        // kernels) whose logits differ by ~1e-6 order a near tie
+        // differently. Exact ranks over identical logits are
+        // test_cuda_sampling's; here a near tie or two may move it.
+        EXPECT_LE(std::abs(x[p].rank - y[p].rank), 2) << what << " prompt position " << p + 1;
         if (logprobs_close)
           EXPECT_NEAR(x[p].logprob, y[p].logprob, 1e-3) << what << " prompt position " << p + 1;
         ASSERT_EQ(x[p].top.size(), y[p].top.size()) << what;
