@@ -48,11 +48,13 @@ CudaBackend::CudaBackend(int device_index, DType act_dtype) : device_(device_ind
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_, cudaEventDisableTiming));
   gemm_ = std::make_unique<LtGemm>(stream_);
+  quant_ = std::make_unique<QuantLinearStore>(act_, stream_, *gemm_);
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
+  quant_.reset();
   gemm_.reset();
   for (void* p : live_) cudaFree(p);
   if (batch_host_) cudaFreeHost(batch_host_);
@@ -104,6 +106,7 @@ Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 
 void CudaBackend::free(Tensor& t) {
   if (t.data == nullptr) return;
+  if (quant_->release(t)) return;
   raw_free(t.data);
   t.data = nullptr;
 }
@@ -174,6 +177,34 @@ void CudaBackend::fill_normal(Tensor& t, float mean, float std, uint64_t seed) {
   require_cuda(t, "fill_normal", "t");
   if (!is_float(t.dtype)) bad("fill_normal", "float tensor expected");
   launch_fill_normal(t.dtype, t.data, t.numel(), mean, std, seed, stream_);
+}
+
+bool CudaBackend::keeps_quantized(const QuantConfig& qc, int64_t in_features) const {
+  return QuantLinearStore::supports(qc, in_features, act_);
+}
+
+Tensor CudaBackend::alloc_quantized_linear(int64_t out_features, int64_t in_features,
+                                           const QuantConfig& qc) {
+  return quant_->alloc(out_features, in_features, qc);
+}
+
+void CudaBackend::load_quantized_linear(Tensor& dst, const QuantizedWeight& w) {
+  if (dst.dtype == DType::I32) {
+    quant_->load(dst, w);
+    return;
+  }
+  Backend::load_quantized_linear(dst, w);
+}
+
+void CudaBackend::fill_quantized_dummy(Tensor& w, uint64_t seed) { quant_->fill_dummy(w, seed); }
+
+size_t CudaBackend::weight_bytes(const Tensor& w) const { return quant_->bytes(w); }
+
+std::string CudaBackend::quantized_linear_path() const {
+  if (act_ == DType::F32) return Backend::quantized_linear_path();
+  return std::string(
+             "kept packed (int4/int8 GEMV for decode batches of <= 8 rows; dequantized to ") +
+         dtype_name(act_) + " per step for cuBLASLt above)";
 }
 
 void CudaBackend::synchronize() { PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
@@ -352,6 +383,14 @@ void CudaBackend::add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& 
 }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+  if (w.dtype == DType::I32) {  // a packed quantized linear
+    check_act(x, "linear", "x");
+    require_cuda(out, "linear", "out");
+    if (bias != nullptr && !bias->empty() && (bias->dtype != act_ || bias->numel() != w.rows()))
+      bad("linear", "bias of a packed linear must be act dtype [N], got " + bias->shape_str());
+    quant_->linear(x, w, bias != nullptr && !bias->empty() ? bias->data : nullptr, out);
+    return;
+  }
   check_act(x, "linear", "x");
   check_act(w, "linear", "w");
   require_cuda(out, "linear", "out");

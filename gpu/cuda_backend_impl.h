@@ -11,6 +11,7 @@
 
 #include "engine/model/backend.h"
 #include "gpu/gemm.h"
+#include "gpu/quant_linear.h"
 
 namespace pagoda::cuda {
 
@@ -49,6 +50,15 @@ class CudaBackend final : public Backend {
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
   void fill_normal(Tensor& t, float mean, float std, uint64_t seed) override;
+  // GPTQ / AWQ linears kept packed (gpu/quant_linear.h) with F16 / BF16
+  // activations; F32 runs dequantize at load (Backend's default).
+  bool keeps_quantized(const QuantConfig& qc, int64_t in_features) const override;
+  Tensor alloc_quantized_linear(int64_t out_features, int64_t in_features,
+                                const QuantConfig& qc) override;
+  void load_quantized_linear(Tensor& dst, const QuantizedWeight& w) override;
+  void fill_quantized_dummy(Tensor& w, uint64_t seed) override;
+  size_t weight_bytes(const Tensor& w) const override;
+  std::string quantized_linear_path() const override;
 
   cudaStream_t stream() const { return stream_; }
 
@@ -82,6 +92,7 @@ class CudaBackend final : public Backend {
   size_t total_mem_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<LtGemm> gemm_;
+  std::unique_ptr<QuantLinearStore> quant_;  // packed quantized linears
   std::unordered_set<void*> live_;
 
   void* staging_ = nullptr;  // dtype conversions on copy

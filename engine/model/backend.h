@@ -114,6 +114,29 @@ class Backend {
     copy_from_host(dst, host.data(), DType::F32);
     synchronize();  // `host` goes away
   }
+  // Quantized linears kept packed (int4 / int8 kernels) instead of
+  // dequantized at load. True when this backend keeps a linear of `qc`
+  // with `in_features` inputs packed: the model then allocates it with
+  // alloc_quantized_linear, loads its parts with load_quantized_linear and
+  // runs linear() on it. Default: false (the dequantized path above).
+  virtual bool keeps_quantized(const QuantConfig& /*qc*/, int64_t /*in_features*/) const {
+    return false;
+  }
+  // A packed linear of N outputs and K inputs: an I32 tensor whose row
+  // ranges are the parts load_quantized_linear fills (the backend keeps the
+  // scales and zero points beside it; free() releases all). Throws
+  // std::logic_error where keeps_quantized is false.
+  virtual Tensor alloc_quantized_linear(int64_t /*out_features*/, int64_t /*in_features*/,
+                                        const QuantConfig& /*qc*/) {
+    throw std::logic_error("alloc_quantized_linear: this backend does not keep linears packed");
+  }
+  // Dummy values for a packed linear (benchmarks, --load-format dummy).
+  virtual void fill_quantized_dummy(Tensor& /*w*/, uint64_t /*seed*/) {
+    throw std::logic_error("fill_quantized_dummy: this backend does not keep linears packed");
+  }
+  // Device bytes a weight takes (a packed linear's scales and zeros
+  // included), for the weight-memory log.
+  virtual size_t weight_bytes(const Tensor& w) const { return w.nbytes(); }
   // How load_quantized_linear runs here (for the startup log).
   virtual std::string quantized_linear_path() const {
     return std::string("dequantized at load to ") + dtype_name(act_dtype()) +

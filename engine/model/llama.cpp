@@ -66,6 +66,19 @@ void LlamaModel::load_from(const FillFn& fill) {
   const Shard whole{};
   auto rows = [](int64_t begin, int64_t n) { return Shard{0, begin, n}; };
   auto cols = [](int64_t begin, int64_t n) { return Shard{1, begin, n}; };
+  // A linear of this rank's [n, k], read from `modules` (fused parts):
+  // packed when the checkpoint is quantized and the backend keeps it so
+  // (Backend::keeps_quantized) — except a row-parallel shard of an
+  // act-order weight, whose groups no longer fill whole chunks
+  // (packed_linear.h): dequantized at load, as on the CPU.
+  const QuantConfig& qc = c.quantization;
+  auto alloc_linear = [&](std::initializer_list<const char*> modules, int64_t l, int64_t n,
+                          int64_t k, bool row_parallel) {
+    bool packed = qc.enabled() && backend_.keeps_quantized(qc, k) &&
+                  !(row_parallel && qc.desc_act && tp_.size > 1);
+    for (const char* m : modules) packed = packed && !qc.skips(layer_name(l, m));
+    return packed ? backend_.alloc_quantized_linear(n, k, qc) : backend_.alloc(dt, {n, k});
+  };
   free_all();
   try {
     // Replicated on every rank (vocab-parallel is a later optimisation).
@@ -87,7 +100,8 @@ void LlamaModel::load_from(const FillFn& fill) {
       L.post_attn_norm = backend_.alloc(dt, {H});
       fill(layer_name(l, "post_attention_layernorm.weight"), {H}, whole, L.post_attn_norm);
       // Column-parallel q/k/v: this rank's heads are contiguous output rows.
-      L.qkv_w = backend_.alloc(dt, {(hq + 2 * hk) * D, H});
+      L.qkv_w = alloc_linear({"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, l,
+                             (hq + 2 * hk) * D, H, false);
       fill(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, H}, rows(r * hq * D, hq * D),
            L.qkv_w.slice_rows(0, hq * D));
       fill(layer_name(l, "self_attn.k_proj.weight"), {Hk * D, H}, rows(r * hk * D, hk * D),
@@ -103,12 +117,12 @@ void LlamaModel::load_from(const FillFn& fill) {
              L.qkv_b.slice_rows((hq + hk) * D, hk * D));
       }
       // Row-parallel o_proj: the input columns of this rank's heads.
-      L.o_w = backend_.alloc(dt, {H, hq * D});
+      L.o_w = alloc_linear({"self_attn.o_proj"}, l, H, hq * D, true);
       fill(layer_name(l, "self_attn.o_proj.weight"), {H, Hq * D}, cols(r * hq * D, hq * D), L.o_w);
-      L.gate_up_w = backend_.alloc(dt, {2 * il, H});
+      L.gate_up_w = alloc_linear({"mlp.gate_proj", "mlp.up_proj"}, l, 2 * il, H, false);
       fill(layer_name(l, "mlp.gate_proj.weight"), {I, H}, rows(r * il, il), L.gate_up_w.slice_rows(0, il));
       fill(layer_name(l, "mlp.up_proj.weight"), {I, H}, rows(r * il, il), L.gate_up_w.slice_rows(il, il));
-      L.down_w = backend_.alloc(dt, {H, il});
+      L.down_w = alloc_linear({"mlp.down_proj"}, l, H, il, true);
       fill(layer_name(l, "mlp.down_proj.weight"), {H, I}, cols(r * il, il), L.down_w);
     }
   } catch (...) {
@@ -139,8 +153,9 @@ void LlamaModel::load_weights(const std::string& model_dir) {
         backend_.load_quantized_linear(dst, mine);
         (shard.dim < 0 ? load_stats_.replicated_bytes : load_stats_.sharded_bytes) +=
             mine.packed_bytes();
-        load_stats_.device_bytes += dst.nbytes();
+        load_stats_.device_bytes += backend_.weight_bytes(dst);
         ++load_stats_.quantized_linears;
+        if (dst.dtype == DType::I32) ++load_stats_.packed_linears;
         return;
       }
     }
@@ -175,10 +190,15 @@ void LlamaModel::load_dummy_weights(uint64_t seed) {
   // from the TP=1 ones; they are for benchmarks). Norm weights: ones.
   uint64_t index = 0;
   std::vector<float> ones;
+  load_stats_ = {};
   load_from([&](const std::string& name, const std::vector<int64_t>& shape, const Shard& shard, Tensor dst) {
     (void)shape;
     ++index;
-    if (name.find("norm") != std::string::npos) {
+    load_stats_.device_bytes += backend_.weight_bytes(dst);
+    if (dst.dtype == DType::I32) {  // a packed quantized linear
+      backend_.fill_quantized_dummy(dst, seed * 1000003u + index);
+      ++load_stats_.packed_linears;
+    } else if (name.find("norm") != std::string::npos) {
       ones.assign(static_cast<size_t>(dst.numel()), 1.0f);
       backend_.copy_from_host(dst, ones.data(), DType::F32);  // waits: `ones` is reused
     } else {

@@ -98,6 +98,7 @@ class LlamaModel {
     size_t replicated_bytes = 0;
     size_t device_bytes = 0;    // weight bytes this rank holds on its device
     int quantized_linears = 0;  // linears loaded through load_quantized_linear
+    int packed_linears = 0;     // of those (or of dummy weights), kept packed by the backend
   };
   const LoadStats& load_stats() const { return load_stats_; }
   int64_t num_kv_blocks() const { return num_kv_blocks_; }

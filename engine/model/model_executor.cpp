@@ -338,9 +338,19 @@ void log_weight_memory(BackendModelExecutor& ex, const ModelConfig& c, int tp, d
   spdlog::info("Loading model weights took {:.4f} GB{} in {:.2f} s",
                static_cast<double>(st.device_bytes) / 1e9, tp > 1 ? " per rank" : "", seconds);
   if (!c.quantization.enabled()) return;
+  // Dummy weights count as packed linears only (nothing is read).
+  const int total = std::max(st.quantized_linears, st.packed_linears);
+  std::string how = ex.rank(0).backend->quantized_linear_path();
+  if (st.packed_linears > 0 && st.packed_linears < total)
+    how += "; " + std::to_string(total - st.packed_linears) +
+           " of them dequantized at load (row-parallel shards of act-order weights)";
+  if (st.packed_linears == 0 && st.quantized_linears == 0)  // --load-format dummy, nothing packed
+    how =
+        "not quantized: --load-format dummy on this backend gives float dummy weights in the "
+        "checkpoint's float shapes";
   spdlog::info("Quantization: {} ({} linears{}); quantized linears {} on {}",
-               c.quantization.describe(), st.quantized_linears, tp > 1 ? " per rank" : "",
-               ex.rank(0).backend->quantized_linear_path(), ex.rank(0).backend->name());
+               c.quantization.describe(), total, tp > 1 ? " per rank" : "", how,
+               ex.rank(0).backend->name());
 }
 
 }  // namespace
@@ -353,11 +363,6 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
     throw std::runtime_error("unsupported load_format '" + opts.load_format + "' (auto, safetensors, dummy)");
 
   check_quantization_flag(config.quantization, opts.quantization, opts.model_dir + "/config.json");
-  if (config.quantization.enabled() && opts.load_format == "dummy")
-    spdlog::warn(
-        "--load-format dummy with a quantized checkpoint ({}): dummy weights are float, in the "
-        "checkpoint's float shapes (no packed dummy weights yet)",
-        config.quantization.describe());
 
   bool use_cuda;
   if (opts.device == "cpu") {

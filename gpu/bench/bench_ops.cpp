@@ -58,6 +58,15 @@ class TimedBackend final : public Backend {
   void fill_zero(Tensor& t) override { b_.fill_zero(t); }
   void fill_normal(Tensor& t, float m, float s, uint64_t seed) override { b_.fill_normal(t, m, s, seed); }
   void synchronize() override { b_.synchronize(); }
+  // Packed quantized linears as the CUDA backend keeps them.
+  bool keeps_quantized(const QuantConfig& qc, int64_t k) const override {
+    return b_.keeps_quantized(qc, k);
+  }
+  Tensor alloc_quantized_linear(int64_t n, int64_t k, const QuantConfig& qc) override {
+    return b_.alloc_quantized_linear(n, k, qc);
+  }
+  void fill_quantized_dummy(Tensor& w, uint64_t seed) override { b_.fill_quantized_dummy(w, seed); }
+  size_t weight_bytes(const Tensor& w) const override { return b_.weight_bytes(w); }
   const DeviceBatch& upload_batch(const ForwardBatch& b) override { return b_.upload_batch(b); }
 
   void embedding(const Tensor& i, const Tensor& t, Tensor& o) override {
@@ -151,6 +160,13 @@ void bench_ops(const std::string& model_dir, std::vector<Row>& rows) {
   tb.name_linear(2 * I, H, "linear gate_up");
   tb.name_linear(H, I, "linear down");
   tb.name_linear(c.vocab_size, H, "linear lm_head");
+  if (c.quantization.enabled()) {  // packed: I32 [N, K * bits / 32]
+    const int64_t f = 32 / c.quantization.bits;
+    tb.name_linear((Hq + 2 * Hk) * D, H / f, "linear qkv (packed)");
+    tb.name_linear(H, Hq * D / f, "linear o_proj (packed)");
+    tb.name_linear(2 * I, H / f, "linear gate_up (packed)");
+    tb.name_linear(H, I / f, "linear down (packed)");
+  }
   LlamaModel model(c, tb);
   model.load_dummy_weights(99);
   const int bs = 16, S = 2048, B = 8, max_blocks = S / bs + 1;

@@ -48,6 +48,9 @@ void check_quantized_cuda(const std::string& name, DType dt) {
   const json ref = json::parse(in);
   gputest::GpuModel m(dir, dt, 80, 1024);
   ASSERT_TRUE(m.config.quantization.enabled()) << name;
+  // Every linear is kept packed (gpu/quant_linear.h): decode steps and
+  // 1-token prompts run the int4/int8 GEMV, longer prompts the M > 8 path.
+  EXPECT_EQ(m.model->load_stats().packed_linears, 7 * m.config.num_hidden_layers) << name;
   const auto V = static_cast<size_t>(m.config.vocab_size);
   const double kTol = dt == DType::BF16 ? 2 * hf_bf16_error_of_tiny_random_llama() : 5e-3;
   int cases = 0;

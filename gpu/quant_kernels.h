@@ -1,0 +1,38 @@
+// Launchers of the packed int4 / int8 linear kernels (gpu/quant_linear.cu;
+// layout: engine/quant/packed_linear.h). Internal to gpu/. Pointers are
+// device pointers; act is F16 or BF16 (the activations' dtype); every
+// launcher enqueues on `stream` and checks the launch.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/core/tensor.h"
+
+namespace pagoda::cuda {
+
+// out[m, n] (row stride ldo, out_dt act or F32) = Σ_j x[m, j] · W[n, j]
+// (+ bias[n], act) for 1 <= M <= 8, n < N rows of a packed linear: qweight
+// [N, K*bits/32], scales / zeros [N, G], chunk_group [K / (128/bits)];
+// x [M, K] in the rows' input order (act-order: already gathered).
+void launch_qgemv(DType act, DType out_dt, int bits, const void* x, const uint32_t* qweight,
+                  const float* scales, const uint8_t* zeros, const int32_t* chunk_group,
+                  const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
+                  int64_t G, cudaStream_t stream);
+
+// w[n, perm[j]] (perm null: j) = scales[n, g] * (q[n, j] − zeros[n, g]) in
+// act dtype (round to nearest) for N rows; w [N, K].
+void launch_qdequant(DType act, int bits, const uint32_t* qweight, const float* scales,
+                     const uint8_t* zeros, const int32_t* chunk_group, const int32_t* perm, void* w,
+                     int64_t N, int64_t K, int64_t G, cudaStream_t stream);
+
+// out[m, j] = x[m, perm[j]] for m < M, j < K (act dtype).
+void launch_gather_cols(DType act, const void* x, const int32_t* perm, void* out, int64_t M,
+                        int64_t K, cudaStream_t stream);
+
+// Dummy packed weights: codes from a SplitMix64 hash of (seed, word index),
+// scales 0.02 / std(q − zero) (weights of std ~0.02), zeros 2^(bits−1).
+void launch_qfill_dummy(int bits, uint32_t* qweight, float* scales, uint8_t* zeros, int64_t N,
+                        int64_t K, int64_t G, uint64_t seed, cudaStream_t stream);
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,108 @@
+// QuantLinearStore: GPTQ / AWQ linears kept packed on the GPU (int4 / int8
+// weights, engine/quant/packed_linear.h layout) and the linear() on them —
+// weight-only quantization as vLLM's gptq / awq methods: the activations
+// stay in the compute dtype (fp16 / bf16), fp32 accumulation.
+//
+// A packed linear [N, K] is an I32 tensor [N, K * bits / 32] (its rows are
+// the output features; a fused q/k/v or gate/up weight is loaded part by
+// part into row ranges), with fp32 scales [N, G] and uint8 zeros [N, G]
+// beside it, and per part (a run of rows loaded from one checkpoint linear)
+// the act-order permutation and the group of each 16-byte chunk of a row.
+// Adjacent parts with the same permutation and chunk groups merge (every
+// non-act-order fused weight is one part).
+//
+// linear(x [M, K], w, bias, out [M, N]):
+//  * M <= 8 (decode): a bandwidth-bound GEMV (quant_linear.cu,
+//    qgemv_kernel): one warp per output feature streams its packed row in
+//    16-byte loads and dots it with x, dequantizing in registers as
+//    scale * (Σ q·x − zero · Σ x) per chunk. Act-order parts first gather
+//    x's columns into the permuted order.
+//  * M > 8: each part is dequantized into a [N, K] compute-dtype scratch
+//    (original input order) and cuBLASLt runs the GEMM. This doubles the
+//    weight traffic of a bf16 model's GEMM; a Marlin-class tensor-core
+//    kernel (dequantize in registers) is the next step.
+// Both paths use only buffers sized at alloc (no allocation in a step, so
+// CUDA graphs capture them).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "engine/core/tensor.h"
+#include "engine/quant/packed_linear.h"
+#include "engine/quant/quant_config.h"
+
+namespace pagoda::cuda {
+
+class LtGemm;
+
+class QuantLinearStore {
+ public:
+  QuantLinearStore(DType act, cudaStream_t stream, LtGemm& gemm)
+      : act_(act), stream_(stream), gemm_(gemm) {}
+  ~QuantLinearStore();
+  QuantLinearStore(const QuantLinearStore&) = delete;
+  QuantLinearStore& operator=(const QuantLinearStore&) = delete;
+
+  // True when linears of `qc` with K input features can be kept packed
+  // with compute dtype `act` (F16 / BF16; packable(qc, K)).
+  static bool supports(const QuantConfig& qc, int64_t in_features, DType act);
+  // A packed linear of N outputs, K inputs: the I32 tensor [N, K*bits/32]
+  // (zeroed), scales and zeros allocated beside it. Throws
+  // std::invalid_argument when !supports, std::runtime_error when out of
+  // device memory.
+  Tensor alloc(int64_t out_features, int64_t in_features, const QuantConfig& qc);
+  // Frees t when it is one of this store's packed linears (returns false,
+  // doing nothing, otherwise).
+  bool release(Tensor& t);
+  // True when t is (a row range of) one of this store's packed linears.
+  bool owns(const Tensor& t) const;
+  // Repacks w (pack_linear) into dst, a row range of a packed linear with
+  // w's shape. Throws std::invalid_argument on a shape or group mismatch or
+  // a weight pack_linear refuses.
+  void load(const Tensor& dst, const QuantizedWeight& w);
+  // Dummy weights (benchmarks) for w, a row range of a packed linear: codes
+  // from a hash of (seed, index), scales giving weights of standard
+  // deviation ~0.02, zero points 2^(bits-1).
+  void fill_dummy(const Tensor& w, uint64_t seed);
+  // Device bytes of a packed linear (or row range): codes, scales, zeros.
+  size_t bytes(const Tensor& w) const;
+  // out [M, N] (act dtype or F32) = x [M, K] (act dtype) · Wᵀ (+ bias [N],
+  // act dtype, may be null); w must be a whole packed linear.
+  void linear(const Tensor& x, const Tensor& w, const void* bias, Tensor& out);
+
+ private:
+  struct Part {
+    int64_t row_begin = 0, rows = 0;
+    std::vector<int32_t> perm, chunk_group;  // host copies (merging)
+    int32_t* d_perm = nullptr;               // [K] or null
+    int32_t* d_chunk_group = nullptr;        // [K / chunk]
+  };
+  struct Entry {
+    int bits = 0;
+    int64_t n = 0, k = 0, g = 0, group_size = 0;
+    uint32_t* qweight = nullptr;
+    float* scales = nullptr;
+    uint8_t* zeros = nullptr;
+    std::vector<Part> parts;  // by row_begin, disjoint
+    int64_t words() const { return k * bits / 32; }
+  };
+  // The entry holding t's data and t's first row in it (nullptr: none).
+  Entry* find(const Tensor& t, int64_t* row);
+  const Entry* find(const Tensor& t, int64_t* row) const;
+  void add_part(Entry& e, Part p);
+  void free_entry(Entry& e);
+
+  DType act_;
+  cudaStream_t stream_;
+  LtGemm& gemm_;
+  std::map<uintptr_t, Entry> entries_;  // by qweight address
+  void* deq_ = nullptr;                 // [N, K] dequantized weight (M > 8)
+  size_t deq_bytes_ = 0;
+  void* xperm_ = nullptr;  // [8, K] x in act-order (M <= 8)
+  size_t xperm_bytes_ = 0;
+};
+
+}  // namespace pagoda::cuda

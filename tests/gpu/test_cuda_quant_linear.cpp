@@ -1,0 +1,201 @@
+// Packed int4 / int8 linears on the CUDA backend (gpu/quant_linear.h)
+// against the host reference: out = x · Wᵀ + bias with W from
+// dequantize_linear (the path tested against HF transformers), computed in
+// double from the same rounded x:
+//  * GPTQ 4-bit group 64 and 8-bit per-channel, fp16 and bf16, with and
+//    without act-order, a fused weight of three parts whose act-order
+//    permutations differ (each part then reads its own x order);
+//  * M = 1, 3, 8 (the GEMV) and 9, 40 (dequantized weight + cuBLASLt), out
+//    in the act dtype and F32, with a bias;
+//  * dummy packed weights: both paths agree, weights of std ~0.02;
+//  * the bytes a packed linear takes, its release, and the errors.
+// The GEMV dequantizes in fp32 (exact weights); the M > 8 path rounds the
+// weights to the act dtype, so its bound is that rounding's.
+// Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "engine/model/backend.h"
+#include "engine/quant/packed_linear.h"
+#include "gpu/cuda_backend.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace pagoda {
+namespace {
+
+QuantConfig gptq(int bits, int64_t group) {
+  QuantConfig qc;
+  qc.method = QuantMethod::GPTQ;
+  qc.bits = bits;
+  qc.group_size = group;
+  qc.sym = true;
+  return qc;
+}
+
+// A random GPTQ weight [N, K] in the AutoGPTQ layout; with act_order its
+// g_idx is a random assignment of group_size features to each group.
+QuantizedWeight random_gptq(std::mt19937_64& rng, const QuantConfig& qc, int64_t N, int64_t K,
+                            bool act_order, const std::string& name) {
+  QuantizedWeight w;
+  w.module = name;
+  w.method = QuantMethod::GPTQ;
+  w.bits = qc.bits;
+  w.group_size = qc.group_size;
+  w.desc_act = act_order;
+  w.out_features = N;
+  w.in_features = K;
+  const int64_t gs = qc.group_size == -1 ? K : qc.group_size;
+  w.num_groups = K / gs;
+  const int64_t pack = 32 / qc.bits;
+  w.qweight.resize(static_cast<size_t>(K / pack * N));
+  for (int32_t& v : w.qweight) v = static_cast<int32_t>(rng());
+  // Stored zeros (zero − 1) in [0, 2^bits − 2]: zero points that fit the
+  // bits, as a real checkpoint's.
+  w.qzeros.assign(static_cast<size_t>(w.num_groups * N / pack), 0);
+  for (size_t i = 0; i < w.qzeros.size(); ++i)
+    for (int64_t j = 0; j < pack; ++j) {
+      const auto v = static_cast<uint32_t>(rng() % ((1u << qc.bits) - 1u));
+      w.qzeros[i] = static_cast<int32_t>(static_cast<uint32_t>(w.qzeros[i]) | (v << (qc.bits * j)));
+    }
+  std::uniform_real_distribution<float> u(0.002f, 0.02f);
+  w.scales.resize(static_cast<size_t>(w.num_groups * N));
+  for (float& s : w.scales) s = u(rng);
+  w.g_idx.resize(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) w.g_idx[static_cast<size_t>(k)] = static_cast<int32_t>(k / gs);
+  if (act_order) std::shuffle(w.g_idx.begin(), w.g_idx.end(), rng);
+  return w;
+}
+
+// out[m, n] = Σ_k x[m, k] · W[n, k] + bias[n] in double.
+std::vector<double> reference(const std::vector<float>& x, const std::vector<float>& W,
+                              const std::vector<float>& bias, int64_t M, int64_t N, int64_t K) {
+  std::vector<double> out(static_cast<size_t>(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = bias[static_cast<size_t>(n)];
+      for (int64_t k = 0; k < K; ++k)
+        s += static_cast<double>(x[static_cast<size_t>(m * K + k)]) *
+             W[static_cast<size_t>(n * K + k)];
+      out[static_cast<size_t>(m * N + n)] = s;
+    }
+  return out;
+}
+
+void check_fused(DType dt, int bits, int64_t group, bool act_order) {
+  const uint64_t seed = gputest::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " " + dtype_name(dt) + " " + std::to_string(bits) +
+               "-bit group " + std::to_string(group) + (act_order ? " act-order" : ""));
+  std::mt19937_64 rng(seed);
+  auto backend = make_cuda_backend(0, dt);
+  const QuantConfig qc = gptq(bits, group);
+  const int64_t K = 512, rows[3] = {96, 32, 64}, N = 192;
+  ASSERT_TRUE(backend->keeps_quantized(qc, K));
+  Tensor w = backend->alloc_quantized_linear(N, K, qc);
+  EXPECT_EQ(w.dtype, DType::I32);
+  std::vector<float> W(static_cast<size_t>(N * K));
+  int64_t r0 = 0;
+  for (int p = 0; p < 3; ++p) {
+    const QuantizedWeight part =
+        random_gptq(rng, qc, rows[p], K, act_order, "part" + std::to_string(p));
+    Tensor part_rows = w.slice_rows(r0, rows[p]);
+    backend->load_quantized_linear(part_rows, part);
+    dequantize_linear(part, W.data() + r0 * K);
+    r0 += rows[p];
+  }
+  const int64_t G = group == -1 ? 1 : K / group;
+  EXPECT_EQ(backend->weight_bytes(w), static_cast<size_t>(N * (K * bits / 8 + G * 5)));
+  const std::vector<float> bias = gputest::random_vec(rng, static_cast<size_t>(N), dt, -0.5f, 0.5f);
+  Tensor b = gputest::upload(*backend, dt, {N}, bias);
+  for (const int64_t M : {1, 3, 8, 9, 40}) {
+    const std::vector<float> x =
+        gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
+    Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
+    const std::vector<double> want = reference(x, W, bias, M, N, K);
+    for (const DType out_dt : {dt, DType::F32}) {
+      Tensor out = backend->alloc(out_dt, {M, N});
+      gputest::poison(*backend, out);
+      backend->linear(xt, w, &b, out);
+      const std::vector<float> got = gputest::download(*backend, out);
+      // GEMV: fp32 sums of exact weights (+ the output's rounding); M > 8:
+      // weights rounded to dt first.
+      const double unit = dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
+      const double tol = (M > 8 ? unit : 1e-4) + (out_dt == dt ? unit : 0.0);
+      EXPECT_LT(gputest::rel_l2(got, want), tol) << "M " << M << " out " << dtype_name(out_dt);
+      backend->free(out);
+    }
+    backend->free(xt);
+  }
+  backend->free(b);
+  backend->free(w);
+  EXPECT_TRUE(w.empty());
+}
+
+TEST(CudaQuantLinear, Gptq4BitGroup64) {
+  PAGODA_REQUIRE_GPU();
+  for (DType dt : {DType::F16, DType::BF16}) check_fused(dt, 4, 64, false);
+}
+TEST(CudaQuantLinear, Gptq4BitActOrderPartsWithDifferentPermutations) {
+  PAGODA_REQUIRE_GPU();
+  for (DType dt : {DType::F16, DType::BF16}) check_fused(dt, 4, 128, true);
+}
+TEST(CudaQuantLinear, Gptq8BitPerChannelAndActOrder) {
+  PAGODA_REQUIRE_GPU();
+  for (DType dt : {DType::F16, DType::BF16}) {
+    check_fused(dt, 8, -1, false);
+    check_fused(dt, 8, 64, true);
+  }
+}
+
+TEST(CudaQuantLinear, DummyWeightsAgreeOnBothPaths) {
+  PAGODA_REQUIRE_GPU();
+  std::mt19937_64 rng(7);
+  auto backend = make_cuda_backend(0, DType::BF16);
+  const int64_t N = 256, K = 1024;
+  Tensor w = backend->alloc_quantized_linear(N, K, gptq(4, 128));
+  Tensor top = w.slice_rows(0, 128), bottom = w.slice_rows(128, 128);
+  backend->fill_quantized_dummy(top, 1);
+  backend->fill_quantized_dummy(bottom, 2);
+  // Rows 0..7 of x through the GEMV (M = 8) and through the M = 9 path.
+  const std::vector<float> x = gputest::random_vec(rng, static_cast<size_t>(9 * K), DType::BF16);
+  Tensor x9 = gputest::upload(*backend, DType::BF16, {9, K}, x);
+  Tensor x8 = x9.first_rows(8);
+  Tensor o8 = backend->alloc(DType::F32, {8, N}), o9 = backend->alloc(DType::F32, {9, N});
+  backend->linear(x8, w, nullptr, o8);
+  backend->linear(x9, w, nullptr, o9);
+  const std::vector<float> a = gputest::download(*backend, o8),
+                           b9 = gputest::download(*backend, o9);
+  std::vector<double> b(b9.begin(), b9.begin() + 8 * N);
+  EXPECT_LT(gputest::rel_l2(a, b), 1.0 / 256);
+  // Weights of std ~0.02 and inputs uniform in [-1, 1): outputs of std
+  // ~0.02 * sqrt(K / 3).
+  double ss = 0;
+  for (float v : a) ss += static_cast<double>(v) * v;
+  const double std_out = std::sqrt(ss / static_cast<double>(a.size()));
+  EXPECT_NEAR(std_out, 0.02 * std::sqrt(K / 3.0), 0.1 * 0.02 * std::sqrt(K / 3.0));
+  for (Tensor* t : {&x9, &o8, &o9, &w}) backend->free(*t);
+}
+
+TEST(CudaQuantLinear, RefusesWhatItCannotKeepPacked) {
+  PAGODA_REQUIRE_GPU();
+  auto bf16 = make_cuda_backend(0, DType::BF16);
+  auto f32 = make_cuda_backend(0, DType::F32);
+  EXPECT_FALSE(f32->keeps_quantized(gptq(4, 128), 4096));  // fp32 runs dequantize at load
+  EXPECT_FALSE(bf16->keeps_quantized(gptq(4, 128), 4096 + 16));
+  EXPECT_THROW(bf16->alloc_quantized_linear(64, 4096 + 16, gptq(4, 128)), std::invalid_argument);
+  Tensor w = bf16->alloc_quantized_linear(64, 256, gptq(4, 64));
+  std::mt19937_64 rng(3);
+  // A part of the wrong shape, and a linear on rows never loaded.
+  EXPECT_THROW(bf16->load_quantized_linear(w, random_gptq(rng, gptq(4, 64), 64, 128, false, "m")),
+               std::invalid_argument);
+  Tensor x = bf16->alloc(DType::BF16, {1, 256}), out = bf16->alloc(DType::BF16, {1, 64});
+  bf16->fill_zero(x);
+  EXPECT_THROW(bf16->linear(x, w, nullptr, out), std::invalid_argument);
+  for (Tensor* t : {&x, &out, &w}) bf16->free(*t);
+}
+
+}  // namespace
+}  // namespace pagoda
