@@ -85,6 +85,21 @@ std::optional<int64_t> get_int(const json& obj, const char* name) {
        name);
 }
 
+std::optional<int64_t> as_integer(const json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18)
+      return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
 std::optional<bool> get_bool(const json& obj, const char* name) {
   const json* v = get(obj, name);
   if (!v) return std::nullopt;
@@ -130,9 +145,9 @@ void parse_stop_token_ids(const RequestFields& f, const ServingModel& model, Sam
   if (!v) return;
   const int64_t vocab = vocab_size(model);
   for (const json& t : *v) {
-    if (!t.is_number_integer())
-      fail("'stop_token_ids' must be a list of integers", "stop_token_ids");
-    int64_t id = t.get<int64_t>();
+    const std::optional<int64_t> i = as_integer(t);
+    if (!i) fail("'stop_token_ids' must be a list of integers", "stop_token_ids");
+    const int64_t id = *i;
     if (id < 0 || id >= vocab)
       fail(fmt::format("stop_token_ids contains {}, outside the vocabulary [0, {})", id, vocab),
            "stop_token_ids");
@@ -149,9 +164,9 @@ void parse_allowed_token_ids(const RequestFields& f, const ServingModel& model,
   if (v->empty()) fail("allowed_token_ids is not None and empty!", "allowed_token_ids");
   const int64_t vocab = vocab_size(model);
   for (const json& t : *v) {
-    if (!t.is_number_integer())
-      fail("'allowed_token_ids' must be a list of integers", "allowed_token_ids");
-    int64_t id = t.get<int64_t>();
+    const std::optional<int64_t> i = as_integer(t);
+    if (!i) fail("'allowed_token_ids' must be a list of integers", "allowed_token_ids");
+    const int64_t id = *i;
     if (id < 0 || id >= vocab)
       fail("allowed_token_ids contains out-of-vocab token id!", "allowed_token_ids");
     sp.allowed_token_ids.push_back(static_cast<int32_t>(id));
@@ -214,6 +229,13 @@ void parse_logit_bias(const RequestFields& f, const ServingModel& model, Samplin
     double bias = value.get<double>();
     if (!(bias >= -100.0 && bias <= 100.0))
       fail(fmt::format("logit_bias['{}'] must be in [-100, 100], got {}", key, bias), "logit_bias");
+    // Two spellings of one id ("13", "013"): vLLM's {int(k): v} keeps the
+    // last in the document, which this parser's key order cannot tell, so
+    // it is an error rather than a sum past the ±100 bound.
+    for (const auto& [seen, b] : sp.logit_bias)
+      if (seen == id)
+        fail(fmt::format("logit_bias names token id {} more than once ('{}')", id, key),
+             "logit_bias");
     sp.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
   }
 }

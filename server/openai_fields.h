@@ -31,6 +31,10 @@ std::optional<double> get_number(const nlohmann::json& obj, const char* name);
 std::optional<int64_t> get_int(const nlohmann::json& obj, const char* name);
 std::optional<bool> get_bool(const nlohmann::json& obj, const char* name);
 std::optional<std::string> get_string(const nlohmann::json& obj, const char* name);
+// An integer as pydantic's lax int takes it: a JSON integer, or a float
+// with no fractional part (2.0), within int64; nullopt otherwise (the
+// caller names the field). For list items (token ids).
+std::optional<int64_t> as_integer(const nlohmann::json& v);
 // Field present and not null.
 const nlohmann::json* get(const nlohmann::json& obj, const char* name);
 

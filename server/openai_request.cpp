@@ -49,11 +49,12 @@ std::vector<int32_t> token_ids_from_json(const json& arr, const ServingModel& mo
   std::vector<int32_t> ids;
   int64_t vocab = model.tokenizer ? model.tokenizer->vocab_size() : 0;
   for (const json& t : arr) {
-    if (!t.is_number_integer())
+    const std::optional<int64_t> i = openai_fields::as_integer(t);
+    if (!i)
       fail(fmt::format("'prompt' must be a string or a list of token ids; found a {} in the list",
-                       type_name(t)),
+                       t.is_number() ? t.dump() : type_name(t)),
            "prompt");
-    int64_t id = t.get<int64_t>();
+    const int64_t id = *i;
     if (id < 0 || id >= vocab)
       fail(fmt::format("Token id {} is out of vocabulary (vocab size {})", id, vocab), "prompt");
     ids.push_back(static_cast<int32_t>(id));
@@ -160,7 +161,12 @@ std::vector<PromptInput> completion_prompts(const json& obj, const ServingModel&
   if (p->empty()) fail("'prompt' must not be empty", "prompt");
   std::vector<PromptInput> out;
   if ((*p)[0].is_string() || (*p)[0].is_array()) {
+    const bool strings = (*p)[0].is_string();
     for (const json& item : *p) {
+      if (item.is_string() != strings || (!item.is_string() && !item.is_array()))
+        fail(fmt::format("'prompt' lists must hold only strings or only token-id lists; found a {}",
+                         type_name(item)),
+             "prompt");
       if (item.is_string()) {
         out.push_back(
             prompt_from_text(item.get_ref<const std::string&>(), obj, model, length, keep));

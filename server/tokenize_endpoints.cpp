@@ -84,8 +84,12 @@ std::variant<json, OpenAIError> detokenize_request(std::string_view body, const 
     // vocabulary (a padded embedding, e.g. Qwen2) give "" as in HF's decode.
     const int64_t vocab = std::max(model.tokenizer->vocab_size(), model.model_vocab_size);
     for (const json& v : *t) {
-      if (!v.is_number_integer()) fail(fmt::format("'tokens' must be a list of token ids; found a {}", type_name(v)), "tokens");
-      int64_t id = v.get<int64_t>();
+      const std::optional<int64_t> i = openai_fields::as_integer(v);
+      if (!i)
+        fail(fmt::format("'tokens' must be a list of token ids; found a {}",
+                         v.is_number() ? v.dump() : type_name(v)),
+             "tokens");
+      const int64_t id = *i;
       if (id < 0 || id >= vocab) fail(fmt::format("Token id {} is out of vocabulary (vocab size {})", id, vocab), "tokens");
       ids.push_back(static_cast<int32_t>(id));
     }
