@@ -203,7 +203,8 @@ size_t CudaBackend::weight_bytes(const Tensor& w) const { return quant_->bytes(w
 std::string CudaBackend::quantized_linear_path() const {
   if (act_ == DType::F32) return Backend::quantized_linear_path();
   return std::string(
-             "kept packed (int4/int8 GEMV for decode batches of <= 8 rows; dequantized to ") +
+             "kept packed (decoded in registers for batches of <= 32 rows with int4 tensor-core "
+             "fragments, <= 8 with the int8 GEMV; dequantized to ") +
          dtype_name(act_) + " per step for cuBLASLt above)";
 }
 

@@ -26,6 +26,19 @@ void launch_qdequant(DType act, int bits, const uint32_t* qweight, const float* 
                      const uint8_t* zeros, const int32_t* chunk_group, const int32_t* perm, void* w,
                      int64_t N, int64_t K, int64_t G, cudaStream_t stream);
 
+// The same for 4-bit codes in the tensor-core layout (packed_linear.h,
+// tile_int4) and 1 <= M <= 32: N % 16 == 0, K % 64 == 0. group_size > 0:
+// chunk c's group is c * 32 / group_size (chunk_group unread); <= 0: act-order, chunk_group.
+void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,
+                 const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size,
+                 const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
+                 int64_t G, cudaStream_t stream);
+
+// launch_qdequant for 4-bit codes in the tensor-core layout.
+void launch_qdequant_tiled(DType act, const uint32_t* tiles, const float* scales,
+                           const uint8_t* zeros, const int32_t* chunk_group, const int32_t* perm,
+                           void* w, int64_t N, int64_t K, int64_t G, cudaStream_t stream);
+
 // out[m, j] = x[m, perm[j]] for m < M, j < K (act dtype).
 void launch_gather_cols(DType act, const void* x, const int32_t* perm, void* out, int64_t M,
                         int64_t K, cudaStream_t stream);

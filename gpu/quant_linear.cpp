@@ -3,6 +3,7 @@
 #include "gpu/quant_linear.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -12,6 +13,8 @@
 
 namespace pagoda::cuda {
 namespace {
+
+constexpr int64_t kMaxSmallM = 32;  // rows of x the register-dequantizing kernels take
 
 [[noreturn]] void bad(const std::string& msg) {
   throw std::invalid_argument("cuda backend: quantized linear: " + msg);
@@ -60,15 +63,22 @@ Tensor QuantLinearStore::alloc(int64_t N, int64_t K, const QuantConfig& qc) {
   e.k = K;
   e.group_size = qc.group_size == -1 ? K : qc.group_size;
   e.g = (K + e.group_size - 1) / e.group_size;
+  // PAGODA_INT4_LAYOUT=rows keeps 4-bit codes in rows (the fp32 GEMV), to
+  // compare the two decode kernels in benchmarks.
+  static const bool rows_only = [] {
+    const char* v = std::getenv("PAGODA_INT4_LAYOUT");
+    return v != nullptr && std::string(v) == "rows";
+  }();
+  e.tiled = !rows_only && tileable(e.bits, N, K);
   const size_t qbytes = static_cast<size_t>(N * e.words()) * 4;
   e.qweight = static_cast<uint32_t*>(device_alloc(qbytes, "packed weights"));
   e.scales =
       static_cast<float*>(device_alloc(static_cast<size_t>(N * e.g) * 4, "quantization scales"));
   e.zeros = static_cast<uint8_t*>(device_alloc(static_cast<size_t>(N * e.g), "quantization zeros"));
   PAGODA_CUDA_CHECK(cudaMemsetAsync(e.qweight, 0, qbytes, stream_));
-  // The M > 8 path's dequantized weight and the act-order x of M <= 8 rows.
+  // The large-batch path's dequantized weight and the act-order x of small batches.
   const size_t deq = static_cast<size_t>(N * K) * dtype_size(act_);
-  const size_t xp = static_cast<size_t>(8 * K) * dtype_size(act_);
+  const size_t xp = static_cast<size_t>(kMaxSmallM * K) * dtype_size(act_);
   if (deq > deq_bytes_ || xp > xperm_bytes_) {
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (deq > deq_bytes_) {
@@ -140,6 +150,10 @@ size_t QuantLinearStore::bytes(const Tensor& t) const {
 }
 
 void QuantLinearStore::add_part(Entry& e, Part p) {
+  const int64_t chunk = packed_chunk(e.bits);
+  p.regular = p.perm.empty();
+  for (size_t c = 0; c < p.chunk_group.size() && p.regular; ++c)
+    p.regular = p.chunk_group[c] == static_cast<int64_t>(c) * chunk / e.group_size;
   for (const Part& q : e.parts)
     if (p.row_begin < q.row_begin + q.rows && q.row_begin < p.row_begin + p.rows)
       bad("rows loaded twice");
@@ -172,8 +186,12 @@ void QuantLinearStore::load(const Tensor& dst, const QuantizedWeight& w) {
   if (p.num_groups != e->g)
     bad("'" + w.module + "': " + std::to_string(p.num_groups) + " groups, expected " +
         std::to_string(e->g));
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(e->qweight + r0 * e->words(), p.qweight.data(),
-                                    p.qweight.size() * 4, cudaMemcpyHostToDevice, stream_));
+  if (e->tiled && (r0 % 16 != 0 || dst.rows() % 16 != 0))
+    bad("'" + w.module + "': rows [" + std::to_string(r0) + ", " + std::to_string(r0 + dst.rows()) +
+        ") are not whole 16-row tiles of the tensor-core layout");
+  const std::vector<uint32_t> codes = e->tiled ? tile_int4(p) : p.qweight;
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(e->qweight + r0 * e->words(), codes.data(), codes.size() * 4,
+                                    cudaMemcpyHostToDevice, stream_));
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(e->scales + r0 * e->g, p.scales.data(), p.scales.size() * 4,
                                     cudaMemcpyHostToDevice, stream_));
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(e->zeros + r0 * e->g, p.zeros.data(), p.zeros.size(),
@@ -221,27 +239,41 @@ void QuantLinearStore::linear(const Tensor& x, const Tensor& w, const void* bias
   for (const Part& p : e->parts) covered += p.rows;
   if (covered != N) bad("linear on a packed weight whose rows are not all loaded");
   const size_t es = dtype_size(act_), os = dtype_size(out.dtype);
-  if (M <= 8) {
+  const auto bias_at = [&](const Part& p) {
+    return bias ? static_cast<const char*>(bias) + p.row_begin * static_cast<int64_t>(es) : nullptr;
+  };
+  if (M <= (e->tiled ? kMaxSmallM : 8)) {
     for (const Part& p : e->parts) {
       const void* xp = x.data;
       if (p.d_perm) {
         launch_gather_cols(act_, x.data, p.d_perm, xperm_, M, K, stream_);
         xp = xperm_;
       }
-      launch_qgemv(
-          act_, out.dtype, e->bits, xp, e->qweight + p.row_begin * e->words(),
-          e->scales + p.row_begin * e->g, e->zeros + p.row_begin * e->g, p.d_chunk_group,
-          bias ? static_cast<const char*>(bias) + p.row_begin * static_cast<int64_t>(es) : nullptr,
-          static_cast<char*>(out.data) + p.row_begin * static_cast<int64_t>(os), N, M, p.rows, K,
-          e->g, stream_);
+      void* op = static_cast<char*>(out.data) + p.row_begin * static_cast<int64_t>(os);
+      const uint32_t* codes = e->qweight + p.row_begin * e->words();
+      const float* sc = e->scales + p.row_begin * e->g;
+      const uint8_t* zp = e->zeros + p.row_begin * e->g;
+      if (e->tiled)
+        launch_qmma(act_, out.dtype, xp, codes, sc, zp, p.d_chunk_group,
+                    p.regular ? e->group_size : 0, bias_at(p), op, N, M, p.rows, K, e->g, stream_);
+      else
+        launch_qgemv(act_, out.dtype, e->bits, xp, codes, sc, zp, p.d_chunk_group, bias_at(p), op,
+                     N, M, p.rows, K, e->g, stream_);
     }
     return;
   }
-  for (const Part& p : e->parts)
-    launch_qdequant(act_, e->bits, e->qweight + p.row_begin * e->words(),
-                    e->scales + p.row_begin * e->g, e->zeros + p.row_begin * e->g, p.d_chunk_group,
-                    p.d_perm, static_cast<char*>(deq_) + p.row_begin * K * static_cast<int64_t>(es),
-                    p.rows, K, e->g, stream_);
+  for (const Part& p : e->parts) {
+    const uint32_t* codes = e->qweight + p.row_begin * e->words();
+    const float* sc = e->scales + p.row_begin * e->g;
+    const uint8_t* zp = e->zeros + p.row_begin * e->g;
+    void* wp = static_cast<char*>(deq_) + p.row_begin * K * static_cast<int64_t>(es);
+    if (e->tiled)
+      launch_qdequant_tiled(act_, codes, sc, zp, p.d_chunk_group, p.d_perm, wp, p.rows, K, e->g,
+                            stream_);
+    else
+      launch_qdequant(act_, e->bits, codes, sc, zp, p.d_chunk_group, p.d_perm, wp, p.rows, K, e->g,
+                      stream_);
+  }
   gemm_.run(act_, out.dtype, x.data, deq_, bias, act_, out.data, M, N, K);
 }
 

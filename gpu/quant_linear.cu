@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 
@@ -224,6 +225,231 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
   PAGODA_CUDA_CHECK_LAUNCH("qgemv_kernel");
 }
 
+// ---- 4-bit codes in the tensor-core layout (packed_linear.h, tile_int4) ----
+//
+// qmma_kernel, for up to 8 * NT rows of x (decode batches up to 32): each
+// CTA owns one tile of 16 output features; its 8 warps split the input
+// positions (contiguous runs of 16-byte loads of four 16-position tiles,
+// kMmaUnroll in flight with their scales and zeros).
+// A lane's word of a tile is its A fragment of mma.m16n8k16: four LOP3s
+// (0x000F000F | magic, after shifts of 4, 8, 12) give the four registers as
+// (magic + q) pairs, one HSUB2 each subtracts (magic + zero) exactly, so A
+// holds q − zero exactly in fp16 / bf16 and an fp32 accumulator gets
+// Σ (q − zero)·x over a 32-position chunk (one group), which the row's scale
+// then multiplies into the sum. B (x, n = the batch row) is read
+// from L1/L2 as two 32-bit loads per tile. The weights are never rounded:
+// only x and the output are in fp16 / bf16. The warps' sums meet in shared
+// memory. Marlin (Frantar et al. 2024) does the same dequantization into
+// fragments, with asynchronous copies and larger tiles for big batches.
+constexpr int kMmaWarps = 8;
+constexpr int kMmaUnroll = 4;
+
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t magic) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(magic));  // (a & b) | c
+  return r;
+}
+
+template <typename T>
+struct Int4Magic;
+template <>
+struct Int4Magic<__half> {
+  static constexpr uint32_t kWord = 0x64006400u;  // 1024.0 in each half: 1024 + q exactly
+  static constexpr float kBase = 1024.f;
+  __device__ static uint32_t sub(uint32_t a, uint32_t b) {
+    const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+  __device__ static uint32_t pair(float v) {
+    const __half2 r = __float2half2_rn(v);
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+};
+template <>
+struct Int4Magic<__nv_bfloat16> {
+  static constexpr uint32_t kWord = 0x43004300u;  // 128.0 in each bf16: 128 + q exactly
+  static constexpr float kBase = 128.f;
+  __device__ static uint32_t sub(uint32_t a, uint32_t b) {
+    const __nv_bfloat162 r =
+        __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+  __device__ static uint32_t pair(float v) {
+    const __nv_bfloat162 r = __float2bfloat162_rn(v);
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T, typename TO, int NT>
+__global__ void __launch_bounds__(kMmaWarps * 32)
+    qmma_kernel(const T* __restrict__ x, const uint4* __restrict__ tiles, const float* __restrict__ scales,
+                const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group, int group_size,
+                const T* __restrict__ bias, TO* __restrict__ out, int64_t ldo, int M, int K, int G) {
+  using Mg = Int4Magic<T>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int ngroups = K / 64;  // 16-byte loads per lane per row tile
+  // Each warp takes a contiguous run of them (its groups change rarely).
+  const int per = (ngroups + kMmaWarps - 1) / kMmaWarps;
+  const int kb0 = warp * per, kb1 = min(ngroups, kb0 + per);
+  const uint4* base = tiles + static_cast<int64_t>(blockIdx.x) * ngroups * 32 + lane;
+  const int r0 = blockIdx.x * 16 + lane / 4, r8 = r0 + 8;
+  float acc[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[t][i] = 0.f;
+  for (int kb = kb0; kb < kb1; kb += kMmaUnroll) {
+    // Every load of the batch first: codes, then each 32-position chunk's
+    // scales and zeros (group from group_size, or chunk_group with act-order).
+    uint4 wv[kMmaUnroll];
+    float s[kMmaUnroll][2][2];
+    uint32_t z[kMmaUnroll][2][2];
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u) {
+      const int kg = kb + u;
+      wv[u] = kg < kb1 ? ld_stream(base + static_cast<int64_t>(kg) * 32) : uint4{0, 0, 0, 0};
+    }
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int chunk = min(kb + u, kb1 - 1) * 2 + c;
+        const int g = group_size > 0 ? chunk * 32 / group_size : chunk_group[chunk];
+        s[u][c][0] = scales[static_cast<int64_t>(r0) * G + g];
+        s[u][c][1] = scales[static_cast<int64_t>(r8) * G + g];
+        z[u][c][0] = zeros[static_cast<int64_t>(r0) * G + g];
+        z[u][c][1] = zeros[static_cast<int64_t>(r8) * G + g];
+      }
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u) {
+      const int kg = kb + u;
+      if (kg >= kb1) break;
+      const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {  // a chunk: two 16-position tiles of one group
+        const uint32_t z0 = Mg::pair(Mg::kBase + static_cast<float>(z[u][c][0]));
+        const uint32_t z8 = Mg::pair(Mg::kBase + static_cast<float>(z[u][c][1]));
+        float part[NT][4];
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) part[t][i] = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int kk = 2 * c + h;
+          const int k0 = (kg * 4 + kk) * 16;
+          uint32_t b[NT][2];
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            const int m = t * 8 + lane / 4;
+            b[t][0] = b[t][1] = 0;
+            if (m < M) {
+              const T* xr = x + static_cast<int64_t>(m) * K + k0 + 2 * (lane % 4);
+              b[t][0] = *reinterpret_cast<const uint32_t*>(xr);
+              b[t][1] = *reinterpret_cast<const uint32_t*>(xr + 8);
+            }
+          }
+          const uint32_t w = words[kk];
+          uint32_t a[4];
+          a[0] = Mg::sub(and_or(w, 0x000F000Fu, Mg::kWord), z0);        // row r0, positions 2c', 2c'+1
+          a[1] = Mg::sub(and_or(w >> 4, 0x000F000Fu, Mg::kWord), z8);   // row r8
+          a[2] = Mg::sub(and_or(w >> 8, 0x000F000Fu, Mg::kWord), z0);   // row r0, positions + 8
+          a[3] = Mg::sub(and_or(w >> 12, 0x000F000Fu, Mg::kWord), z8);  // row r8, positions + 8
+#pragma unroll
+          for (int t = 0; t < NT; ++t) mma16816<T>(part[t], a, b[t][0], b[t][1]);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          acc[t][0] = fmaf(s[u][c][0], part[t][0], acc[t][0]);
+          acc[t][1] = fmaf(s[u][c][0], part[t][1], acc[t][1]);
+          acc[t][2] = fmaf(s[u][c][1], part[t][2], acc[t][2]);
+          acc[t][3] = fmaf(s[u][c][1], part[t][3], acc[t][3]);
+        }
+      }
+    }
+  }
+  __shared__ float red[kMmaWarps][NT * 4][32];
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[warp][t * 4 + i][lane] = acc[t][i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v = 0.f;
+#pragma unroll
+      for (int w = 0; w < kMmaWarps; ++w) v += red[w][t * 4 + i][lane];
+      const int row = i < 2 ? r0 : r8;  // C fragment: c0, c1 row r0; c2, c3 row r8
+      const int m = t * 8 + 2 * (lane % 4) + (i % 2);
+      if (m < M) out[static_cast<int64_t>(m) * ldo + row] = from_f32<TO>(v + (bias ? to_f32(bias[row]) : 0.f));
+    }
+}
+
+template <typename T, typename TO>
+void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, const int32_t* cg, int gs,
+            const void* bias, void* out, int64_t ldo, int M, int N, int K, int G, cudaStream_t st) {
+  const dim3 grid(N / 16), block(kMmaWarps * 32);
+  const T* xp = static_cast<const T*>(x);
+  const auto* tp = reinterpret_cast<const uint4*>(qw);
+  const T* bp = static_cast<const T*>(bias);
+  TO* op = static_cast<TO*>(out);
+  switch ((M + 7) / 8) {
+    case 1: qmma_kernel<T, TO, 1><<<grid, block, 0, st>>>(xp, tp, s, z, cg, gs, bp, op, ldo, M, K, G); break;
+    case 2: qmma_kernel<T, TO, 2><<<grid, block, 0, st>>>(xp, tp, s, z, cg, gs, bp, op, ldo, M, K, G); break;
+    case 3: qmma_kernel<T, TO, 3><<<grid, block, 0, st>>>(xp, tp, s, z, cg, gs, bp, op, ldo, M, K, G); break;
+    default: qmma_kernel<T, TO, 4><<<grid, block, 0, st>>>(xp, tp, s, z, cg, gs, bp, op, ldo, M, K, G); break;
+  }
+  PAGODA_CUDA_CHECK_LAUNCH("qmma_kernel");
+}
+
+// The tiled codes of N rows dequantized into w [N, K] (original input order
+// through perm): one thread per lane word.
+template <typename T>
+__global__ void qdequant_tiled_kernel(const uint32_t* __restrict__ tiles, const float* __restrict__ scales,
+                                      const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group,
+                                      const int32_t* __restrict__ perm, T* __restrict__ w, int N, int K, int G) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // word index
+  if (idx >= static_cast<int64_t>(N) * K / 8) return;
+  const int kt4 = static_cast<int>(idx % 4);
+  const int lane = static_cast<int>((idx / 4) % 32);
+  const int64_t rest = idx / 128;  // row tile * (K / 64) + position group
+  const int ngroups = K / 64;
+  const int rt = static_cast<int>(rest / ngroups), kg = static_cast<int>(rest % ngroups);
+  const int kt = kg * 4 + kt4;
+  const uint32_t word = tiles[idx];
+#pragma unroll
+  for (int nib = 0; nib < 8; ++nib) {
+    const int p = nib % 4, h = nib / 4;  // register p, half h
+    const int row = rt * 16 + lane / 4 + 8 * (p % 2);
+    const int j = kt * 16 + 2 * (lane % 4) + 8 * (p / 2) + h;
+    const int g = chunk_group[j / 32];
+    const float v = scales[static_cast<int64_t>(row) * G + g] *
+                    static_cast<float>(static_cast<int>((word >> (4 * nib)) & 15u) -
+                                       static_cast<int>(zeros[static_cast<int64_t>(row) * G + g]));
+    w[static_cast<int64_t>(row) * K + (perm ? perm[j] : j)] = from_f32<T>(v);
+  }
+}
+
 template <typename T, int BITS>
 __global__ void qdequant_kernel(const uint32_t* __restrict__ qweight, const float* __restrict__ scales,
                                 const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group,
@@ -323,6 +549,44 @@ void launch_qgemv(DType act, DType out_dt, int bits, const void* x, const uint32
     }
   }
 #undef PAGODA_QGEMV_T
+}
+
+void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,
+                 const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size, const void* bias, void* out,
+                 int64_t ldo, int64_t M, int64_t N, int64_t K, int64_t G, cudaStream_t stream) {
+  check_act(act, "launch_qmma");
+  if (M < 1 || M > 32 || N % 16 != 0 || K % 64 != 0 || (out_dt != act && out_dt != DType::F32))
+    throw std::invalid_argument("launch_qmma: unsupported shape or dtype");
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K), g = static_cast<int>(G);
+  const int gs = static_cast<int>(group_size);
+  if (act == DType::BF16) {
+    if (out_dt == DType::F32)
+      qmma_t<__nv_bfloat16, float>(x, tiles, scales, zeros, chunk_group, gs, bias, out, ldo, m, n, k, g, stream);
+    else
+      qmma_t<__nv_bfloat16, __nv_bfloat16>(x, tiles, scales, zeros, chunk_group, gs, bias, out, ldo, m, n, k, g, stream);
+  } else {
+    if (out_dt == DType::F32)
+      qmma_t<__half, float>(x, tiles, scales, zeros, chunk_group, gs, bias, out, ldo, m, n, k, g, stream);
+    else
+      qmma_t<__half, __half>(x, tiles, scales, zeros, chunk_group, gs, bias, out, ldo, m, n, k, g, stream);
+  }
+}
+
+void launch_qdequant_tiled(DType act, const uint32_t* tiles, const float* scales, const uint8_t* zeros,
+                           const int32_t* chunk_group, const int32_t* perm, void* w, int64_t N, int64_t K,
+                           int64_t G, cudaStream_t stream) {
+  check_act(act, "launch_qdequant_tiled");
+  const int64_t total = N * K / 8;
+  if (total == 0) return;
+  const auto blocks = static_cast<unsigned>((total + 255) / 256);
+  const int n = static_cast<int>(N), k = static_cast<int>(K), g = static_cast<int>(G);
+  if (act == DType::BF16)
+    qdequant_tiled_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(tiles, scales, zeros, chunk_group, perm,
+                                                                    static_cast<__nv_bfloat16*>(w), n, k, g);
+  else
+    qdequant_tiled_kernel<__half><<<blocks, 256, 0, stream>>>(tiles, scales, zeros, chunk_group, perm,
+                                                             static_cast<__half*>(w), n, k, g);
+  PAGODA_CUDA_CHECK_LAUNCH("qdequant_tiled_kernel");
 }
 
 void launch_qdequant(DType act, int bits, const uint32_t* qweight, const float* scales, const uint8_t* zeros,

@@ -11,16 +11,19 @@
 // Adjacent parts with the same permutation and chunk groups merge (every
 // non-act-order fused weight is one part).
 //
+// 4-bit linears with N % 16 == 0 and K % 64 == 0 keep their codes in the
+// tensor-core layout (packed_linear.h, tile_int4); others (8-bit) in rows
+// (also 4-bit ones when the environment has PAGODA_INT4_LAYOUT=rows, a
+// benchmark switch).
 // linear(x [M, K], w, bias, out [M, N]):
-//  * M <= 8 (decode): a bandwidth-bound GEMV (quant_linear.cu,
-//    qgemv_kernel): one warp per output feature streams its packed row in
-//    16-byte loads and dots it with x, dequantizing in registers as
-//    scale * (Σ q·x − zero · Σ x) per chunk. Act-order parts first gather
-//    x's columns into the permuted order.
-//  * M > 8: each part is dequantized into a [N, K] compute-dtype scratch
+//  * decode batches (M <= 32 tiled, M <= 8 in rows): the codes are
+//    dequantized in registers — into mma.m16n8k16 fragments (qmma_kernel)
+//    or as fp32 (qgemv_kernel) — and never written out; act-order parts
+//    first gather x's columns into the permuted order.
+//  * larger M: each part is dequantized into a [N, K] compute-dtype scratch
 //    (original input order) and cuBLASLt runs the GEMM. This doubles the
-//    weight traffic of a bf16 model's GEMM; a Marlin-class tensor-core
-//    kernel (dequantize in registers) is the next step.
+//    weight traffic of a bf16 model's GEMM; a Marlin-class kernel with
+//    large tiles for big batches is the next step.
 // Both paths use only buffers sized at alloc (no allocation in a step, so
 // CUDA graphs capture them).
 #pragma once
@@ -79,9 +82,11 @@ class QuantLinearStore {
     std::vector<int32_t> perm, chunk_group;  // host copies (merging)
     int32_t* d_perm = nullptr;               // [K] or null
     int32_t* d_chunk_group = nullptr;        // [K / chunk]
+    bool regular = false;  // chunk_group[c] == c * chunk / group_size (no lookup needed)
   };
   struct Entry {
     int bits = 0;
+    bool tiled = false;  // 4-bit codes in the tensor-core layout (tile_int4)
     int64_t n = 0, k = 0, g = 0, group_size = 0;
     uint32_t* qweight = nullptr;
     float* scales = nullptr;
@@ -101,7 +106,7 @@ class QuantLinearStore {
   std::map<uintptr_t, Entry> entries_;  // by qweight address
   void* deq_ = nullptr;                 // [N, K] dequantized weight (M > 8)
   size_t deq_bytes_ = 0;
-  void* xperm_ = nullptr;  // [8, K] x in act-order (M <= 8)
+  void* xperm_ = nullptr;  // [kMaxSmallM, K] x in act-order (small batches)
   size_t xperm_bytes_ = 0;
 };
 

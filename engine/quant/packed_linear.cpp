@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 namespace pagoda {
 namespace {
@@ -114,6 +115,49 @@ void dequantize_packed(const PackedLinear& p, float* out) {
           static_cast<float>(static_cast<int32_t>(q) -
                              static_cast<int32_t>(p.zeros[static_cast<size_t>(n * G + g)]));
     }
+}
+
+namespace {
+
+// Where (row n, position j) lives in the tiled layout: word index and nibble.
+std::pair<int64_t, int> tiled_at(int64_t K, int64_t n, int64_t j) {
+  const int64_t rt = n / 16, r = n % 16, kt = j / 16, c = j % 16;
+  // Fragment: lane t = 4 * (r % 8) + (c % 8) / 2; register p = (r >= 8) + 2 * (c >= 8); half = c
+  // % 2.
+  const int64_t lane = 4 * (r % 8) + (c % 8) / 2;
+  const int p = static_cast<int>((r >= 8 ? 1 : 0) + (c >= 8 ? 2 : 0));
+  const int nibble = p + (c % 2 == 1 ? 4 : 0);
+  const int64_t word = ((rt * (K / 64) + kt / 4) * 32 + lane) * 4 + kt % 4;
+  return {word, nibble};
+}
+
+}  // namespace
+
+bool tileable(int bits, int64_t out_features, int64_t in_features) {
+  return bits == 4 && out_features % 16 == 0 && in_features % 64 == 0 && out_features > 0 &&
+         in_features > 0;
+}
+
+std::vector<uint32_t> tile_int4(const PackedLinear& p) {
+  const int64_t N = p.out_features, K = p.in_features;
+  if (!tileable(p.bits, N, K))
+    throw std::invalid_argument(
+        "tile_int4: needs 4-bit codes, rows % 16 == 0 and inputs % 64 == 0, got " +
+        std::to_string(p.bits) + "-bit [" + std::to_string(N) + ", " + std::to_string(K) + "]");
+  const int64_t words = p.words_per_row();
+  std::vector<uint32_t> out(p.qweight.size(), 0u);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < K; ++j) {
+      const uint32_t q = (p.qweight[static_cast<size_t>(n * words + j / 8)] >> (4 * (j % 8))) & 15u;
+      const auto [w, nib] = tiled_at(K, n, j);
+      out[static_cast<size_t>(w)] |= q << (4 * nib);
+    }
+  return out;
+}
+
+uint32_t tiled_code(const std::vector<uint32_t>& tiled, int64_t K, int64_t n, int64_t j) {
+  const auto [w, nib] = tiled_at(K, n, j);
+  return (tiled.at(static_cast<size_t>(w)) >> (4 * nib)) & 15u;
 }
 
 }  // namespace pagoda

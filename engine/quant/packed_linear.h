@@ -59,4 +59,22 @@ PackedLinear pack_linear(const QuantizedWeight& w);
 // The float weight [N, K] (nn.Linear layout, original input order) of p.
 void dequantize_packed(const PackedLinear& p, float* out);
 
+// The tensor-core layout of 4-bit codes (gpu/quant_linear.cu's
+// qmma_kernel): the A operand of mma.m16n8k16 (16 output features × 16
+// input positions per tile, NVIDIA PTX ISA "Matrix Fragments for
+// mma.m16n8k16") held one 32-bit word per lane. Lane t's word of a tile
+// holds a0..a7 of the fragment: a0, a1 = rows t/4, positions 2(t%4) + {0,1};
+// a2, a3 = row t/4 + 8, same positions; a4..a7 = the same at positions + 8.
+// Code a_{2p} sits in nibble p and a_{2p+1} in nibble p + 4, so one LOP3
+// with 0x000F000F (after a shift by 4p) yields the pair as two half
+// values. Words are ordered [row tile][position tile / 4][lane][position
+// tile % 4], so a lane's 16-byte load covers four consecutive position
+// tiles, and row tile r starts where row 16r starts in qweight: the same
+// size, and the same offsets for row ranges that are multiples of 16.
+// Needs bits 4, N % 16 == 0, K % 64 == 0 (std::invalid_argument otherwise).
+bool tileable(int bits, int64_t out_features, int64_t in_features);
+std::vector<uint32_t> tile_int4(const PackedLinear& p);
+// The code at (row n, position j) of a tiled word array (tests).
+uint32_t tiled_code(const std::vector<uint32_t>& tiled, int64_t K, int64_t n, int64_t j);
+
 }  // namespace pagoda

@@ -5,12 +5,14 @@
 //  * GPTQ 4-bit group 64 and 8-bit per-channel, fp16 and bf16, with and
 //    without act-order, a fused weight of three parts whose act-order
 //    permutations differ (each part then reads its own x order);
-//  * M = 1, 3, 8 (the GEMV) and 9, 40 (dequantized weight + cuBLASLt), out
-//    in the act dtype and F32, with a bias;
+//  * M = 1 … 32 (4-bit codes in the tensor-core layout: mma fragments
+//    dequantized in registers), 1 … 8 (other codes: the fp32 GEMV), and
+//    above (dequantized weight + cuBLASLt), out in the act dtype and F32,
+//    with a bias; 4-bit codes outside that layout (K % 64 != 0) too;
 //  * dummy packed weights: both paths agree, weights of std ~0.02;
 //  * the bytes a packed linear takes, its release, and the errors.
-// The GEMV dequantizes in fp32 (exact weights); the M > 8 path rounds the
-// weights to the act dtype, so its bound is that rounding's.
+// The register paths use the weights exactly (fp32 sums); the large-batch
+// path rounds the weights to the act dtype, so its bound is that rounding's.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -85,14 +87,17 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
   return out;
 }
 
-void check_fused(DType dt, int bits, int64_t group, bool act_order) {
+void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 512) {
   const uint64_t seed = gputest::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " " + dtype_name(dt) + " " + std::to_string(bits) +
                "-bit group " + std::to_string(group) + (act_order ? " act-order" : ""));
   std::mt19937_64 rng(seed);
   auto backend = make_cuda_backend(0, dt);
   const QuantConfig qc = gptq(bits, group);
-  const int64_t K = 512, rows[3] = {96, 32, 64}, N = 192;
+  const int64_t rows[3] = {96, 32, 64}, N = 192;
+  // Register-dequantizing kernels (exact weights) up to this many rows of x:
+  // the tensor-core one for 4-bit codes in its layout, else the fp32 GEMV.
+  const int64_t exact_up_to = tileable(bits, N, K) ? 32 : 8;
   ASSERT_TRUE(backend->keeps_quantized(qc, K));
   Tensor w = backend->alloc_quantized_linear(N, K, qc);
   EXPECT_EQ(w.dtype, DType::I32);
@@ -110,7 +115,7 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order) {
   EXPECT_EQ(backend->weight_bytes(w), static_cast<size_t>(N * (K * bits / 8 + G * 5)));
   const std::vector<float> bias = gputest::random_vec(rng, static_cast<size_t>(N), dt, -0.5f, 0.5f);
   Tensor b = gputest::upload(*backend, dt, {N}, bias);
-  for (const int64_t M : {1, 3, 8, 9, 40}) {
+  for (const int64_t M : {1, 3, 8, 9, 17, 32, 33, 40}) {
     const std::vector<float> x =
         gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
     Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
@@ -120,10 +125,10 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order) {
       gputest::poison(*backend, out);
       backend->linear(xt, w, &b, out);
       const std::vector<float> got = gputest::download(*backend, out);
-      // GEMV: fp32 sums of exact weights (+ the output's rounding); M > 8:
-      // weights rounded to dt first.
+      // Small batches: fp32 sums of exact weights (+ the output's
+      // rounding); larger: weights rounded to dt first.
       const double unit = dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
-      const double tol = (M > 8 ? unit : 1e-4) + (out_dt == dt ? unit : 0.0);
+      const double tol = (M > exact_up_to ? unit : 1e-4) + (out_dt == dt ? unit : 0.0);
       EXPECT_LT(gputest::rel_l2(got, want), tol) << "M " << M << " out " << dtype_name(out_dt);
       backend->free(out);
     }
@@ -137,6 +142,11 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order) {
 TEST(CudaQuantLinear, Gptq4BitGroup64) {
   PAGODA_REQUIRE_GPU();
   for (DType dt : {DType::F16, DType::BF16}) check_fused(dt, 4, 64, false);
+}
+TEST(CudaQuantLinear, Gptq4BitOutsideTheTensorCoreLayout) {
+  PAGODA_REQUIRE_GPU();
+  for (DType dt : {DType::F16, DType::BF16})
+    check_fused(dt, 4, 32, false, 480);  // K % 64 != 0: rows
 }
 TEST(CudaQuantLinear, Gptq4BitActOrderPartsWithDifferentPermutations) {
   PAGODA_REQUIRE_GPU();
@@ -159,16 +169,17 @@ TEST(CudaQuantLinear, DummyWeightsAgreeOnBothPaths) {
   Tensor top = w.slice_rows(0, 128), bottom = w.slice_rows(128, 128);
   backend->fill_quantized_dummy(top, 1);
   backend->fill_quantized_dummy(bottom, 2);
-  // Rows 0..7 of x through the GEMV (M = 8) and through the M = 9 path.
-  const std::vector<float> x = gputest::random_vec(rng, static_cast<size_t>(9 * K), DType::BF16);
-  Tensor x9 = gputest::upload(*backend, DType::BF16, {9, K}, x);
-  Tensor x8 = x9.first_rows(8);
-  Tensor o8 = backend->alloc(DType::F32, {8, N}), o9 = backend->alloc(DType::F32, {9, N});
+  // Rows 0..31 of x through the tensor-core kernel (M = 32) and through the
+  // M = 33 path (dequantized weight + cuBLASLt).
+  const std::vector<float> x = gputest::random_vec(rng, static_cast<size_t>(33 * K), DType::BF16);
+  Tensor x9 = gputest::upload(*backend, DType::BF16, {33, K}, x);
+  Tensor x8 = x9.first_rows(32);
+  Tensor o8 = backend->alloc(DType::F32, {32, N}), o9 = backend->alloc(DType::F32, {33, N});
   backend->linear(x8, w, nullptr, o8);
   backend->linear(x9, w, nullptr, o9);
   const std::vector<float> a = gputest::download(*backend, o8),
                            b9 = gputest::download(*backend, o9);
-  std::vector<double> b(b9.begin(), b9.begin() + 8 * N);
+  std::vector<double> b(b9.begin(), b9.begin() + 32 * N);
   EXPECT_LT(gputest::rel_l2(a, b), 1.0 / 256);
   // Weights of std ~0.02 and inputs uniform in [-1, 1): outputs of std
   // ~0.02 * sqrt(K / 3).

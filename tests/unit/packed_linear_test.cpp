@@ -35,6 +35,17 @@ void expect_exact(const QuantizedWeight& w) {
   ASSERT_EQ(got, want) << w.module;
   EXPECT_EQ(p.qweight.size(), static_cast<size_t>(w.out_features * w.in_features * w.bits / 32));
   EXPECT_EQ(p.chunk_group.size(), static_cast<size_t>(w.in_features / p.chunk()));
+  if (tileable(p.bits, p.out_features,
+               p.in_features)) {  // every code where the fragment map puts it
+    const std::vector<uint32_t> t = tile_int4(p);
+    ASSERT_EQ(t.size(), p.qweight.size());
+    const int64_t words = p.words_per_row();
+    for (int64_t n = 0; n < p.out_features; ++n)
+      for (int64_t j = 0; j < p.in_features; ++j)
+        ASSERT_EQ(tiled_code(t, p.in_features, n, j),
+                  (p.qweight[static_cast<size_t>(n * words + j / 8)] >> (4 * (j % 8))) & 15u)
+            << w.module << " row " << n << " position " << j;
+  }
   for (size_t j = 1; j < p.perm.size(); ++j) {  // act-order: sorted by group
     EXPECT_LE(w.g_idx[static_cast<size_t>(p.perm[j - 1])], w.g_idx[static_cast<size_t>(p.perm[j])]);
   }
@@ -77,6 +88,38 @@ TEST(PackedLinear, GptqLlama4Bit) { check_model("tiny-gptq-llama", false); }
 TEST(PackedLinear, GptqQwen2ActOrder) { check_model("tiny-gptq-qwen2-actorder", true); }
 TEST(PackedLinear, GptqQwen2Int8PerChannel) { check_model("tiny-gptq-qwen2-int8", false); }
 TEST(PackedLinear, AwqLlama) { check_model("tiny-awq-llama", false); }
+
+// The fragment map itself, against the PTX ISA's m16n8k16 A layout: lane
+// t's register p holds (row t/4 + 8·(p%2), column 2·(t%4) + 8·(p/2) + h)
+// in its half h.
+TEST(PackedLinear, TiledLayoutFollowsTheMmaFragment) {
+  PackedLinear p;
+  p.bits = 4;
+  p.out_features = 16;
+  p.in_features = 64;
+  p.num_groups = 1;
+  p.qweight.assign(16 * 8, 0u);
+  // Code of (n, j): a function of both, 4 bits.
+  auto code = [](int64_t n, int64_t j) { return static_cast<uint32_t>((n * 7 + j * 3) % 16); };
+  for (int64_t n = 0; n < 16; ++n)
+    for (int64_t j = 0; j < 64; ++j)
+      p.qweight[static_cast<size_t>(n * 8 + j / 8)] |= code(n, j) << (4 * (j % 8));
+  const std::vector<uint32_t> t = tile_int4(p);
+  for (int kt = 0; kt < 4; ++kt)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int reg = 0; reg < 4; ++reg)
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t word =
+              t[static_cast<size_t>(lane * 4 + kt)];  // row tile 0, position tiles 0..3
+          const uint32_t got = (word >> (4 * (reg + 4 * h))) & 15u;
+          const int64_t row = lane / 4 + 8 * (reg % 2),
+                        col = kt * 16 + 2 * (lane % 4) + 8 * (reg / 2) + h;
+          EXPECT_EQ(got, code(row, col)) << "lane " << lane << " reg " << reg << " half " << h;
+        }
+  EXPECT_FALSE(tileable(8, 16, 64));
+  EXPECT_FALSE(tileable(4, 24, 64));
+  EXPECT_FALSE(tileable(4, 16, 96));
+}
 
 TEST(PackedLinear, RefusesWhatTheKernelsCannotRead) {
   QuantConfig qc;
