@@ -170,10 +170,17 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return op == "//" ? Value(q) : Value(i - q * j);
     }
     if (op == "**") {
+      if (x == 0 && y < 0) throw ChatTemplateError("0.0 cannot be raised to a negative power");
       if (!fl && j >= 0) {
-        int64_t p = 1;
-        for (int64_t k = 0; k < j; ++k)
-          if (__builtin_mul_overflow(p, i, &p)) overflow();
+        // Square-and-multiply: O(log j) steps, so 1 ** 10**12 is instant. A
+        // square overflows only when a higher bit of j remains, which then
+        // overflows the result too.
+        int64_t p = 1, base = i;
+        for (int64_t e = j; e > 0;) {
+          if ((e & 1) != 0 && __builtin_mul_overflow(p, base, &p)) overflow();
+          e >>= 1;
+          if (e > 0 && __builtin_mul_overflow(base, base, &base)) overflow();
+        }
         return Value(p);
       }
       return Value(std::pow(x, y));

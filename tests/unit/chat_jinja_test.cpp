@@ -226,6 +226,15 @@ TEST(ChatJinja, FilterBlocksAndBadInputLimits) {
   // 64-bit integers fail cleanly where Python would switch to big integers.
   EXPECT_NE(Err("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
   EXPECT_NE(Err("{{ 2 ** 64 }}").find("overflow"), std::string::npos);
+  // Python: exact integers by squaring (a huge exponent of 1 or -1 is
+  // instant), ZeroDivisionError for 0 to a negative power.
+  EXPECT_EQ(R("{{ 2 ** 62 }}|{{ (-2) ** 63 }}|{{ 3 ** 39 }}|{{ 1 ** 999999999999 }}|{{ (-1) ** "
+              "999999999999 }}|{{ 7 ** 0 }}"),
+            "4611686018427387904|-9223372036854775808|4052555153018976267|1|-1|1");
+  EXPECT_NE(Err("{{ 2 ** 63 }}").find("overflow"), std::string::npos);
+  EXPECT_NE(Err("{{ 3 ** 40 }}").find("overflow"), std::string::npos);
+  EXPECT_EQ(Err("{{ 0 ** -1 }}"), "0.0 cannot be raised to a negative power");
+  EXPECT_EQ(Err("{{ 0.0 ** -2.5 }}"), "0.0 cannot be raised to a negative power");
   EXPECT_NE(Err("{{ 99999999999999999999 }}").find("(line 1)"), std::string::npos);
   EXPECT_NE(Err("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("recursion"), std::string::npos);
   EXPECT_NE(Err("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nesting too deep"),
