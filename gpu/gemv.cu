@@ -14,20 +14,13 @@
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
+#include "gpu/ptx.cuh"
 
 namespace pagoda::cuda {
 namespace {
 
 constexpr int kWarpsPerCta = 8;
 constexpr int kUnroll = 4;
-
-__device__ __forceinline__ uint4 ld_stream(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 template <typename T>
 __device__ __forceinline__ float dot8(uint4 a, uint4 b) {

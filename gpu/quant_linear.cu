@@ -27,6 +27,7 @@
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
+#include "gpu/ptx.cuh"
 #include "gpu/quant_kernels.h"
 
 namespace pagoda::cuda {
@@ -34,14 +35,6 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kUnroll = 2;
-
-__device__ __forceinline__ uint4 ld_stream(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 // x staged in shared memory as fp32, pre-scaled so that a code can be
 // turned into a float with one LOP3 and one FADD: a word's positions 0..3
@@ -279,23 +272,6 @@ struct Int4Magic<__nv_bfloat16> {
     return *reinterpret_cast<const uint32_t*>(&r);
   }
 };
-
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
 
 template <typename T, typename TO, int NT>
 __global__ void __launch_bounds__(kMmaWarps * 32)
