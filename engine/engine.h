@@ -43,8 +43,9 @@ struct EngineConfig {
   int64_t max_num_waiting_requests = 0;
   // Prompt positions scored for prompt_logprobs per step (the scheduler
   // prefills such a prompt in chunks of at most this many tokens): bounds
-  // the [positions, vocab] fp32 logits scored on the host (one 4000-token
-  // Qwen2 prompt took 2.4 GB at once; 256 rows are ~155 MB).
+  // the [positions, vocab] fp32 logits one step holds — on the host when
+  // the CPU backend scores them (one 4000-token Qwen2 prompt took 2.4 GB at
+  // once; 256 rows are ~155 MB), on the device as score rows with CUDA.
   int64_t max_prompt_logprob_tokens = 256;
 };
 

@@ -22,11 +22,6 @@ PromptLogprobRows prompt_logprob_rows(const ScheduledSeq& s) {
   return {begin, end - begin};
 }
 
-bool wants_prompt_logprob_rows(const SchedulerOutput& out) {
-  return std::any_of(out.seqs.begin(), out.seqs.end(),
-                     [](const ScheduledSeq& s) { return prompt_logprob_rows(s).count > 0; });
-}
-
 void add_prompt_logprob_rows(const SchedulerOutput& out, ForwardBatch& b) {
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const PromptLogprobRows r = prompt_logprob_rows(out.seqs[i]);

@@ -44,9 +44,6 @@ struct PromptLogprobRows {
 };
 PromptLogprobRows prompt_logprob_rows(const ScheduledSeq& s);
 
-// True when some sequence of `out` needs prompt-logprob rows this step.
-bool wants_prompt_logprob_rows(const SchedulerOutput& out);
-
 // Appends the prompt-logprob rows of `out` (schedule order) to
 // b.logits_indices; b must be `out`'s batch with its sampling rows already
 // in (query_start_loc filled).
