@@ -182,15 +182,15 @@ void QuantLinearStore::load(const Tensor& dst, const QuantizedWeight& w) {
     bad("'" + w.module + "': [" + std::to_string(w.out_features) + ", " +
         std::to_string(w.in_features) + "] " + std::to_string(w.bits) +
         "-bit does not fit the packed linear's rows " + dst.shape_str());
-  const PackedLinear p = pack_linear(w);
+  PackedLinear p = pack_linear(w);
   if (p.num_groups != e->g)
     bad("'" + w.module + "': " + std::to_string(p.num_groups) + " groups, expected " +
         std::to_string(e->g));
   if (e->tiled && (r0 % 16 != 0 || dst.rows() % 16 != 0))
     bad("'" + w.module + "': rows [" + std::to_string(r0) + ", " + std::to_string(r0 + dst.rows()) +
         ") are not whole 16-row tiles of the tensor-core layout");
-  const std::vector<uint32_t> codes = e->tiled ? tile_int4(p) : p.qweight;
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(e->qweight + r0 * e->words(), codes.data(), codes.size() * 4,
+  if (e->tiled) p.qweight = tile_int4(p);  // the codes in the tensor-core layout
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(e->qweight + r0 * e->words(), p.qweight.data(), p.qweight.size() * 4,
                                     cudaMemcpyHostToDevice, stream_));
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(e->scales + r0 * e->g, p.scales.data(), p.scales.size() * 4,
                                     cudaMemcpyHostToDevice, stream_));
