@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/unit/model_test_helpers.h"
-#include "tests/unit/tp_test_helpers.h"
+#include "tests/unit/reference_cases.h"
 
 namespace pagoda::test {
 namespace {
@@ -36,34 +36,9 @@ void check_arch(const std::string& name, double bound) {
   ASSERT_TRUE(in.good()) << dir;
   const json ref = json::parse(in);
   CpuModel m(dir, 80, 1024);
-  const auto V = static_cast<size_t>(m.config.vocab_size);
   int cases = 0;
-  double worst = 0;
-  for (const json& c : ref["cases"]) {
-    auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto want = c["last_logits"].get<std::vector<double>>();
-    const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
-    ASSERT_EQ(want.size(), V);
-    const auto max_blocks = static_cast<int32_t>((ids.size() + greedy.size() + 15) / 16);
-    std::vector<float> logits = m.run(one_seq_batch(ids, 0, 0, max_blocks));
-    const double e = rel_l2(logits.data(), want);
-    EXPECT_LT(e, bound) << name << " prompt of " << ids.size() << " tokens";
-    worst = std::max(worst, e);
-    std::printf("[arch] %s prompt of %zu tokens: relative L2 %.3g\n", name.c_str(), ids.size(), e);
-    std::vector<int32_t> got;
-    for (size_t step = 0; step < greedy.size(); ++step) {
-      const auto next = argmax_row(logits, 0, static_cast<int64_t>(V));
-      got.push_back(next);
-      const auto pos = static_cast<int32_t>(ids.size());
-      ids.push_back(next);
-      logits = m.run(one_seq_batch({next}, pos, 0, max_blocks));
-    }
-    EXPECT_EQ(got, greedy) << name << " prompt of " << c["prompt_ids"].size() << " tokens";
-    ++cases;
-  }
+  check_reference_cases(m, ref, "arch " + name, bound, 24, cases);
   EXPECT_EQ(cases, 4);
-  std::printf("[arch] %s: worst relative L2 error %.3g over %d prompts\n", name.c_str(), worst,
-              cases);
 }
 
 TEST(ModelArch, Llama3RopeScalingMatchesTransformers) {

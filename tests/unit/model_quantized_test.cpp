@@ -14,6 +14,7 @@
 #include "engine/model/model_executor.h"
 #include "engine/quant/quant_config.h"
 #include "tests/unit/model_test_helpers.h"
+#include "tests/unit/reference_cases.h"
 #include "tests/unit/tp_test_helpers.h"
 
 namespace pagoda::test {
@@ -38,34 +39,9 @@ void check_quantized(const std::string& name) {
   CpuModel m(dir, 80, 1024);
   ASSERT_TRUE(m.config.quantization.enabled()) << name;
   EXPECT_EQ(m.model->load_stats().quantized_linears, 7 * m.config.num_hidden_layers) << name;
-  const auto V = static_cast<size_t>(m.config.vocab_size);
   int cases = 0;
-  double worst = 0;
-  for (const json& c : ref["cases"]) {
-    auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto want = c["last_logits"].get<std::vector<double>>();
-    const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
-    ASSERT_EQ(want.size(), V);
-    ASSERT_EQ(greedy.size(), 32u);
-    const auto max_blocks = static_cast<int32_t>((ids.size() + greedy.size() + 15) / 16);
-    std::vector<float> logits = m.run(one_seq_batch(ids, 0, 0, max_blocks));
-    const double e = rel_l2(logits.data(), want);
-    EXPECT_LT(e, 1e-4) << name << " prompt of " << ids.size() << " tokens";
-    worst = std::max(worst, e);
-    std::vector<int32_t> got;
-    for (size_t step = 0; step < greedy.size(); ++step) {
-      const auto next = argmax_row(logits, 0, static_cast<int64_t>(V));
-      got.push_back(next);
-      const auto pos = static_cast<int32_t>(ids.size());
-      ids.push_back(next);
-      logits = m.run(one_seq_batch({next}, pos, 0, max_blocks));
-    }
-    EXPECT_EQ(got, greedy) << name << " prompt of " << c["prompt_ids"].size() << " tokens";
-    ++cases;
-  }
+  check_reference_cases(m, ref, "quantized " + name, 1e-4, 32, cases);
   EXPECT_EQ(cases, 4);
-  std::printf("[quantized] %s: worst relative L2 error %.3g over %d prompts\n", name.c_str(), worst,
-              cases);
 }
 
 TEST(ModelQuantized, GptqLlama4BitMatchesTransformers) { check_quantized("tiny-gptq-llama"); }
