@@ -69,6 +69,86 @@ __global__ void rms_norm_kernel(const T* x, T* residual, const T* __restrict__ w
     o[i] = from_f32<T>(to_f32(src[i]) * inv * to_f32(w[i]));
 }
 
+// The same in one pass over registers, for rows of 16-byte vectors: each
+// thread loads its (at most NV) vectors of x (and the residual) at once,
+// so a row costs one memory round trip instead of one per loop step (a
+// decode step's norms are latency-bound: docs/PERFORMANCE.md). Same
+// arithmetic per element as rms_norm_kernel; only the order of the fp32
+// sum of squares differs.
+template <typename T, bool kAdd, int NV>
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_vec_kernel(const T* x, T* residual, const T* __restrict__ w, float eps, T* out, int64_t H) {
+  constexpr int VEC = 16 / sizeof(T);
+  using V = Vec<T, VEC>;
+  __shared__ float smem[32];
+  const int64_t row = blockIdx.x;
+  const int nvec = static_cast<int>(H / VEC);
+  const V* xr = reinterpret_cast<const V*>(x + row * H);
+  V* rr = kAdd ? reinterpret_cast<V*>(residual + row * H) : nullptr;
+  V xv[NV], rv[NV];
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    if (i < nvec) {
+      xv[j] = xr[i];
+      if constexpr (kAdd) rv[j] = rr[i];
+    }
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    if (i >= nvec) continue;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      float v = to_f32(xv[j].v[e]);
+      if constexpr (kAdd) {
+        xv[j].v[e] = from_f32<T>(v + to_f32(rv[j].v[e]));  // HF adds in the activation dtype
+        v = to_f32(xv[j].v[e]);
+      }
+      ss += v * v;
+    }
+    if constexpr (kAdd) rr[i] = xv[j];
+  }
+  const float total = block_sum(ss, smem);
+  const float inv = rsqrtf(total / static_cast<float>(H) + eps);
+  const V* wr = reinterpret_cast<const V*>(w);
+  V* o = reinterpret_cast<V*>(out + row * H);
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    if (i >= nvec) continue;
+    const V wv = wr[i];
+    V ov;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) ov.v[e] = from_f32<T>(to_f32(xv[j].v[e]) * inv * to_f32(wv.v[e]));
+    o[i] = ov;
+  }
+}
+
+// Launches the register form when rows are whole, aligned 16-byte vectors
+// of at most 4 per thread; the looping form otherwise.
+template <typename T, bool kAdd>
+void launch_norm_t(const void* x, void* residual, const void* w, float eps, void* out, int64_t T_, int64_t H,
+                   cudaStream_t stream) {
+  constexpr int VEC = 16 / sizeof(T);
+  const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const int64_t per = (H / VEC + kNormThreads - 1) / kNormThreads;
+  const auto* xp = static_cast<const T*>(x);
+  auto* rp = static_cast<T*>(residual);
+  const auto* wp = static_cast<const T*>(w);
+  auto* op = static_cast<T*>(out);
+  if (H % VEC != 0 || per > 4 || !al(x) || !al(w) || !al(out) || (kAdd && !al(residual))) {
+    rms_norm_kernel<T, kAdd><<<T_, kNormThreads, 0, stream>>>(xp, rp, wp, eps, op, H);
+    return;
+  }
+  switch (per) {
+    case 1: rms_norm_vec_kernel<T, kAdd, 1><<<T_, kNormThreads, 0, stream>>>(xp, rp, wp, eps, op, H); break;
+    case 2: rms_norm_vec_kernel<T, kAdd, 2><<<T_, kNormThreads, 0, stream>>>(xp, rp, wp, eps, op, H); break;
+    default: rms_norm_vec_kernel<T, kAdd, 4><<<T_, kNormThreads, 0, stream>>>(xp, rp, wp, eps, op, H); break;
+  }
+}
+
 template <typename T>
 __global__ void silu_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t T_,
                                 int64_t I) {
@@ -151,10 +231,7 @@ void launch_embedding(DType dt, const int32_t* ids, const void* table, void* out
 void launch_rms_norm(DType dt, const void* x, const void* w, float eps, void* out, int64_t T,
                      int64_t H, cudaStream_t stream) {
   if (T == 0) return;
-  PAGODA_DISPATCH_FLOAT(dt, "rms_norm",
-      rms_norm_kernel<scalar_t, false><<<T, kNormThreads, 0, stream>>>(
-          static_cast<const scalar_t*>(x), nullptr, static_cast<const scalar_t*>(w), eps,
-          static_cast<scalar_t*>(out), H));
+  PAGODA_DISPATCH_FLOAT(dt, "rms_norm", launch_norm_t<scalar_t, false>(x, nullptr, w, eps, out, T, H, stream));
   PAGODA_CUDA_CHECK_LAUNCH("rms_norm_kernel");
 }
 
@@ -162,9 +239,7 @@ void launch_add_rms_norm(DType dt, const void* x, void* residual, const void* w,
                          void* out, int64_t T, int64_t H, cudaStream_t stream) {
   if (T == 0) return;
   PAGODA_DISPATCH_FLOAT(dt, "add_rms_norm",
-      rms_norm_kernel<scalar_t, true><<<T, kNormThreads, 0, stream>>>(
-          static_cast<const scalar_t*>(x), static_cast<scalar_t*>(residual),
-          static_cast<const scalar_t*>(w), eps, static_cast<scalar_t*>(out), H));
+                        launch_norm_t<scalar_t, true>(x, residual, w, eps, out, T, H, stream));
   PAGODA_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 

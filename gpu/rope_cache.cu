@@ -15,45 +15,51 @@
 namespace pagoda::cuda {
 namespace {
 
+// Grid (T, head groups): each CTA takes kHeadsPerCta(D) heads of one token
+// (q heads, then k, then v, as in the qkv row) and each thread one rotation
+// pair (j, j + D/2), so a decode step's few tokens still spread over many
+// CTAs and every thread makes one memory round trip.
+constexpr int kThreads = 256;
+
+__host__ __device__ constexpr int heads_per_cta(int half) { return half >= kThreads ? 1 : kThreads / half; }
+
 template <typename T>
-__global__ void rope_and_cache_kernel(const T* __restrict__ qkv, const float* __restrict__ cos_sin,
-                                      int64_t max_pos, const int32_t* __restrict__ positions,
-                                      const int32_t* __restrict__ slot_mapping, int Hq, int Hk,
-                                      int D, T* __restrict__ q_out, T* __restrict__ k_cache,
-                                      T* __restrict__ v_cache) {
+__global__ void __launch_bounds__(kThreads)
+    rope_and_cache_kernel(const T* __restrict__ qkv, const float* __restrict__ cos_sin, int64_t max_pos,
+                          const int32_t* __restrict__ positions, const int32_t* __restrict__ slot_mapping,
+                          int Hq, int Hk, int D, T* __restrict__ q_out, T* __restrict__ k_cache,
+                          T* __restrict__ v_cache) {
   const int64_t t = blockIdx.x;
   const int half = D / 2;
+  const int hpc = heads_per_cta(half);
   const int64_t row_len = static_cast<int64_t>(Hq + 2 * Hk) * D;
   const T* row = qkv + t * row_len;
   int64_t pos = positions[t];
   pos = pos < 0 ? 0 : (pos >= max_pos ? max_pos - 1 : pos);  // validated on the host
   const float* cs = cos_sin + pos * D;
   const int64_t slot = slot_mapping[t];
-
-  // q and k rotations: (Hq + Hk) * D/2 pairs.
-  const int npairs = (Hq + Hk) * half;
-  for (int e = threadIdx.x; e < npairs; e += blockDim.x) {
-    const int h = e / half, j = e % half;
-    const T* src = row + static_cast<int64_t>(h) * D;  // q heads then k heads, contiguous
+  for (int e = threadIdx.x; e < hpc * half; e += blockDim.x) {
+    const int h = blockIdx.y * hpc + e / half, j = e % half;
+    if (h >= Hq + 2 * Hk) break;
+    const T* src = row + static_cast<int64_t>(h) * D;  // q heads, k heads, v heads: contiguous
+    if (h >= Hq + Hk) {                                 // v: copied unchanged
+      if (slot < 0) continue;
+      T* dst = v_cache + (slot * Hk + (h - Hq - Hk)) * static_cast<int64_t>(D);
+      dst[j] = src[j];
+      dst[j + half] = src[j + half];
+      continue;
+    }
     const float x1 = to_f32(src[j]), x2 = to_f32(src[j + half]);
     const float c = cs[j], s = cs[half + j];
     const float o1 = x1 * c - x2 * s;
     const float o2 = x2 * c + x1 * s;
-    if (h < Hq) {
-      T* dst = q_out + t * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
-      dst[j] = from_f32<T>(o1);
-      dst[j + half] = from_f32<T>(o2);
-    } else if (slot >= 0) {
-      T* dst = k_cache + (slot * Hk + (h - Hq)) * static_cast<int64_t>(D);
-      dst[j] = from_f32<T>(o1);
-      dst[j + half] = from_f32<T>(o2);
-    }
+    T* dst = nullptr;
+    if (h < Hq) dst = q_out + t * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
+    else if (slot >= 0) dst = k_cache + (slot * Hk + (h - Hq)) * static_cast<int64_t>(D);
+    if (dst == nullptr) continue;
+    dst[j] = from_f32<T>(o1);
+    dst[j + half] = from_f32<T>(o2);
   }
-  if (slot < 0) return;
-  // v: copied unchanged.
-  const T* vsrc = row + static_cast<int64_t>(Hq + Hk) * D;
-  T* vdst = v_cache + slot * Hk * static_cast<int64_t>(D);
-  for (int e = threadIdx.x; e < Hk * D; e += blockDim.x) vdst[e] = vsrc[e];
 }
 
 }  // namespace
@@ -64,7 +70,9 @@ void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int6
                            cudaStream_t stream) {
   if (T == 0) return;
   PAGODA_DISPATCH_FLOAT(dt, "rope_and_cache",
-      rope_and_cache_kernel<scalar_t><<<T, 128, 0, stream>>>(
+      rope_and_cache_kernel<scalar_t><<<dim3(static_cast<unsigned>(T), static_cast<unsigned>(
+                                             (Hq + 2 * Hk + heads_per_cta(D / 2) - 1) / heads_per_cta(D / 2))),
+                                         kThreads, 0, stream>>>(
           static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk,
           D, static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache),
           static_cast<scalar_t*>(v_cache)));
