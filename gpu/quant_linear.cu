@@ -220,10 +220,16 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
 
 // ---- 4-bit codes in the tensor-core layout (packed_linear.h, tile_int4) ----
 //
-// qmma_kernel, for up to 8 * NT rows of x (decode batches up to 32): each
-// CTA owns one tile of 16 output features; its 8 warps split the input
-// positions (contiguous runs of 16-byte loads of four 16-position tiles,
-// kMmaUnroll in flight with their scales and zeros).
+// qmma_kernel, for up to 8 * NT rows of x (decode batches up to 32): a
+// persistent grid (as many CTAs as fit the GPU at once) whose CTAs take the
+// 16-feature row tiles in turn; the W warps of a CTA split each tile's input
+// positions (contiguous runs of 16-byte loads of four 16-position tiles).
+// The weight stream never stops: a warp issues its next kMmaUnroll loads —
+// of this tile or of the CTA's next one — before it computes the current
+// ones, and the next tile's scales and zeros are copied into shared memory
+// asynchronously (cp.async) while this tile is computed. (Short-lived CTAs
+// that load once and compute once reached ~1.3 TB/s: each waits out a full
+// memory latency with nothing else in flight; docs/PERFORMANCE.md.)
 // A lane's word of a tile is its A fragment of mma.m16n8k16: four LOP3s
 // (0x000F000F | magic, after shifts of 4, 8, 12) give the four registers as
 // (magic + q) pairs, one HSUB2 each subtracts (magic + zero) exactly, so A
@@ -234,8 +240,16 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
 // only x and the output are in fp16 / bf16. The warps' sums meet in shared
 // memory. Marlin (Frantar et al. 2024) does the same dequantization into
 // fragments, with asynchronous copies and larger tiles for big batches.
-constexpr int kMmaWarps = 8;
 constexpr int kMmaUnroll = 4;
+constexpr int kMmaWarps = 8;
+
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t magic) {
   uint32_t r;
@@ -273,128 +287,230 @@ struct Int4Magic<__nv_bfloat16> {
   }
 };
 
-template <typename T, typename TO, int NT>
-__global__ void __launch_bounds__(kMmaWarps * 32)
+// Shared memory of qmma_kernel, in 4-byte words: two buffers of a tile's
+// raw scales [16][G + 1] (fp32) and zeros [16][4 * zstride] (uint8; the
+// padding spreads rows over banks), the records [G][8] (uint4: the scales
+// of rows i and i + 8 and their (magic + zero) pairs, built from a raw
+// buffer once per tile so the loop reads one record per chunk), the chunk
+// groups [K / 32] (act-order or irregular groups) and the warps' partial
+// sums [W][NT * 4][32].
+struct QmmaSmem {
+  int sstride, zstride, buf, rec, cg, red, total;
+  __host__ __device__ QmmaSmem(int NT, int K, int G, bool table) {
+    sstride = G + 1;
+    zstride = (G + 3) / 4 + 1;
+    buf = 16 * (sstride + zstride);
+    rec = (2 * buf + 3) & ~3;  // 16-byte aligned
+    cg = rec + 32 * G;
+    red = cg + (table ? K / 32 : 0);
+    total = red + kMmaWarps * NT * 4 * 32;
+  }
+};
+
+template <typename T, typename TO, int NT, int MINB>
+__global__ void __launch_bounds__(kMmaWarps * 32, MINB)
     qmma_kernel(const T* __restrict__ x, const uint4* __restrict__ tiles, const float* __restrict__ scales,
-                const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group, int group_size,
-                const T* __restrict__ bias, TO* __restrict__ out, int64_t ldo, int M, int K, int G) {
+                const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group, int group_shift,
+                const T* __restrict__ bias, TO* __restrict__ out, int64_t ldo, int M, int K, int G, int ntiles) {
   using Mg = Int4Magic<T>;
+  extern __shared__ __align__(16) uint32_t smem[];
+  const QmmaSmem L(NT, K, G, group_shift < 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int ngroups = K / 64;  // 16-byte loads per lane per row tile
   // Each warp takes a contiguous run of them (its groups change rarely).
   const int per = (ngroups + kMmaWarps - 1) / kMmaWarps;
-  const int kb0 = warp * per, kb1 = min(ngroups, kb0 + per);
-  const uint4* base = tiles + static_cast<int64_t>(blockIdx.x) * ngroups * 32 + lane;
-  const int r0 = blockIdx.x * 16 + lane / 4, r8 = r0 + 8;
-  float acc[NT][4];
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[t][i] = 0.f;
-  for (int kb = kb0; kb < kb1; kb += kMmaUnroll) {
-    // Every load of the batch first: codes, then each 32-position chunk's
-    // scales and zeros (group from group_size, or chunk_group with act-order).
-    uint4 wv[kMmaUnroll];
-    float s[kMmaUnroll][2][2];
-    uint32_t z[kMmaUnroll][2][2];
-#pragma unroll
-    for (int u = 0; u < kMmaUnroll; ++u) {
-      const int kg = kb + u;
-      wv[u] = kg < kb1 ? ld_stream(base + static_cast<int64_t>(kg) * 32) : uint4{0, 0, 0, 0};
+  const int kb0 = min(ngroups, warp * per), kb1 = min(ngroups, kb0 + per);
+  const int nbatch = (kb1 - kb0 + kMmaUnroll - 1) / kMmaUnroll;  // may be 0 (short rows)
+  const int r4 = lane / 4;
+
+  // Copies tile t's scales and zeros into buffer b (one commit group).
+  const auto stage = [&](int t, int b) {
+    if (t < ntiles) {
+      float* ss = reinterpret_cast<float*>(smem + b * L.buf);
+      uint32_t* zs = smem + b * L.buf + 16 * L.sstride;
+      const float* st = scales + static_cast<int64_t>(t) * 16 * G;
+      const uint8_t* zt = zeros + static_cast<int64_t>(t) * 16 * G;
+      for (int e = threadIdx.x; e < 16 * G; e += blockDim.x) cp_async4(ss + (e / G) * L.sstride + e % G, st + e);
+      // zeros: 4 bytes at a time when a row's G bytes are whole words;
+      // otherwise (G % 4 != 0: rows not word-aligned) plain byte loads.
+      if (G % 4 == 0) {
+        const int wpr = G / 4;
+        for (int e = threadIdx.x; e < 16 * wpr; e += blockDim.x)
+          cp_async4(zs + (e / wpr) * L.zstride + e % wpr, zt + 4 * e);
+      } else {
+        for (int e = threadIdx.x; e < 16 * G; e += blockDim.x)
+          reinterpret_cast<uint8_t*>(zs + (e / G) * L.zstride)[e % G] = zt[e];
+      }
     }
+    cp_async_commit();
+  };
+
+  int32_t* cg = reinterpret_cast<int32_t*>(smem + L.cg);
+  if (group_shift < 0)
+    for (int c = threadIdx.x; c < K / 32; c += blockDim.x) cg[c] = chunk_group[c];
+  uint4* rec = reinterpret_cast<uint4*>(smem + L.rec);
+
+  // A warp's batches over the CTA's tiles: batch bi of tile t is its loads
+  // kb0 + bi · U ... (fewer in the last batch of a row).
+  const auto load = [&](uint4 (&dst)[kMmaUnroll], int t, int bi) {
+    const int kb = kb0 + bi * kMmaUnroll;
+    const uint4* base = tiles + (static_cast<int64_t>(t) * ngroups + kb) * 32 + lane;
 #pragma unroll
     for (int u = 0; u < kMmaUnroll; ++u)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int chunk = min(kb + u, kb1 - 1) * 2 + c;
-        const int g = group_size > 0 ? chunk * 32 / group_size : chunk_group[chunk];
-        s[u][c][0] = scales[static_cast<int64_t>(r0) * G + g];
-        s[u][c][1] = scales[static_cast<int64_t>(r8) * G + g];
-        z[u][c][0] = zeros[static_cast<int64_t>(r0) * G + g];
-        z[u][c][1] = zeros[static_cast<int64_t>(r8) * G + g];
+      dst[u] = t < ntiles && kb + u < kb1 ? ld_stream(base + u * 32) : uint4{0, 0, 0, 0};
+  };
+
+  uint4 cur[kMmaUnroll], nxt[kMmaUnroll];
+  int t = blockIdx.x;
+  if (nbatch > 0) load(cur, t, 0);
+  stage(t, 0);
+  for (int j = 0; t < ntiles; ++j, t += gridDim.x) {
+    const int tn = t + gridDim.x;
+    stage(tn, (j + 1) & 1);  // the next tile's scales, in flight during this one
+    cp_async_wait<1>();      // this tile's are here
+    __syncthreads();
+    {
+      const float* ss = reinterpret_cast<const float*>(smem + (j & 1) * L.buf);
+      const uint8_t* zs = reinterpret_cast<const uint8_t*>(smem + (j & 1) * L.buf + 16 * L.sstride);
+      for (int e = threadIdx.x; e < 8 * G; e += blockDim.x) {
+        const int g = e / 8, i = e % 8;
+        rec[e] = uint4{__float_as_uint(ss[i * L.sstride + g]), __float_as_uint(ss[(i + 8) * L.sstride + g]),
+                       Mg::pair(Mg::kBase + static_cast<float>(zs[i * 4 * L.zstride + g])),
+                       Mg::pair(Mg::kBase + static_cast<float>(zs[(i + 8) * 4 * L.zstride + g]))};
       }
+    }
+    __syncthreads();
+    float acc[NT][4];
 #pragma unroll
-    for (int u = 0; u < kMmaUnroll; ++u) {
-      const int kg = kb + u;
-      if (kg >= kb1) break;
-      const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+    for (int q = 0; q < NT; ++q)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {  // a chunk: two 16-position tiles of one group
-        const uint32_t z0 = Mg::pair(Mg::kBase + static_cast<float>(z[u][c][0]));
-        const uint32_t z8 = Mg::pair(Mg::kBase + static_cast<float>(z[u][c][1]));
-        float part[NT][4];
+      for (int i = 0; i < 4; ++i) acc[q][i] = 0.f;
+    for (int bi = 0; bi < nbatch; ++bi) {
+      if (bi + 1 < nbatch) load(nxt, t, bi + 1);
+      else load(nxt, tn, 0);  // the next tile's first loads (none past the last)
+      const int kb = kb0 + bi * kMmaUnroll;
 #pragma unroll
-        for (int t = 0; t < NT; ++t)
+      for (int u = 0; u < kMmaUnroll; ++u) {
+        const int kg = kb + u;
+        if (kg >= kb1) break;
+        const uint32_t words[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
 #pragma unroll
-          for (int i = 0; i < 4; ++i) part[t][i] = 0.f;
+        for (int c = 0; c < 2; ++c) {  // a chunk: two 16-position tiles of one group
+          const int chunk = kg * 2 + c;
+          const int g = group_shift >= 0 ? chunk >> group_shift : cg[chunk];
+          const uint4 sz = rec[g * 8 + r4];
+          // The lane's x for the chunk: positions 8 (lane % 4) .. + 7 of it
+          // (packed_linear.h): B of tile h is {.x, .y} (h = 0), {.z, .w}.
+          uint4 xb[NT];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int kk = 2 * c + h;
-          const int k0 = (kg * 4 + kk) * 16;
-          uint32_t b[NT][2];
-#pragma unroll
-          for (int t = 0; t < NT; ++t) {
-            const int m = t * 8 + lane / 4;
-            b[t][0] = b[t][1] = 0;
-            if (m < M) {
-              const T* xr = x + static_cast<int64_t>(m) * K + k0 + 2 * (lane % 4);
-              b[t][0] = *reinterpret_cast<const uint32_t*>(xr);
-              b[t][1] = *reinterpret_cast<const uint32_t*>(xr + 8);
-            }
+          for (int q = 0; q < NT; ++q) {
+            const int m = q * 8 + r4;
+            xb[q] = m < M ? *reinterpret_cast<const uint4*>(x + static_cast<int64_t>(m) * K + chunk * 32 +
+                                                            8 * (lane % 4))
+                          : uint4{0, 0, 0, 0};
           }
-          const uint32_t w = words[kk];
-          uint32_t a[4];
-          a[0] = Mg::sub(and_or(w, 0x000F000Fu, Mg::kWord), z0);        // row r0, positions 2c', 2c'+1
-          a[1] = Mg::sub(and_or(w >> 4, 0x000F000Fu, Mg::kWord), z8);   // row r8
-          a[2] = Mg::sub(and_or(w >> 8, 0x000F000Fu, Mg::kWord), z0);   // row r0, positions + 8
-          a[3] = Mg::sub(and_or(w >> 12, 0x000F000Fu, Mg::kWord), z8);  // row r8, positions + 8
+          float part[NT][4];
 #pragma unroll
-          for (int t = 0; t < NT; ++t) mma16816<T>(part[t], a, b[t][0], b[t][1]);
-        }
+          for (int q = 0; q < NT; ++q)
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          acc[t][0] = fmaf(s[u][c][0], part[t][0], acc[t][0]);
-          acc[t][1] = fmaf(s[u][c][0], part[t][1], acc[t][1]);
-          acc[t][2] = fmaf(s[u][c][1], part[t][2], acc[t][2]);
-          acc[t][3] = fmaf(s[u][c][1], part[t][3], acc[t][3]);
+            for (int i = 0; i < 4; ++i) part[q][i] = 0.f;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t w = words[2 * c + h];
+            uint32_t a[4];
+            a[0] = Mg::sub(and_or(w, 0x000F000Fu, Mg::kWord), sz.z);        // row r0, columns 2q, 2q+1
+            a[1] = Mg::sub(and_or(w >> 4, 0x000F000Fu, Mg::kWord), sz.w);   // row r8
+            a[2] = Mg::sub(and_or(w >> 8, 0x000F000Fu, Mg::kWord), sz.z);   // row r0, columns + 8
+            a[3] = Mg::sub(and_or(w >> 12, 0x000F000Fu, Mg::kWord), sz.w);  // row r8, columns + 8
+#pragma unroll
+            for (int q = 0; q < NT; ++q)
+              mma16816<T>(part[q], a, h == 0 ? xb[q].x : xb[q].z, h == 0 ? xb[q].y : xb[q].w);
+          }
+          const float s0 = __uint_as_float(sz.x), s8 = __uint_as_float(sz.y);
+#pragma unroll
+          for (int q = 0; q < NT; ++q) {
+            acc[q][0] = fmaf(s0, part[q][0], acc[q][0]);
+            acc[q][1] = fmaf(s0, part[q][1], acc[q][1]);
+            acc[q][2] = fmaf(s8, part[q][2], acc[q][2]);
+            acc[q][3] = fmaf(s8, part[q][3], acc[q][3]);
+          }
         }
       }
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u) cur[u] = nxt[u];
     }
+    if (nbatch == 0) load(cur, tn, 0);  // (warps with no positions keep nothing in flight)
+    float* red = reinterpret_cast<float*>(smem + L.red);  // [W][NT * 4][32]
+#pragma unroll
+    for (int q = 0; q < NT; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[(warp * NT * 4 + q * 4 + i) * 32 + lane] = acc[q][i];
+    __syncthreads();  // also: every warp is done with this tile's records
+    if (warp == 0) {
+      const int r0 = t * 16 + r4, r8 = r0 + 8;
+#pragma unroll
+      for (int q = 0; q < NT; ++q)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float v = 0.f;
+#pragma unroll
+          for (int w = 0; w < kMmaWarps; ++w) v += red[(w * NT * 4 + q * 4 + i) * 32 + lane];
+          const int row = i < 2 ? r0 : r8;  // C fragment: c0, c1 row r0; c2, c3 row r8
+          const int m = q * 8 + 2 * (lane % 4) + (i % 2);
+          if (m < M) out[static_cast<int64_t>(m) * ldo + row] = from_f32<TO>(v + (bias ? to_f32(bias[row]) : 0.f));
+        }
+    }
+    __syncthreads();  // red is free again
   }
-  __shared__ float red[kMmaWarps][NT * 4][32];
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][t * 4 + i][lane] = acc[t][i];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v = 0.f;
-#pragma unroll
-      for (int w = 0; w < kMmaWarps; ++w) v += red[w][t * 4 + i][lane];
-      const int row = i < 2 ? r0 : r8;  // C fragment: c0, c1 row r0; c2, c3 row r8
-      const int m = t * 8 + 2 * (lane % 4) + (i % 2);
-      if (m < M) out[static_cast<int64_t>(m) * ldo + row] = from_f32<TO>(v + (bias ? to_f32(bias[row]) : 0.f));
-    }
+  cp_async_wait<0>();
+}
+
+template <typename T, typename TO, int NT, int MINB>
+void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const float* s, const uint8_t* z,
+                 const int32_t* cg, int shift, const T* bp, TO* op, int64_t ldo, int M, int K, int G,
+                 cudaStream_t st) {
+  static const int fit = [] {  // CTAs of this kernel an SM holds at once (at a typical smem size)
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmma_kernel<T, TO, NT, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           200 * 1024));
+    int dev = 0, sms = 0, per = 0;
+    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    PAGODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, qmma_kernel<T, TO, NT, MINB>,
+                                                                    kMmaWarps * 32, 16 * 1024));
+    return sms * (per > 0 ? per : 1);
+  }();
+  const int grid = ntiles < fit ? ntiles : fit;
+  qmma_kernel<T, TO, NT, MINB><<<grid, kMmaWarps * 32, smem, st>>>(xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G,
+                                                                  ntiles);
 }
 
 template <typename T, typename TO>
 void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, const int32_t* cg, int gs,
             const void* bias, void* out, int64_t ldo, int M, int N, int K, int G, cudaStream_t st) {
-  const dim3 grid(N / 16), block(kMmaWarps * 32);
   const T* xp = static_cast<const T*>(x);
   const auto* tp = reinterpret_cast<const uint4*>(qw);
   const T* bp = static_cast<const T*>(bias);
   TO* op = static_cast<TO*>(out);
-  switch ((M + 7) / 8) {
-    case 1: qmma_kernel<T, TO, 1><<<grid, block, 0, st>>>(xp, tp, s, z, cg, gs, bp, op, ldo, M, K, G); break;
-    case 2: qmma_kernel<T, TO, 2><<<grid, block, 0, st>>>(xp, tp, s, z, cg, gs, bp, op, ldo, M, K, G); break;
-    case 3: qmma_kernel<T, TO, 3><<<grid, block, 0, st>>>(xp, tp, s, z, cg, gs, bp, op, ldo, M, K, G); break;
-    default: qmma_kernel<T, TO, 4><<<grid, block, 0, st>>>(xp, tp, s, z, cg, gs, bp, op, ldo, M, K, G); break;
+  // chunk -> group as a shift when group_size is 32 · 2^j; the table otherwise.
+  int shift = -1;
+  for (int j = 0; j < 24 && gs > 0; ++j)
+    if (32 << j == gs) shift = j;
+  const int NT = (M + 7) / 8;
+  const size_t smem = static_cast<size_t>(QmmaSmem(NT, K, G, shift < 0).total) * 4;
+  if (smem > 200 * 1024) throw std::invalid_argument("launch_qmma: too many groups for shared memory");
+  const int ntiles = N / 16;
+#define PAGODA_QMMA(NT_, MB) \
+  qmma_launch<T, TO, NT_, MB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st)
+  // Two CTAs an SM: each warp keeps 4-8 loads in flight and registers to
+  // interleave its chunks' mma chains (three CTAs at 80 registers spill and
+  // ran slower: docs/PERFORMANCE.md).
+  switch (NT) {
+    case 1: PAGODA_QMMA(1, 2); break;
+    case 2: PAGODA_QMMA(2, 2); break;
+    case 3: PAGODA_QMMA(3, 1); break;
+    default: PAGODA_QMMA(4, 1); break;
   }
+#undef PAGODA_QMMA
   PAGODA_CUDA_CHECK_LAUNCH("qmma_kernel");
 }
 
@@ -417,7 +533,7 @@ __global__ void qdequant_tiled_kernel(const uint32_t* __restrict__ tiles, const 
   for (int nib = 0; nib < 8; ++nib) {
     const int p = nib % 4, h = nib / 4;  // register p, half h
     const int row = rt * 16 + lane / 4 + 8 * (p % 2);
-    const int j = kt * 16 + 2 * (lane % 4) + 8 * (p / 2) + h;
+    const int j = (kt / 2) * 32 + 8 * (lane % 4) + 4 * (kt % 2) + 2 * (p / 2) + h;  // packed_linear.h
     const int g = chunk_group[j / 32];
     const float v = scales[static_cast<int64_t>(row) * G + g] *
                     static_cast<float>(static_cast<int>((word >> (4 * nib)) & 15u) -

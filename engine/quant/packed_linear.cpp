@@ -121,7 +121,13 @@ namespace {
 
 // Where (row n, position j) lives in the tiled layout: word index and nibble.
 std::pair<int64_t, int> tiled_at(int64_t K, int64_t n, int64_t j) {
-  const int64_t rt = n / 16, r = n % 16, kt = j / 16, c = j % 16;
+  // Position j is column c of position tile kt (a 32-position chunk is
+  // two tiles): the four lanes of a row pair take 8 consecutive positions
+  // of a chunk each, 4 in each of its two tiles (columns 2q, 2q + 1,
+  // 2q + 8, 2q + 9 for lane quad q), so a lane reads its x as one 16-byte
+  // vector per chunk.
+  const int64_t rt = n / 16, r = n % 16, o = j % 32, q = o / 8, f = o % 4;
+  const int64_t kt = (j / 32) * 2 + (o % 8) / 4, c = 2 * q + 8 * (f / 2) + f % 2;
   // Fragment: lane t = 4 * (r % 8) + (c % 8) / 2; register p = (r >= 8) + 2 * (c >= 8); half = c
   // % 2.
   const int64_t lane = 4 * (r % 8) + (c % 8) / 2;

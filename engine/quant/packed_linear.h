@@ -63,8 +63,13 @@ void dequantize_packed(const PackedLinear& p, float* out);
 // qmma_kernel): the A operand of mma.m16n8k16 (16 output features × 16
 // input positions per tile, NVIDIA PTX ISA "Matrix Fragments for
 // mma.m16n8k16") held one 32-bit word per lane. Lane t's word of a tile
-// holds a0..a7 of the fragment: a0, a1 = rows t/4, positions 2(t%4) + {0,1};
-// a2, a3 = row t/4 + 8, same positions; a4..a7 = the same at positions + 8.
+// holds a0..a7 of the fragment: a0, a1 = rows t/4, columns 2(t%4) + {0,1};
+// a2, a3 = row t/4 + 8, same columns; a4..a7 = the same at columns + 8.
+// A tile's columns are not consecutive positions: each 32-position chunk
+// (two tiles, one group) gives lane quad q = t%4 its positions 8q .. 8q + 7,
+// 8q + 4h + {0, 1, 2, 3} as columns 2q, 2q + 1, 2q + 8, 2q + 9 of tile h,
+// so the kernel reads a lane's x for a chunk as one 16-byte vector (the
+// mma sums over a tile's columns, so any order that A and B share holds).
 // Code a_{2p} sits in nibble p and a_{2p+1} in nibble p + 4, so one LOP3
 // with 0x000F000F (after a shift by 4p) yields the pair as two half
 // values. Words are ordered [row tile][position tile / 4][lane][position

@@ -152,6 +152,17 @@ TEST(CudaQuantLinear, Gptq4BitActOrderPartsWithDifferentPermutations) {
   PAGODA_REQUIRE_GPU();
   for (DType dt : {DType::F16, DType::BF16}) check_fused(dt, 4, 128, true);
 }
+// Rows of more than 64 16-byte loads per lane take the kernel's 16-warp
+// form; small groups and per-channel scales stage the most records.
+TEST(CudaQuantLinear, Gptq4BitLongRowsSmallGroupsPerChannelAndActOrder) {
+  PAGODA_REQUIRE_GPU();
+  for (DType dt : {DType::F16, DType::BF16}) {
+    check_fused(dt, 4, 32, false, 4608);
+    check_fused(dt, 4, -1, false, 4608);
+    check_fused(dt, 4, 128, true, 4608);
+    check_fused(dt, 4, 32, false);
+  }
+}
 TEST(CudaQuantLinear, Gptq8BitPerChannelAndActOrder) {
   PAGODA_REQUIRE_GPU();
   for (DType dt : {DType::F16, DType::BF16}) {

@@ -112,9 +112,13 @@ TEST(PackedLinear, TiledLayoutFollowsTheMmaFragment) {
           const uint32_t word =
               t[static_cast<size_t>(lane * 4 + kt)];  // row tile 0, position tiles 0..3
           const uint32_t got = (word >> (4 * (reg + 4 * h))) & 15u;
-          const int64_t row = lane / 4 + 8 * (reg % 2),
-                        col = kt * 16 + 2 * (lane % 4) + 8 * (reg / 2) + h;
-          EXPECT_EQ(got, code(row, col)) << "lane " << lane << " reg " << reg << " half " << h;
+          // Fragment row and column (PTX ISA, mma.m16n8k16 A), and the
+          // position packed_linear.h puts at that column: lane quad q holds
+          // positions 8q .. 8q + 7 of the tile's 32-position chunk, 4 per tile.
+          const int64_t row = lane / 4 + 8 * (reg % 2), col = 2 * (lane % 4) + 8 * (reg / 2) + h;
+          const int64_t pos =
+              (kt / 2) * 32 + 8 * (col % 8 / 2) + 4 * (kt % 2) + 2 * (col / 8) + col % 2;
+          EXPECT_EQ(got, code(row, pos)) << "lane " << lane << " reg " << reg << " half " << h;
         }
   EXPECT_FALSE(tileable(8, 16, 64));
   EXPECT_FALSE(tileable(4, 24, 64));
