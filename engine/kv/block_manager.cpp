@@ -1,18 +1,72 @@
 #include "engine/kv/block_manager.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 namespace pagoda {
+namespace {
 
-BlockManager::BlockManager(int64_t num_blocks, int64_t block_size)
-    : num_blocks_(num_blocks), block_size_(block_size) {
+constexpr uint64_t kRootHash = 0x6a09e667f3bcc908ull;  // the chain's start (no parent)
+
+uint64_t mix64(uint64_t z) {  // splitmix64's finalizer
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, bool enable_caching)
+    : num_blocks_(num_blocks), block_size_(block_size), caching_(enable_caching) {
   if (num_blocks <= 0 || block_size <= 0)
     throw std::invalid_argument("BlockManager: num_blocks and block_size must be > 0 (got " +
                                 std::to_string(num_blocks) + ", " + std::to_string(block_size) +
                                 ")");
-  ref_.assign(static_cast<size_t>(num_blocks), 0);
-  for (int64_t b = 0; b < num_blocks; ++b) free_.push_back(static_cast<int32_t>(b));
+  const auto n = static_cast<size_t>(num_blocks);
+  ref_.assign(n, 0);
+  prev_.assign(n, -1);
+  next_.assign(n, -1);
+  for (int64_t b = 0; b < num_blocks; ++b) push_free(static_cast<int32_t>(b));
+  if (caching_) {
+    has_.assign(n, 0);
+    hash_.assign(n, 0);
+    parent_.assign(n, 0);
+    tokens_.assign(n * static_cast<size_t>(block_size), 0);
+  }
+}
+
+uint64_t BlockManager::chain_hash(uint64_t parent, std::span<const int32_t> tokens) {
+  uint64_t h = mix64(parent + 0x9e3779b97f4a7c15ull);
+  for (int32_t t : tokens)
+    h = mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 0x9e3779b97f4a7c15ull));
+  return h;
+}
+
+void BlockManager::push_free(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  prev_[i] = tail_;
+  next_[i] = -1;
+  if (tail_ >= 0)
+    next_[static_cast<size_t>(tail_)] = b;
+  else
+    head_ = b;
+  tail_ = b;
+  ++num_free_;
+}
+
+void BlockManager::unlink_free(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  if (prev_[i] >= 0)
+    next_[static_cast<size_t>(prev_[i])] = next_[i];
+  else
+    head_ = next_[i];
+  if (next_[i] >= 0)
+    prev_[static_cast<size_t>(next_[i])] = prev_[i];
+  else
+    tail_ = prev_[i];
+  prev_[i] = next_[i] = -1;
+  --num_free_;
 }
 
 int64_t BlockManager::blocks_for(int64_t num_tokens) const {
@@ -25,9 +79,15 @@ bool BlockManager::can_allocate(const BlockTable& table, int64_t num_tokens) con
 }
 
 int32_t BlockManager::take_block() {
-  int32_t b = free_.front();
-  free_.pop_front();
-  ref_[static_cast<size_t>(b)] = 1;
+  const int32_t b = head_;
+  unlink_free(b);
+  const auto i = static_cast<size_t>(b);
+  if (caching_ && has_[i]) {  // evict its record
+    auto it = map_.find(hash_[i]);
+    if (it != map_.end() && it->second == b) map_.erase(it);
+    has_[i] = 0;
+  }
+  ref_[i] = 1;
   return b;
 }
 
@@ -66,12 +126,115 @@ BlockTable BlockManager::fork(const BlockTable& parent) {
 }
 
 void BlockManager::free(BlockTable& table) {
-  for (int32_t b : table) {
-    int32_t& r = ref_[static_cast<size_t>(b)];
-    if (r <= 0) throw std::logic_error("BlockManager::free: block " + std::to_string(b) + " is not in use");
-    if (--r == 0) free_.push_back(b);
-  }
+  for (int32_t b : table)
+    if (ref_[static_cast<size_t>(b)] <= 0)
+      throw std::logic_error("BlockManager::free: block " + std::to_string(b) + " is not in use");
+  // Without caching, in table order (a FIFO of freed blocks); with it, last
+  // block first, so the tail of a sequence is evicted before its prefix.
+  const auto release = [&](int32_t b) {
+    if (--ref_[static_cast<size_t>(b)] == 0) push_free(b);
+  };
+  if (caching_)
+    std::for_each(table.rbegin(), table.rend(), release);
+  else
+    std::for_each(table.begin(), table.end(), release);
   table.clear();
+}
+
+int64_t BlockManager::acquire_cached_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
+                                            BlockTable& table) {
+  if (!table.empty())
+    throw std::invalid_argument("BlockManager::acquire_cached_prefix: table is not empty");
+  if (!caching_) return 0;
+  const int64_t bs = block_size_;
+  const int64_t full = std::min(max_blocks, static_cast<int64_t>(tokens.size()) / bs);
+  uint64_t parent = kRootHash;
+  for (int64_t k = 0; k < full; ++k) {
+    const std::span<const int32_t> blk =
+        tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs));
+    const uint64_t h = chain_hash(parent, blk);
+    auto it = map_.find(h);
+    if (it == map_.end()) break;
+    const int32_t b = it->second;
+    const auto i = static_cast<size_t>(b);
+    if (parent_[i] != parent ||
+        !std::equal(blk.begin(), blk.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(i * bs)))
+      break;  // a hash collision: not this prefix
+    if (ref_[i]++ == 0) unlink_free(b);
+    table.push_back(b);
+    parent = h;
+  }
+  return static_cast<int64_t>(table.size()) * bs;
+}
+
+void BlockManager::cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
+                                     int64_t num_computed, int64_t* num_recorded) {
+  if (!caching_) return;
+  const int64_t bs = block_size_;
+  const int64_t full = std::min({num_computed / bs, static_cast<int64_t>(table.size()),
+                                 static_cast<int64_t>(tokens.size()) / bs});
+  for (int64_t k = *num_recorded; k < full; ++k) {
+    const int32_t b = table[static_cast<size_t>(k)];
+    const auto i = static_cast<size_t>(b);
+    if (has_[i]) continue;  // shared and recorded by another sequence
+    const uint64_t parent =
+        k == 0 ? kRootHash : hash_[static_cast<size_t>(table[static_cast<size_t>(k - 1)])];
+    const std::span<const int32_t> blk =
+        tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs));
+    has_[i] = 1;
+    parent_[i] = parent;
+    hash_[i] = chain_hash(parent, blk);
+    std::copy(blk.begin(), blk.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(i * bs));
+    map_.emplace(hash_[i], b);  // keeps an existing block with the same hash
+  }
+  *num_recorded = std::max(*num_recorded, full);
+}
+
+bool BlockManager::block_holds(int32_t b, std::span<const int32_t> tokens) const {
+  if (!caching_ || b < 0 || b >= num_blocks_ || static_cast<int64_t>(tokens.size()) != block_size_)
+    return false;
+  const auto i = static_cast<size_t>(b);
+  return has_[i] && std::equal(tokens.begin(), tokens.end(),
+                               tokens_.begin() + static_cast<std::ptrdiff_t>(i * block_size_));
+}
+
+void BlockManager::check_invariants() const {
+  const auto fail = [](const std::string& what) {
+    throw std::logic_error("BlockManager: " + what);
+  };
+  std::vector<uint8_t> in_list(static_cast<size_t>(num_blocks_), 0);
+  int64_t n = 0;
+  for (int32_t b = head_, prev = -1; b >= 0; prev = b, b = next_[static_cast<size_t>(b)]) {
+    if (prev_[static_cast<size_t>(b)] != prev)
+      fail("free list links broken at block " + std::to_string(b));
+    if (in_list[static_cast<size_t>(b)]++)
+      fail("block " + std::to_string(b) + " twice in the free list");
+    if (ref_[static_cast<size_t>(b)] != 0)
+      fail("block " + std::to_string(b) + " free with references");
+    if (++n > num_blocks_) fail("free list longer than the pool");
+  }
+  if (n != num_free_)
+    fail("free count " + std::to_string(num_free_) + " != free list " + std::to_string(n));
+  for (int64_t b = 0; b < num_blocks_; ++b) {
+    const auto i = static_cast<size_t>(b);
+    if (ref_[i] < 0) fail("negative reference count");
+    if (ref_[i] == 0 && !in_list[i])
+      fail("block " + std::to_string(b) + " unreferenced but not free");
+  }
+  if (!caching_) return;
+  for (const auto& [h, b] : map_) {
+    const auto i = static_cast<size_t>(b);
+    if (!has_[i] || hash_[i] != h)
+      fail("hash map entry without its record (block " + std::to_string(b) + ")");
+  }
+  for (int64_t b = 0; b < num_blocks_; ++b) {
+    const auto i = static_cast<size_t>(b);
+    if (!has_[i]) continue;
+    const std::span<const int32_t> blk(tokens_.data() + i * static_cast<size_t>(block_size_),
+                                       static_cast<size_t>(block_size_));
+    if (chain_hash(parent_[i], blk) != hash_[i])
+      fail("block " + std::to_string(b) + "'s hash does not match its tokens");
+  }
 }
 
 }  // namespace pagoda

@@ -11,10 +11,24 @@
 // The Scheduler forks only full prompt blocks (n > 1 / best_of, scheduler.h)
 // and so never needs append_slot's copy: no ModelExecutor op performs a
 // BlockCopy yet (SchedulerOutput::block_copies stays empty).
+//
+// Automatic prefix caching (enable_caching; vLLM v1's KVCacheManager over a
+// BlockPool, nano-vllm's hash table): a full block whose K/V are computed is
+// recorded (cache_full_blocks) under a hash chained over its tokens and
+// every token before it, h_i = H(h_{i-1}, tokens of block i), with its
+// tokens kept beside it. Freed blocks keep their record and wait in the
+// free list in least-recently-freed order (a table is freed last block
+// first, so a prefix outlives its tail); taking a block for new tokens
+// evicts the record of the block at the head. acquire_cached_prefix() walks
+// a new sequence's full blocks through the hash map and takes the longest
+// run of hits (a free cached block leaves the free list), comparing each
+// hit's tokens and parent hash, so a hash collision can only share blocks
+// whose own tokens are equal and whose prefixes hash alike (64-bit chain).
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <optional>
+#include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,11 +46,12 @@ struct BlockCopy {
 class BlockManager {
  public:
   // num_blocks > 0, block_size > 0; throws std::invalid_argument otherwise.
-  BlockManager(int64_t num_blocks, int64_t block_size);
+  BlockManager(int64_t num_blocks, int64_t block_size, bool enable_caching = false);
 
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
-  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
+  // Free blocks, cached ones (kept for reuse, evictable) included.
+  int64_t num_free() const { return num_free_; }
   int64_t num_used() const { return num_blocks_ - num_free(); }
   // Blocks needed to hold num_tokens tokens: ceil(num_tokens / block_size).
   int64_t blocks_for(int64_t num_tokens) const;
@@ -67,13 +82,51 @@ class BlockManager {
 
   int32_t ref_count(int32_t block_id) const { return ref_[static_cast<size_t>(block_id)]; }
 
+  // ---- prefix caching (no-ops returning 0 when !caching()) ---------------
+  bool caching() const { return caching_; }
+  // Puts into `table` (empty; std::invalid_argument otherwise) the longest
+  // run of cached blocks holding tokens[0, k * block_size) for k <=
+  // max_blocks, one reference each. Returns the tokens they hold.
+  int64_t acquire_cached_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
+                                BlockTable& table);
+  // Records table's full blocks [*num_recorded, num_computed / block_size)
+  // as holding `tokens` (a sequence's tokens, whose first num_computed have
+  // their K/V in the cache) and advances *num_recorded. A block whose hash is
+  // already cached in another block is recorded but not mapped (the other
+  // one serves hits).
+  void cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
+                         int64_t num_computed, int64_t* num_recorded);
+  // True when block b is recorded as holding exactly `tokens` (block_size
+  // of them); false when it is not recorded (or !caching()).
+  bool block_holds(int32_t b, std::span<const int32_t> tokens) const;
+  // Blocks that serve prefix hits (in use or free).
+  int64_t num_cached_blocks() const { return static_cast<int64_t>(map_.size()); }
+  // Checks the invariants (tests, the simulation): the free list holds
+  // exactly the blocks of reference count 0; every mapped hash is its
+  // block's record; every record's hash is H(parent hash, its tokens).
+  // Throws std::logic_error naming the first violation.
+  void check_invariants() const;
+
  private:
   int32_t take_block();
+  void push_free(int32_t b);  // to the tail (most recently freed)
+  void unlink_free(int32_t b);
+  static uint64_t chain_hash(uint64_t parent, std::span<const int32_t> tokens);
 
   int64_t num_blocks_;
   int64_t block_size_;
-  std::deque<int32_t> free_;  // FIFO: least recently freed blocks first
+  bool caching_ = false;
+  // Free list: doubly linked over block ids, least recently freed first.
+  std::vector<int32_t> prev_, next_;
+  int32_t head_ = -1, tail_ = -1;
+  int64_t num_free_ = 0;
   std::vector<int32_t> ref_;  // [num_blocks] reference counts
+  // Records (caching): has_[b], hash_[b], parent_[b] (the chain hash before
+  // it), tokens_[b * block_size ...].
+  std::vector<uint8_t> has_;
+  std::vector<uint64_t> hash_, parent_;
+  std::vector<int32_t> tokens_;
+  std::unordered_map<uint64_t, int32_t> map_;  // hash -> block serving hits
 };
 
 }  // namespace pagoda

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <set>
 #include <stdexcept>
+#include <vector>
 
 namespace pagoda {
 namespace {
@@ -91,6 +93,116 @@ TEST(BlockManager, FreeingABlockTwiceIsALogicError) {
   BlockTable copy = t;
   bm.free(t);
   EXPECT_THROW(bm.free(copy), std::logic_error);
+}
+
+// ---- prefix caching ---------------------------------------------------------
+
+std::vector<int32_t> iota_tokens(int n, int start = 100) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+TEST(BlockManagerPrefixCache, ASecondSequenceTakesTheCachedFullBlocksOfItsPrefix) {
+  BlockManager bm(8, 4, true);
+  std::vector<int32_t> a = iota_tokens(10);  // blocks [100..103] [104..107] + 2 tokens
+  BlockTable ta;
+  EXPECT_EQ(bm.acquire_cached_prefix(a, 9, ta), 0);  // nothing cached yet
+  bm.allocate(ta, 10);
+  int64_t rec = 0;
+  bm.cache_full_blocks(ta, a, 6, &rec);  // only block 0's K/V are all computed
+  EXPECT_EQ(rec, 1);
+  EXPECT_EQ(bm.num_cached_blocks(), 1);
+  bm.cache_full_blocks(ta, a, 10, &rec);
+  EXPECT_EQ(rec, 2);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  bm.check_invariants();
+
+  // Same first block, different second: one block hit, shared.
+  std::vector<int32_t> b = a;
+  b[5] = 7;
+  BlockTable tb;
+  EXPECT_EQ(bm.acquire_cached_prefix(b, 2, tb), 4);
+  ASSERT_EQ(tb.size(), 1u);
+  EXPECT_EQ(tb[0], ta[0]);
+  EXPECT_EQ(bm.ref_count(ta[0]), 2);
+  // Same prefix: both blocks, but never more than max_blocks.
+  BlockTable tc;
+  EXPECT_EQ(bm.acquire_cached_prefix(a, 1, tc), 4);
+  bm.free(tc);
+  EXPECT_EQ(bm.acquire_cached_prefix(a, 2, tc), 8);
+  EXPECT_EQ(tc, BlockTable(ta.begin(), ta.begin() + 2));
+  EXPECT_THROW(bm.acquire_cached_prefix(a, 2, tc), std::invalid_argument);  // not empty
+  bm.check_invariants();
+  bm.free(ta);
+  bm.free(tb);
+  bm.free(tc);
+  EXPECT_EQ(bm.num_used(), 0);
+  bm.check_invariants();
+}
+
+TEST(BlockManagerPrefixCache, FreedBlocksStayCachedUntilEvictedLeastRecentlyFreedFirst) {
+  BlockManager bm(4, 2, true);
+  const std::vector<int32_t> a = iota_tokens(4, 10), b = iota_tokens(4, 20);
+  BlockTable ta, tb;
+  int64_t ra = 0, rb = 0;
+  bm.allocate(ta, 4);
+  bm.cache_full_blocks(ta, a, 4, &ra);
+  bm.allocate(tb, 4);
+  bm.cache_full_blocks(tb, b, 4, &rb);
+  bm.free(ta);  // a's blocks freed first: evicted first (its tail before its head)
+  bm.free(tb);
+  EXPECT_EQ(bm.num_free(), 4);
+  EXPECT_EQ(bm.num_cached_blocks(), 4);
+  // A hit on b takes its free blocks back out of the free list.
+  BlockTable hb;
+  EXPECT_EQ(bm.acquire_cached_prefix(b, 2, hb), 4);
+  EXPECT_EQ(bm.num_free(), 2);
+  bm.check_invariants();
+  // One fresh block evicts a's tail block (freed first), so a now hits one block.
+  BlockTable fresh;
+  bm.allocate(fresh, 1);
+  EXPECT_EQ(bm.num_cached_blocks(), 3);
+  BlockTable ha;
+  EXPECT_EQ(bm.acquire_cached_prefix(a, 2, ha), 2);
+  bm.check_invariants();
+  for (BlockTable* t : {&hb, &fresh, &ha}) bm.free(*t);
+  bm.check_invariants();
+  EXPECT_EQ(bm.num_used(), 0);
+}
+
+TEST(BlockManagerPrefixCache, ADuplicateBlockIsRecordedButTheFirstServesHits) {
+  BlockManager bm(6, 2, true);
+  const std::vector<int32_t> a = iota_tokens(4);
+  BlockTable t1, t2;
+  int64_t r1 = 0, r2 = 0;
+  bm.allocate(t1, 4);
+  bm.allocate(t2, 4);  // the same tokens computed twice (both admitted before either cached)
+  bm.cache_full_blocks(t1, a, 4, &r1);
+  bm.cache_full_blocks(t2, a, 4, &r2);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  bm.check_invariants();
+  BlockTable h;
+  EXPECT_EQ(bm.acquire_cached_prefix(a, 2, h), 4);
+  EXPECT_EQ(h, t1);
+  bm.free(t1);
+  bm.free(t2);
+  bm.free(h);
+  bm.check_invariants();
+}
+
+TEST(BlockManagerPrefixCache, WithoutCachingNothingIsRecordedOrFound) {
+  BlockManager bm(4, 2);
+  const std::vector<int32_t> a = iota_tokens(4);
+  BlockTable t;
+  int64_t r = 0;
+  bm.allocate(t, 4);
+  bm.cache_full_blocks(t, a, 4, &r);
+  EXPECT_EQ(r, 0);
+  bm.free(t);
+  EXPECT_EQ(bm.acquire_cached_prefix(a, 2, t), 0);
+  EXPECT_EQ(bm.num_cached_blocks(), 0);
+  bm.check_invariants();
 }
 
 }  // namespace
