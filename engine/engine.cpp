@@ -49,7 +49,7 @@ class EngineImpl {
       : config(std::move(cfg)),
         executor(std::move(exec)),
         tokenizer(std::move(tok)),
-        blocks(executor->num_kv_blocks(), executor->block_size()),
+        blocks(executor->num_kv_blocks(), executor->block_size(), config.enable_prefix_caching),
         scheduler(scheduler_config(config, *tokenizer), blocks),
         runner(*executor),
         logger(config.log_stats ? config.log_stats_interval_s : 0.0,
@@ -290,6 +290,8 @@ class EngineImpl {
     local.num_running = scheduler.num_running();
     local.num_waiting = scheduler.num_waiting();
     local.kv_blocks_used = blocks.num_used();
+    local.prefix_cache_queries_total = scheduler.prefix_cache_queries();
+    local.prefix_cache_hits_total = scheduler.prefix_cache_hits();
     {
       std::lock_guard<std::mutex> lock(stats_mu);
       published = local;

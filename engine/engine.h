@@ -47,6 +47,11 @@ struct EngineConfig {
   // the CPU backend scores them (one 4000-token Qwen2 prompt took 2.4 GB at
   // once; 256 rows are ~155 MB), on the device as score rows with CUDA.
   int64_t max_prompt_logprob_tokens = 256;
+  // --enable-prefix-caching / --no-enable-prefix-caching (vLLM v1: on by
+  // default): full KV blocks are kept by the hash of their tokens and every
+  // token before them, and a new sequence starts from the longest cached
+  // run of its leading blocks (engine/kv/block_manager.h, scheduler.h).
+  bool enable_prefix_caching = true;
 };
 
 // The engine thread's progress, for liveness checks (/health). Times are

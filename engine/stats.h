@@ -51,6 +51,10 @@ struct EngineStats {
   int64_t prompt_tokens_total = 0;      // prompt tokens of requests that got a first token, each once
   int64_t generation_tokens_total = 0;  // sampled tokens since start
   int64_t steps_total = 0;
+  // Prefix caching: tokens of admitted sequences looked up / found in the
+  // cache (vLLM's vllm:prefix_cache_queries / vllm:prefix_cache_hits).
+  int64_t prefix_cache_queries_total = 0;
+  int64_t prefix_cache_hits_total = 0;
   std::map<std::string, int64_t> requests_finished_total;  // by finish reason
   // Engine-side latencies (engine/latency_tracker.h), seconds: arrival →
   // first sampled token; between consecutive tokens of a request; arrival →
@@ -60,6 +64,11 @@ struct EngineStats {
   LatencyHistogram e2e_request_latency = LatencyHistogram::e2e_request_latency();
   double kv_cache_usage() const {
     return kv_blocks_total ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0.0;
+  }
+  double prefix_cache_hit_rate() const {
+    return prefix_cache_queries_total
+               ? static_cast<double>(prefix_cache_hits_total) / prefix_cache_queries_total
+               : 0.0;
   }
 };
 

@@ -18,6 +18,12 @@ std::string StatsLogger::format(const EngineStats& s, const EngineStats& last, d
       "Running: {} reqs, Swapped: {} reqs, Pending: {} reqs, {} KV cache usage: {:.1f}%",
       prompt_tps, gen_tps, s.num_running, s.num_swapped, s.num_waiting, device_name,
       s.kv_cache_usage() * 100.0);
+  // Over the lookups since the previous line, as vLLM v1's recent hit rate.
+  if (const int64_t q = s.prefix_cache_queries_total - last.prefix_cache_queries_total; q > 0)
+    line += fmt::format(
+        ", Prefix cache hit rate: {:.1f}%",
+        100.0 * static_cast<double>(s.prefix_cache_hits_total - last.prefix_cache_hits_total) /
+            static_cast<double>(q));
   // Means over the observations since the previous line (when there are any).
   auto mean_ms = [](const LatencyHistogram& now, const LatencyHistogram& before) {
     int64_t n = now.count - before.count;

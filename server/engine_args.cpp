@@ -41,6 +41,9 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_option("--kv-cache-memory", a.kv_cache_memory, "CPU KV-cache budget in bytes (256MiB, 1GiB, ...)")
       ->transform(CLI::AsSizeValue(true));
   app.add_flag("--enforce-eager", a.enforce_eager, "No CUDA graphs");
+  app.add_flag(
+      "--enable-prefix-caching,!--no-enable-prefix-caching", a.enable_prefix_caching,
+      "Reuse the KV blocks of prompt prefixes seen before (automatic prefix caching; default on)");
   app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
   app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
                  "Tensor-parallel ranks (alias -tp): CPU threads, or one GPU each over NCCL");
@@ -219,6 +222,7 @@ LoadedModel load_model(const EngineArgs& a) {
   ec.max_model_len = m.max_model_len;
   ec.log_stats = !a.disable_log_stats;
   ec.max_num_waiting_requests = a.max_num_waiting_requests;
+  ec.enable_prefix_caching = a.enable_prefix_caching;
   ec.seed = a.seed;  // the engine's sampling seed (vLLM's --seed), besides the dummy weights'
   ec.eos_token_ids = m.generation_config.eos_token_ids;
   if (ec.eos_token_ids.empty())

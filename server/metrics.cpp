@@ -67,6 +67,14 @@ std::string format_prometheus_metrics(const EngineStats& s, const std::string& m
   out += fmt::format("pagoda:prompt_tokens_total{{{}}} {}\n", labels, s.prompt_tokens_total);
   family(out, "generation_tokens_total", "counter", "Number of generation tokens processed.");
   out += fmt::format("pagoda:generation_tokens_total{{{}}} {}\n", labels, s.generation_tokens_total);
+  family(out, "prefix_cache_queries_total", "counter",
+         "Prefix cache queries, in terms of number of queried tokens.");
+  out += fmt::format("pagoda:prefix_cache_queries_total{{{}}} {}\n", labels,
+                     s.prefix_cache_queries_total);
+  family(out, "prefix_cache_hits_total", "counter",
+         "Prefix cache hits, in terms of number of cached tokens.");
+  out +=
+      fmt::format("pagoda:prefix_cache_hits_total{{{}}} {}\n", labels, s.prefix_cache_hits_total);
   family(out, "num_preemptions_total", "counter", "Cumulative number of preemptions from the engine.");
   out += fmt::format("pagoda:num_preemptions_total{{{}}} {}\n", labels, s.num_preemptions_total);
   family(out, "request_success_total", "counter", "Count of successfully processed requests.");

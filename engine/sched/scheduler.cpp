@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace pagoda {
 
@@ -75,6 +77,7 @@ void Scheduler::fork_child(Sequence& parent, Sequence& child) {
   BlockTable prefix(parent.block_table.begin(), parent.block_table.begin() + static_cast<std::ptrdiff_t>(full));
   child.block_table = blocks_.fork(prefix);
   child.num_computed_tokens = full * blocks_.block_size();
+  child.num_cached_blocks = std::min(parent.num_cached_blocks, full);
   child.status = SequenceStatus::kRunning;
   running_.push_back(&child);
 }
@@ -97,6 +100,7 @@ void Scheduler::emit_best(SequenceGroup& g) {
 void Scheduler::retire(Sequence* seq, PostprocessResult* res) {
   SequenceGroup& g = *seq->group;
   blocks_.free(seq->block_table);
+  seq->num_cached_blocks = 0;
   ++g.num_finished;
   if (g.streams() && g.output) g.output->push(make_delta(*seq));
   if (!g.forked && seq == g.seqs[0].get()) {
@@ -167,6 +171,7 @@ int64_t Scheduler::abort_all() {
 
 void Scheduler::preempt(Sequence* seq) {
   blocks_.free(seq->block_table);
+  seq->num_cached_blocks = 0;
   seq->num_computed_tokens = 0;
   seq->status = SequenceStatus::kWaiting;
   waiting_.push_front(seq);
@@ -237,10 +242,36 @@ SchedulerOutput Scheduler::schedule() {
   while (out.num_preempted == 0 && budget > 0 && !waiting_.empty() &&
          seats_taken + seats(waiting_.front()) <= config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
+    // Prefix caching: start from the longest cached run of its leading
+    // full blocks (all but its last token at most: that one is computed).
+    int64_t hit = 0;
+    const bool lookup = blocks_.caching() && seq->block_table.empty() &&
+                        seq->num_computed_tokens == 0 && !seq->sampling.prompt_logprobs;
+    if (lookup) {
+      hit = blocks_.acquire_cached_prefix(
+          seq->token_ids, (seq->num_tokens() - 1) / blocks_.block_size(), seq->block_table);
+      seq->num_computed_tokens = hit;
+      seq->num_cached_blocks = hit / blocks_.block_size();
+    }
+    const auto unacquire = [&] {
+      blocks_.free(seq->block_table);
+      seq->num_computed_tokens = 0;
+      seq->num_cached_blocks = 0;
+    };
     int64_t n = cap_scored(seq, std::min(seq->num_tokens() - seq->num_computed_tokens, budget));
-    if (n == 0) break;
+    if (n == 0) {
+      if (lookup) unacquire();
+      break;
+    }
     int64_t need = seq->num_computed_tokens + n;
-    if (!blocks_.can_allocate(seq->block_table, need)) break;  // waits for blocks
+    if (!blocks_.can_allocate(seq->block_table, need)) {  // waits for blocks
+      if (lookup) unacquire();
+      break;
+    }
+    if (lookup) {
+      prefix_cache_queries_ += seq->num_tokens();
+      prefix_cache_hits_ += hit;
+    }
     blocks_.allocate(seq->block_table, need);
     waiting_.pop_front();
     if (!seq->group->started) {
@@ -280,6 +311,8 @@ PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
   for (const ScheduledSeq& s : out.seqs) {
     Sequence* seq = s.seq;
     seq->num_computed_tokens += s.num_new_tokens;
+    blocks_.cache_full_blocks(seq->block_table, seq->token_ids, seq->num_computed_tokens,
+                              &seq->num_cached_blocks);
     if (!s.samples) continue;
     const TokenLogprob& own = sampled[k++];
     for (Sequence* child : s.forks) {
@@ -298,6 +331,38 @@ PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
   std::vector<TokenLogprob> t(sampled.size());
   for (size_t i = 0; i < sampled.size(); ++i) t[i].token_id = sampled[i];
   return postprocess(out, std::span<const TokenLogprob>(t));
+}
+
+void Scheduler::check_invariants() const {
+  blocks_.check_invariants();
+  const auto fail = [](const std::string& what) { throw std::logic_error("Scheduler: " + what); };
+  const int64_t bs = blocks_.block_size();
+  std::vector<int32_t> refs(static_cast<size_t>(blocks_.num_blocks()), 0);
+  for (const auto& [id, g] : groups_)
+    for (const auto& s : g->seqs) {
+      const Sequence& q = *s;
+      const std::string who = id + "#" + std::to_string(q.index);
+      for (int32_t b : q.block_table) refs[static_cast<size_t>(b)]++;
+      if ((q.finished() || q.status == SequenceStatus::kWaiting) && !q.block_table.empty())
+        fail(who + " holds blocks while not running");
+      if (q.status == SequenceStatus::kRunning &&
+          (q.num_computed_tokens > q.num_tokens() ||
+           static_cast<int64_t>(q.block_table.size()) < blocks_.blocks_for(q.num_computed_tokens)))
+        fail(who + "'s table does not cover its computed tokens");
+      if (q.num_cached_blocks > static_cast<int64_t>(q.block_table.size()))
+        fail(who + " records more blocks than it holds");
+      for (int64_t k = 0; k < q.num_cached_blocks && blocks_.caching(); ++k)
+        if (!blocks_.block_holds(
+                q.block_table[static_cast<size_t>(k)],
+                std::span<const int32_t>(q.token_ids)
+                    .subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs))))
+          fail(who + "'s block " + std::to_string(k) + " is not recorded with its tokens");
+    }
+  for (int64_t b = 0; b < blocks_.num_blocks(); ++b)
+    if (refs[static_cast<size_t>(b)] != blocks_.ref_count(static_cast<int32_t>(b)))
+      fail("block " + std::to_string(b) + " has " +
+           std::to_string(blocks_.ref_count(static_cast<int32_t>(b))) + " references but " +
+           std::to_string(refs[static_cast<size_t>(b)]) + " tables hold it");
 }
 
 }  // namespace pagoda

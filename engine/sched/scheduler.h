@@ -30,6 +30,15 @@
 // and recompute the rest). Each sequence is then scheduled, preempted (by
 // recompute: it re-prefills alone) and finished on its own; a waiting
 // parent is admitted only when max_num_seqs has room for its whole group.
+//
+// Automatic prefix caching (when the BlockManager caches, as vLLM v1): a
+// waiting sequence with no blocks first takes the longest run of cached
+// full blocks holding its leading tokens (prompt, and output when it was
+// preempted), leaving at least its last token to compute so that the step
+// yields its logits, and starts from there; postprocess() records every
+// block that fills up. Sequences that want prompt_logprobs skip the lookup
+// (every prompt position must be computed). The tokens looked up and hit
+// are counted (prefix_cache_queries / prefix_cache_hits).
 // Engine thread only.
 #pragma once
 #include <cstdint>
@@ -134,7 +143,17 @@ class Scheduler {
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   bool has_unfinished() const { return !groups_.empty(); }
   int64_t num_preemptions_total() const { return num_preemptions_total_; }
+  // Prefix caching: tokens of admitted sequences looked up in the cache, and
+  // those found (vLLM's prefix_cache_queries / prefix_cache_hits).
+  int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
+  int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
   const SchedulerConfig& config() const { return config_; }
+  // Checks (tests, the simulation): the BlockManager's own invariants; each
+  // block's reference count equals the number of sequence tables holding
+  // it; a finished or waiting sequence holds no blocks; a running one's
+  // table covers its computed tokens; the recorded blocks of a table hold that sequence's
+  // tokens. Throws std::logic_error naming the first violation.
+  void check_invariants() const;
 
  private:
   void preempt(Sequence* seq);
@@ -164,6 +183,8 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order
   int64_t num_preemptions_total_ = 0;
   int64_t num_unstarted_ = 0;
+  int64_t prefix_cache_queries_ = 0;
+  int64_t prefix_cache_hits_ = 0;
 };
 
 }  // namespace pagoda

@@ -64,6 +64,9 @@ struct Sequence {
   // next step must feed (1 while decoding).
   int64_t num_computed_tokens = 0;
   BlockTable block_table;
+  // Blocks of block_table recorded in the prefix cache (BlockManager::
+  // cache_full_blocks), from the first; 0 whenever the table is freed.
+  int64_t num_cached_blocks = 0;
 
   std::mt19937_64 rng;      // per-sequence sampling RNG
   Detokenizer detokenizer;

@@ -37,11 +37,13 @@ inline ExecutorOptions stories_options(const std::string& device = "cpu") {
 }
 
 // The engine over `opts` (see above); `seed` is EngineConfig::seed (--seed),
-// max_prompt_logprob_tokens EngineConfig's.
+// max_prompt_logprob_tokens and enable_prefix_caching EngineConfig's.
 // Throws what make_model_executor / load_tokenizer throw.
 inline std::unique_ptr<Engine> make_test_engine(const ExecutorOptions& opts, uint64_t seed = 0,
-                                                int64_t max_prompt_logprob_tokens = 256) {
+                                                int64_t max_prompt_logprob_tokens = 256,
+                                                bool enable_prefix_caching = true) {
   EngineConfig cfg;
+  cfg.enable_prefix_caching = enable_prefix_caching;
   cfg.max_prompt_logprob_tokens = max_prompt_logprob_tokens;
   cfg.max_model_len = opts.max_model_len;
   cfg.max_num_seqs = opts.max_num_seqs;

@@ -57,6 +57,20 @@ TEST(StatsLogger, AppendsMeanTtftAndItlSinceTheLastLine) {
   EXPECT_NE(line.find(", Mean TTFT: n/a, Mean ITL: 10.0 ms"), std::string::npos) << line;
 }
 
+TEST(StatsLogger, AppendsThePrefixCacheHitRateOfTheLookupsSinceTheLastLine) {
+  EngineStats last, now;
+  last.prefix_cache_queries_total = 1000;  // before the interval: excluded
+  last.prefix_cache_hits_total = 0;
+  now = last;
+  now.prefix_cache_queries_total += 400;
+  now.prefix_cache_hits_total += 300;
+  std::string line = StatsLogger::format(now, last, 5.0, "GPU");
+  EXPECT_NE(line.find("GPU KV cache usage: 0.0%, Prefix cache hit rate: 75.0%"), std::string::npos)
+      << line;
+  EXPECT_EQ(StatsLogger::format(now, now, 5.0, "GPU").find("Prefix cache"),
+            std::string::npos);  // no lookups
+}
+
 TEST(LatencyHistogram, BucketsAreUpperInclusive) {
   LatencyHistogram h({0.1, 1.0});
   h.observe(0.1);   // le="0.1"

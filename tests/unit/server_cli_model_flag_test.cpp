@@ -55,6 +55,18 @@ TEST(ServerCli, ModelFlagEqualsPositional) {
   EXPECT_TRUE(f.serve.engine.model_dir.empty());
 }
 
+TEST(ServerCli, PrefixCachingIsOnByDefaultAndTheVllmFlagsTurnIt) {
+  Parsed a;
+  parse({"serve"}, a);
+  EXPECT_TRUE(a.serve.engine.enable_prefix_caching);
+  Parsed b;
+  parse({"serve", "--no-enable-prefix-caching"}, b);
+  EXPECT_FALSE(b.serve.engine.enable_prefix_caching);
+  Parsed c;
+  parse({"generate", "--no-enable-prefix-caching", "--enable-prefix-caching", "--prompt", "hi"}, c);
+  EXPECT_TRUE(c.gen.engine.enable_prefix_caching);  // the last one wins
+}
+
 TEST(ServerCli, ModelFlagConflictingWithPositionalIsAnError) {
   Parsed a;
   try {

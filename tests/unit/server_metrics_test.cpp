@@ -22,6 +22,8 @@ EngineStats busy_stats() {
   s.prompt_tokens_total = 120;
   s.generation_tokens_total = 345;
   s.steps_total = 99;
+  s.prefix_cache_queries_total = 1000;
+  s.prefix_cache_hits_total = 640;
   s.requests_finished_total = {{"stop", 4}, {"length", 2}};
   for (double v : {0.0005, 0.003, 0.2, 9000.0}) s.time_to_first_token.observe(v);
   for (double v : {0.004, 0.004, 0.03}) s.inter_token_latency.observe(v);
@@ -40,6 +42,9 @@ TEST(Metrics, ParsesStrictlyWithVllmNamesAndConsistentHistograms) {
   EXPECT_EQ(ex.value("pagoda:prompt_tokens_total", m), 120);
   EXPECT_EQ(ex.value("pagoda:generation_tokens_total", m), 345);
   EXPECT_EQ(ex.value("pagoda:engine_steps_total", m), 99);
+  EXPECT_EQ(ex.value("pagoda:prefix_cache_queries_total", m), 1000);
+  EXPECT_EQ(ex.value("pagoda:prefix_cache_hits_total", m), 640);
+  EXPECT_EQ(ex.families.at("pagoda:prefix_cache_hits_total").type, "counter");
   EXPECT_EQ(ex.value("pagoda:request_success_total", {{"finished_reason", "stop"}}), 4);
   EXPECT_EQ(ex.value("pagoda:request_success_total", {{"finished_reason", "length"}}), 2);
   EXPECT_EQ(ex.value("pagoda:request_success_total", {{"finished_reason", "abort"}}), 0);
