@@ -28,13 +28,23 @@ using testing_http::sse_payloads;
 // once (a burst faster than any reader).
 class FakeEngine final : public EngineHandle {
  public:
-  ~FakeEngine() override {
+  ~FakeEngine() override { stop(); }
+  // Ends held requests and joins every request thread: their requests (and
+  // the sessions' executors their output callbacks hold) are gone after
+  // this, as the real engine's are before the server's io_context goes
+  // (cli_serve.cpp's shutdown order).
+  void stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
-    for (auto& t : threads_) t.join();
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
   }
   void add_request(std::unique_ptr<GenerateRequest> r) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -125,6 +135,8 @@ class ServerHttpTest : public ::testing::Test {
     server_->start();
   }
   void TearDown() override {
+    engine_.stop();  // before the server's io_context goes (a request thread may still hold its
+                     // executor)
     server_->stop();
     server_->join();
     server_.reset();
