@@ -236,7 +236,8 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
 // holds q − zero exactly in fp16 / bf16 and an fp32 accumulator gets
 // Σ (q − zero)·x over a 32-position chunk (one group), which the row's scale
 // then multiplies into the sum. B (x, n = the batch row) is read
-// from L1/L2 as two 32-bit loads per tile. The weights are never rounded:
+// from L1/L2 as one 16-byte load per chunk (the layout's column order,
+// packed_linear.h). The weights are never rounded:
 // only x and the output are in fp16 / bf16. The warps' sums meet in shared
 // memory. Marlin (Frantar et al. 2024) does the same dequantization into
 // fragments, with asynchronous copies and larger tiles for big batches.
