@@ -99,8 +99,7 @@ void Scheduler::emit_best(SequenceGroup& g) {
 
 void Scheduler::retire(Sequence* seq, PostprocessResult* res) {
   SequenceGroup& g = *seq->group;
-  blocks_.free(seq->block_table);
-  seq->num_cached_blocks = 0;
+  release_blocks(seq);
   ++g.num_finished;
   if (g.streams() && g.output) g.output->push(make_delta(*seq));
   if (!g.forked && seq == g.seqs[0].get()) {
@@ -169,10 +168,14 @@ int64_t Scheduler::abort_all() {
   return abort(std::span<const std::string>(ids));
 }
 
-void Scheduler::preempt(Sequence* seq) {
+void Scheduler::release_blocks(Sequence* seq) {
   blocks_.free(seq->block_table);
   seq->num_cached_blocks = 0;
   seq->num_computed_tokens = 0;
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  release_blocks(seq);
   seq->status = SequenceStatus::kWaiting;
   waiting_.push_front(seq);
   ++num_preemptions_total_;
@@ -253,19 +256,14 @@ SchedulerOutput Scheduler::schedule() {
       seq->num_computed_tokens = hit;
       seq->num_cached_blocks = hit / blocks_.block_size();
     }
-    const auto unacquire = [&] {
-      blocks_.free(seq->block_table);
-      seq->num_computed_tokens = 0;
-      seq->num_cached_blocks = 0;
-    };
     int64_t n = cap_scored(seq, std::min(seq->num_tokens() - seq->num_computed_tokens, budget));
     if (n == 0) {
-      if (lookup) unacquire();
+      if (lookup) release_blocks(seq);
       break;
     }
     int64_t need = seq->num_computed_tokens + n;
     if (!blocks_.can_allocate(seq->block_table, need)) {  // waits for blocks
-      if (lookup) unacquire();
+      if (lookup) release_blocks(seq);
       break;
     }
     if (lookup) {

@@ -156,6 +156,9 @@ class Scheduler {
   void check_invariants() const;
 
  private:
+  // Frees seq's blocks: its table, recorded-block count and computed tokens
+  // go back to none (preemption, retirement, an admission that did not fit).
+  void release_blocks(Sequence* seq);
   void preempt(Sequence* seq);
   // Seats in max_num_seqs a sequence takes: its whole group for a parent
   // that has not forked yet, else 1.
