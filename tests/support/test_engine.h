@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/model/generation_config.h"
 #include "engine/model/model_config.h"
+#include "engine/output_channel.h"
 
 namespace pagoda::test {
 
@@ -54,6 +57,23 @@ inline std::unique_ptr<Engine> make_test_engine(const ExecutorOptions& opts, uin
   return std::make_unique<Engine>(cfg,
                                   make_model_executor(ModelConfig::from_dir(opts.model_dir), opts),
                                   load_tokenizer(opts.model_dir));
+}
+
+// Queues a greedy (temperature 0), ignore_eos request of max_tokens tokens
+// on `e`; returns its output channel.
+inline std::shared_ptr<OutputChannel> add_greedy_request(Engine& e, std::string id,
+                                                         std::vector<int32_t> prompt,
+                                                         int64_t max_tokens) {
+  auto req = std::make_unique<GenerateRequest>();
+  req->request_id = std::move(id);
+  req->prompt_token_ids = std::move(prompt);
+  req->sampling.temperature = 0.0f;
+  req->sampling.ignore_eos = true;
+  req->sampling.max_tokens = max_tokens;
+  req->output = std::make_shared<OutputChannel>();
+  auto ch = req->output;
+  e.add_request(std::move(req));
+  return ch;
 }
 
 }  // namespace pagoda::test

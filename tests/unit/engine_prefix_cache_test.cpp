@@ -17,19 +17,7 @@
 namespace pagoda {
 namespace {
 
-std::shared_ptr<OutputChannel> add_greedy(Engine& engine, const std::string& id,
-                                          std::vector<int32_t> prompt, int64_t max_tokens) {
-  auto req = std::make_unique<GenerateRequest>();
-  req->request_id = id;
-  req->prompt_token_ids = std::move(prompt);
-  req->sampling.temperature = 0.0f;
-  req->sampling.ignore_eos = true;
-  req->sampling.max_tokens = max_tokens;
-  req->output = std::make_shared<OutputChannel>();
-  auto out = req->output;
-  engine.add_request(std::move(req));
-  return out;
-}
+using test::add_greedy_request;
 
 // Token ids of stories260K's vocabulary (3..511: no BOS/EOS), seeded.
 std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n) {
@@ -62,7 +50,7 @@ TEST(EnginePrefixCache, ASecondRequestSharingALongPrefixPrefillsOnlyItsNewTokens
     const Case cases[] = {{"first", &p1, 0}, {"second", &p2, 400}, {"again", &p1, 416}};
     for (const Case& c : cases) {
       const EngineStats before = engine->stats();
-      auto ch = add_greedy(*engine, c.id, *c.prompt, 24);
+      auto ch = add_greedy_request(*engine, c.id, *c.prompt, 24);
       engine->run_until_idle();
       const RequestOutput got = collect(*ch);
       ASSERT_EQ(got.error, "");
@@ -91,7 +79,7 @@ TEST(EnginePrefixCache, PromptLogprobsRequestsComputeEveryPromptPosition) {
   for (const bool warm : {true, false}) {
     auto engine = test::make_test_engine(opts);
     if (warm) {
-      add_greedy(*engine, "warm", prompt, 4);
+      add_greedy_request(*engine, "warm", prompt, 4);
       engine->run_until_idle();
     }
     const EngineStats before = engine->stats();
@@ -142,7 +130,7 @@ TEST(EnginePrefixCache, GreedyIdsAreTheSameWithAndWithoutTheCacheThroughPreempti
     auto engine = test::make_test_engine(opts, 0, 256, caching);
     std::vector<std::shared_ptr<OutputChannel>> chans;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      chans.push_back(add_greedy(*engine, fmt::format("r{}", i), prompts[i], 40));
+      chans.push_back(add_greedy_request(*engine, fmt::format("r{}", i), prompts[i], 40));
     }
     engine->run_until_idle();
     for (auto& ch : chans) {

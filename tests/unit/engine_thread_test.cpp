@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/output_channel.h"
 #include "engine_test_fakes.h"
+#include "tests/support/test_engine.h"
 
 namespace pagoda {
 namespace {
@@ -34,19 +35,7 @@ std::unique_ptr<Engine> make_engine(int64_t num_blocks, int64_t max_model_len = 
                                   std::make_shared<FakeTokenizer>(kVocab));
 }
 
-std::shared_ptr<OutputChannel> submit(Engine& e, const std::string& id, std::vector<int32_t> prompt,
-                                      int64_t max_tokens) {
-  auto req = std::make_unique<GenerateRequest>();
-  req->request_id = id;
-  req->prompt_token_ids = std::move(prompt);
-  req->sampling.temperature = 0.0f;
-  req->sampling.ignore_eos = true;
-  req->sampling.max_tokens = max_tokens;
-  req->output = std::make_shared<OutputChannel>();
-  auto ch = req->output;
-  e.add_request(std::move(req));
-  return ch;
-}
+using test::add_greedy_request;  // greedy, ignore_eos
 
 TEST(EngineThread, RequestsFromSeveralThreadsAllCompleteCorrectly) {
   auto engine = make_engine(40);  // small enough to make some wait
@@ -57,7 +46,8 @@ TEST(EngineThread, RequestsFromSeveralThreadsAllCompleteCorrectly) {
     clients.emplace_back([&, t] {
       std::vector<std::shared_ptr<OutputChannel>> chans;
       for (int i = 0; i < 4; ++i)
-        chans.push_back(submit(*engine, fmt::format("t{}-{}", t, i), prompt_for(t, i), 8 + i));
+        chans.push_back(
+            add_greedy_request(*engine, fmt::format("t{}-{}", t, i), prompt_for(t, i), 8 + i));
       for (int i = 0; i < 4; ++i) {
         RequestOutput got = collect(*chans[static_cast<size_t>(i)]);
         if (got.token_ids != reference_greedy(prompt_for(t, i), 8 + i, kVocab)) failures[static_cast<size_t>(t)]++;
@@ -67,7 +57,7 @@ TEST(EngineThread, RequestsFromSeveralThreadsAllCompleteCorrectly) {
   for (auto& c : clients) c.join();
   for (int f : failures) EXPECT_EQ(f, 0);
   // The engine went idle and wakes for a later request.
-  RequestOutput late = collect(*submit(*engine, "late", prompt_for(9, 1), 5));
+  RequestOutput late = collect(*add_greedy_request(*engine, "late", prompt_for(9, 1), 5));
   EXPECT_EQ(late.token_ids, reference_greedy(prompt_for(9, 1), 5, kVocab));
   engine->stop();
   EngineStats st = engine->stats();
@@ -81,7 +71,7 @@ TEST(EngineThread, StopAbortsUnfinishedRequests) {
   // cannot finish in the moment between its first token and stop().
   auto engine = make_engine(25000, 100000);
   engine->start();
-  auto ch = submit(*engine, "long", prompt_for(1, 1), 90000);
+  auto ch = add_greedy_request(*engine, "long", prompt_for(1, 1), 90000);
   // Wait for the first token so the request is surely running.
   std::vector<RequestOutput> first;
   while (first.empty()) first = ch->wait(std::chrono::milliseconds(1000));
@@ -93,7 +83,7 @@ TEST(EngineThread, StopAbortsUnfinishedRequests) {
   EXPECT_EQ(engine->stats().kv_blocks_used, 0);
   // Restartable.
   engine->start();
-  RequestOutput again = collect(*submit(*engine, "again", prompt_for(2, 2), 3));
+  RequestOutput again = collect(*add_greedy_request(*engine, "again", prompt_for(2, 2), 3));
   EXPECT_EQ(again.token_ids, reference_greedy(prompt_for(2, 2), 3, kVocab));
 }
 
@@ -101,7 +91,7 @@ TEST(EngineThread, DestructorWithoutStopFinishesQueuedRequests) {
   std::shared_ptr<OutputChannel> ch;
   {
     auto engine = make_engine(64);
-    ch = submit(*engine, "never-stepped", prompt_for(3, 3), 5);
+    ch = add_greedy_request(*engine, "never-stepped", prompt_for(3, 3), 5);
   }
   ASSERT_TRUE(ch->finished());
   RequestOutput r = collect(*ch);
