@@ -43,6 +43,10 @@ uint64_t BlockManager::chain_hash(uint64_t parent, std::span<const int32_t> toke
   return h;
 }
 
+std::span<const int32_t> BlockManager::recorded_tokens(size_t i) const {
+  return {tokens_.data() + i * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_)};
+}
+
 void BlockManager::push_free(int32_t b) {
   const auto i = static_cast<size_t>(b);
   prev_[i] = tail_;
@@ -157,9 +161,7 @@ int64_t BlockManager::acquire_cached_prefix(std::span<const int32_t> tokens, int
     if (it == map_.end()) break;
     const int32_t b = it->second;
     const auto i = static_cast<size_t>(b);
-    if (parent_[i] != parent ||
-        !std::equal(blk.begin(), blk.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(i * bs)))
-      break;  // a hash collision: not this prefix
+    if (parent_[i] != parent || !block_holds(b, blk)) break;  // a hash collision: not this prefix
     if (ref_[i]++ == 0) unlink_free(b);
     table.push_back(b);
     parent = h;
@@ -194,8 +196,7 @@ bool BlockManager::block_holds(int32_t b, std::span<const int32_t> tokens) const
   if (!caching_ || b < 0 || b >= num_blocks_ || static_cast<int64_t>(tokens.size()) != block_size_)
     return false;
   const auto i = static_cast<size_t>(b);
-  return has_[i] && std::equal(tokens.begin(), tokens.end(),
-                               tokens_.begin() + static_cast<std::ptrdiff_t>(i * block_size_));
+  return has_[i] && std::ranges::equal(tokens, recorded_tokens(i));
 }
 
 void BlockManager::check_invariants() const {
@@ -230,9 +231,7 @@ void BlockManager::check_invariants() const {
   for (int64_t b = 0; b < num_blocks_; ++b) {
     const auto i = static_cast<size_t>(b);
     if (!has_[i]) continue;
-    const std::span<const int32_t> blk(tokens_.data() + i * static_cast<size_t>(block_size_),
-                                       static_cast<size_t>(block_size_));
-    if (chain_hash(parent_[i], blk) != hash_[i])
+    if (chain_hash(parent_[i], recorded_tokens(i)) != hash_[i])
       fail("block " + std::to_string(b) + "'s hash does not match its tokens");
   }
 }

@@ -112,6 +112,7 @@ class BlockManager {
   void push_free(int32_t b);  // to the tail (most recently freed)
   void unlink_free(int32_t b);
   static uint64_t chain_hash(uint64_t parent, std::span<const int32_t> tokens);
+  std::span<const int32_t> recorded_tokens(size_t i) const;  // block i's record (caching)
 
   int64_t num_blocks_;
   int64_t block_size_;

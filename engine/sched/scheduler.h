@@ -151,8 +151,9 @@ class Scheduler {
   // Checks (tests, the simulation): the BlockManager's own invariants; each
   // block's reference count equals the number of sequence tables holding
   // it; a finished or waiting sequence holds no blocks; a running one's
-  // table covers its computed tokens; the recorded blocks of a table hold that sequence's
-  // tokens. Throws std::logic_error naming the first violation.
+  // table covers its computed tokens; the recorded blocks of a table hold
+  // that sequence's tokens. Throws std::logic_error naming the first
+  // violation.
   void check_invariants() const;
 
  private:
