@@ -65,11 +65,6 @@ struct EngineStats {
   double kv_cache_usage() const {
     return kv_blocks_total ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0.0;
   }
-  double prefix_cache_hit_rate() const {
-    return prefix_cache_queries_total
-               ? static_cast<double>(prefix_cache_hits_total) / prefix_cache_queries_total
-               : 0.0;
-  }
 };
 
 }  // namespace pagoda

@@ -15,7 +15,7 @@
 namespace pagoda::cuda {
 namespace {
 
-// Grid (T, head groups): each CTA takes kHeadsPerCta(D) heads of one token
+// Grid (T, head groups): each CTA takes heads_per_cta(D / 2) heads of one token
 // (q heads, then k, then v, as in the qkv row) and each thread one rotation
 // pair (j, j + D/2), so a decode step's few tokens still spread over many
 // CTAs and every thread makes one memory round trip.
@@ -69,10 +69,10 @@ void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int6
                            int Hq, int Hk, int D, void* q_out, void* k_cache, void* v_cache,
                            cudaStream_t stream) {
   if (T == 0) return;
+  const int hpc = heads_per_cta(D / 2);
+  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((Hq + 2 * Hk + hpc - 1) / hpc));
   PAGODA_DISPATCH_FLOAT(dt, "rope_and_cache",
-      rope_and_cache_kernel<scalar_t><<<dim3(static_cast<unsigned>(T), static_cast<unsigned>(
-                                             (Hq + 2 * Hk + heads_per_cta(D / 2) - 1) / heads_per_cta(D / 2))),
-                                         kThreads, 0, stream>>>(
+      rope_and_cache_kernel<scalar_t><<<grid, kThreads, 0, stream>>>(
           static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk,
           D, static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache),
           static_cast<scalar_t*>(v_cache)));

@@ -40,8 +40,7 @@ struct EngineArgs {
   int64_t num_gpu_blocks_override = 0;
   uint64_t kv_cache_memory = 0;          // CPU KV budget, bytes (0 → backend default)
   bool enforce_eager = false;
-  bool enable_prefix_caching =
-      true;  // --enable-prefix-caching / --no-enable-prefix-caching (vLLM v1)
+  bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching (vLLM v1's default)
   bool disable_log_stats = false;
   int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)
   int64_t max_num_waiting_requests = 0;  // serve's --max-num-waiting-requests (0 = no bound)
