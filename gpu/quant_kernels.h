@@ -34,6 +34,11 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
                  const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
                  int64_t G, cudaStream_t stream);
 
+// True when launch_qmma can run a linear of K input features in G groups
+// (its shared memory: a tile's scales, zeros and per-group records, the
+// chunk-group table; at most the device's opt-in limit per block).
+bool qmma_fits(int64_t K, int64_t G);
+
 // launch_qdequant for 4-bit codes in the tensor-core layout.
 void launch_qdequant_tiled(DType act, const uint32_t* tiles, const float* scales,
                            const uint8_t* zeros, const int32_t* chunk_group, const int32_t* perm,

@@ -69,7 +69,10 @@ Tensor QuantLinearStore::alloc(int64_t N, int64_t K, const QuantConfig& qc) {
     const char* v = std::getenv("PAGODA_INT4_LAYOUT");
     return v != nullptr && std::string(v) == "rows";
   }();
-  e.tiled = !rows_only && tileable(e.bits, N, K);
+  // The tensor-core layout when its decode kernel's shared memory holds the
+  // row's groups (4-bit group 32 stops fitting past K ~ 22,000 on an H200);
+  // rows otherwise.
+  e.tiled = !rows_only && tileable(e.bits, N, K) && qmma_fits(K, e.g);
   const size_t qbytes = static_cast<size_t>(N * e.words()) * 4;
   e.qweight = static_cast<uint32_t*>(device_alloc(qbytes, "packed weights"));
   e.scales =

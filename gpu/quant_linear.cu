@@ -466,13 +466,24 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
   cp_async_wait<0>();
 }
 
+// Dynamic shared memory a block may opt in to on this device.
+int smem_limit() {
+  static const int limit = [] {
+    int dev = 0, v = 0;
+    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return v;
+  }();
+  return limit;
+}
+
 template <typename T, typename TO, int NT, int MINB>
 void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const float* s, const uint8_t* z,
                  const int32_t* cg, int shift, const T* bp, TO* op, int64_t ldo, int M, int K, int G,
                  cudaStream_t st) {
   static const int fit = [] {  // CTAs of this kernel an SM holds at once (at a typical smem size)
     PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmma_kernel<T, TO, NT, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           200 * 1024));
+                                           smem_limit()));
     int dev = 0, sms = 0, per = 0;
     PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -498,7 +509,8 @@ void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z,
     if (32 << j == gs) shift = j;
   const int NT = (M + 7) / 8;
   const size_t smem = static_cast<size_t>(QmmaSmem(NT, K, G, shift < 0).total) * 4;
-  if (smem > 200 * 1024) throw std::invalid_argument("launch_qmma: too many groups for shared memory");
+  if (smem > static_cast<size_t>(smem_limit()))
+    throw std::invalid_argument("launch_qmma: too many groups for shared memory");
   const int ntiles = N / 16;
 #define PAGODA_QMMA(NT_, MB) \
   qmma_launch<T, TO, NT_, MB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st)
@@ -515,12 +527,54 @@ void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z,
   PAGODA_CUDA_CHECK_LAUNCH("qmma_kernel");
 }
 
-// The tiled codes of N rows dequantized into w [N, K] (original input order
-// through perm): one thread per lane word.
+// The tiled codes of N rows dequantized into w [N, K] (input order): one
+// thread per lane word group (a 16-byte load: its row pair's 4 tiles of 16
+// positions), which holds positions 8 (lane % 4) .. + 7 of two 32-position
+// chunks for rows lane / 4 and lane / 4 + 8 (packed_linear.h), written as
+// four 16-byte stores (a warp writes 64 contiguous bytes of 8 rows each).
 template <typename T>
-__global__ void qdequant_tiled_kernel(const uint32_t* __restrict__ tiles, const float* __restrict__ scales,
+__global__ void qdequant_tiled_kernel(const uint4* __restrict__ tiles, const float* __restrict__ scales,
                                       const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group,
-                                      const int32_t* __restrict__ perm, T* __restrict__ w, int N, int K, int G) {
+                                      T* __restrict__ w, int N, int K, int G) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (row tile, kb, lane)
+  if (idx >= static_cast<int64_t>(N) * K / 32) return;  // 32 codes a thread
+  const int lane = static_cast<int>(idx % 32), nkb = K / 64;
+  const int kb = static_cast<int>((idx / 32) % nkb), rt = static_cast<int>(idx / 32 / nkb);
+  const uint4 v = tiles[idx];
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int chunk = kb * 2 + c, g = chunk_group[chunk];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int row = rt * 16 + lane / 4 + 8 * rr;
+      const int64_t at = static_cast<int64_t>(row) * G + g;
+      const float s = scales[at];
+      const int z = zeros[at];
+      // Positions +0..3 from tile h = 0, +4..7 from h = 1: nibbles 0, 4,
+      // 2, 6 (row lane / 4) or 1, 5, 3, 7 (row + 8) of the tile's word.
+      __align__(16) T vals[8];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {
+          const int nib = rr + 4 * (f % 2) + 2 * (f / 2);
+          vals[4 * h + f] =
+              from_f32<T>(s * static_cast<float>(static_cast<int>((words[2 * c + h] >> (4 * nib)) & 15u) - z));
+        }
+      *reinterpret_cast<uint4*>(w + static_cast<int64_t>(row) * K + chunk * 32 + 8 * (lane % 4)) =
+          *reinterpret_cast<const uint4*>(vals);
+    }
+  }
+}
+
+// The same with an act-order permutation: w[n, perm[j]] (scattered stores;
+// one thread per lane word).
+template <typename T>
+__global__ void qdequant_tiled_perm_kernel(const uint32_t* __restrict__ tiles, const float* __restrict__ scales,
+                                           const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group,
+                                           const int32_t* __restrict__ perm, T* __restrict__ w, int N, int K,
+                                           int G) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // word index
   if (idx >= static_cast<int64_t>(N) * K / 8) return;
   const int kt4 = static_cast<int>(idx % 4);
@@ -539,7 +593,7 @@ __global__ void qdequant_tiled_kernel(const uint32_t* __restrict__ tiles, const 
     const float v = scales[static_cast<int64_t>(row) * G + g] *
                     static_cast<float>(static_cast<int>((word >> (4 * nib)) & 15u) -
                                        static_cast<int>(zeros[static_cast<int64_t>(row) * G + g]));
-    w[static_cast<int64_t>(row) * K + (perm ? perm[j] : j)] = from_f32<T>(v);
+    w[static_cast<int64_t>(row) * K + perm[j]] = from_f32<T>(v);
   }
 }
 
@@ -665,21 +719,38 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
   }
 }
 
+bool qmma_fits(int64_t K, int64_t G) {
+  // The largest batch tile (NT 4) with the chunk-group table.
+  return K % 64 == 0 && static_cast<int64_t>(QmmaSmem(4, static_cast<int>(K), static_cast<int>(G), true).total) * 4 <=
+                            smem_limit();
+}
+
 void launch_qdequant_tiled(DType act, const uint32_t* tiles, const float* scales, const uint8_t* zeros,
                            const int32_t* chunk_group, const int32_t* perm, void* w, int64_t N, int64_t K,
                            int64_t G, cudaStream_t stream) {
   check_act(act, "launch_qdequant_tiled");
-  const int64_t total = N * K / 8;
-  if (total == 0) return;
-  const auto blocks = static_cast<unsigned>((total + 255) / 256);
   const int n = static_cast<int>(N), k = static_cast<int>(K), g = static_cast<int>(G);
+  if (N * K == 0) return;
+  if (perm == nullptr) {
+    const auto blocks = static_cast<unsigned>((N * K / 32 + 255) / 256);
+    const auto* tp = reinterpret_cast<const uint4*>(tiles);
+    if (act == DType::BF16)
+      qdequant_tiled_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(tp, scales, zeros, chunk_group,
+                                                                      static_cast<__nv_bfloat16*>(w), n, k, g);
+    else
+      qdequant_tiled_kernel<__half><<<blocks, 256, 0, stream>>>(tp, scales, zeros, chunk_group,
+                                                               static_cast<__half*>(w), n, k, g);
+    PAGODA_CUDA_CHECK_LAUNCH("qdequant_tiled_kernel");
+    return;
+  }
+  const auto blocks = static_cast<unsigned>((N * K / 8 + 255) / 256);
   if (act == DType::BF16)
-    qdequant_tiled_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(tiles, scales, zeros, chunk_group, perm,
-                                                                    static_cast<__nv_bfloat16*>(w), n, k, g);
+    qdequant_tiled_perm_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(
+        tiles, scales, zeros, chunk_group, perm, static_cast<__nv_bfloat16*>(w), n, k, g);
   else
-    qdequant_tiled_kernel<__half><<<blocks, 256, 0, stream>>>(tiles, scales, zeros, chunk_group, perm,
-                                                             static_cast<__half*>(w), n, k, g);
-  PAGODA_CUDA_CHECK_LAUNCH("qdequant_tiled_kernel");
+    qdequant_tiled_perm_kernel<__half><<<blocks, 256, 0, stream>>>(tiles, scales, zeros, chunk_group, perm,
+                                                                  static_cast<__half*>(w), n, k, g);
+  PAGODA_CUDA_CHECK_LAUNCH("qdequant_tiled_perm_kernel");
 }
 
 void launch_qdequant(DType act, int bits, const uint32_t* qweight, const float* scales, const uint8_t* zeros,

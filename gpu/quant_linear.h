@@ -11,7 +11,8 @@
 // Adjacent parts with the same permutation and chunk groups merge (every
 // non-act-order fused weight is one part).
 //
-// 4-bit linears with N % 16 == 0 and K % 64 == 0 keep their codes in the
+// 4-bit linears with N % 16 == 0 and K % 64 == 0 (and groups the decode
+// kernel's shared memory holds: qmma_fits) keep their codes in the
 // tensor-core layout (packed_linear.h, tile_int4); others (8-bit) in rows
 // (also 4-bit ones when the environment has PAGODA_INT4_LAYOUT=rows, a
 // benchmark switch).
@@ -21,9 +22,11 @@
 //    or as fp32 (qgemv_kernel) — and never written out; act-order parts
 //    first gather x's columns into the permuted order.
 //  * larger M: each part is dequantized into a [N, K] compute-dtype scratch
-//    (original input order) and cuBLASLt runs the GEMM. This doubles the
-//    weight traffic of a bf16 model's GEMM; a Marlin-class kernel with
-//    large tiles for big batches is the next step.
+//    (original input order; coalesced 16-byte stores from the tensor-core
+//    layout, scattered ones with act-order) and cuBLASLt runs the GEMM. This
+//    adds a write and a read of the weight in the compute dtype to a bf16
+//    model's GEMM; an int4 GEMM on the codes that keeps up with cuBLASLt is
+//    the next step (docs/PERFORMANCE.md).
 // Both paths use only buffers sized at alloc (no allocation in a step, so
 // CUDA graphs capture them).
 #pragma once

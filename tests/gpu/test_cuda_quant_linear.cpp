@@ -7,8 +7,11 @@
 //    permutations differ (each part then reads its own x order);
 //  * M = 1 … 32 (4-bit codes in the tensor-core layout: mma fragments
 //    dequantized in registers), 1 … 8 (other codes: the fp32 GEMV), and
-//    above (dequantized weight + cuBLASLt), out in the act dtype and F32,
-//    with a bias; 4-bit codes outside that layout (K % 64 != 0) too;
+//    above (the weight dequantized — coalesced from the tensor-core layout,
+//    scattered with act-order — then cuBLASLt), out in the act dtype and
+//    F32, with a bias; 4-bit codes outside that layout (K % 64 != 0, or
+//    groups too many for the decode kernel's shared memory) too; large
+//    batches over a wide weight;
 //  * dummy packed weights: both paths agree, weights of std ~0.02;
 //  * the bytes a packed linear takes, its release, and the errors.
 // The register paths use the weights exactly (fp32 sums); the large-batch
@@ -24,6 +27,7 @@
 #include "engine/model/backend.h"
 #include "engine/quant/packed_linear.h"
 #include "gpu/cuda_backend.h"
+#include "gpu/quant_kernels.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace pagoda {
@@ -87,7 +91,8 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
   return out;
 }
 
-void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 512) {
+void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 512,
+                 const std::vector<int64_t>& Ms = {1, 3, 8, 9, 17, 32, 33, 40, 100, 256}) {
   const uint64_t seed = gputest::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " " + dtype_name(dt) + " " + std::to_string(bits) +
                "-bit group " + std::to_string(group) + (act_order ? " act-order" : ""));
@@ -97,7 +102,8 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 
   const int64_t rows[3] = {96, 32, 64}, N = 192;
   // Register-dequantizing kernels (exact weights) up to this many rows of x:
   // the tensor-core one for 4-bit codes in its layout, else the fp32 GEMV.
-  const int64_t exact_up_to = tileable(bits, N, K) ? 32 : 8;
+  const int64_t G = group == -1 ? 1 : K / group;
+  const int64_t exact_up_to = tileable(bits, N, K) && cuda::qmma_fits(K, G) ? 32 : 8;
   ASSERT_TRUE(backend->keeps_quantized(qc, K));
   Tensor w = backend->alloc_quantized_linear(N, K, qc);
   EXPECT_EQ(w.dtype, DType::I32);
@@ -111,11 +117,10 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 
     dequantize_linear(part, W.data() + r0 * K);
     r0 += rows[p];
   }
-  const int64_t G = group == -1 ? 1 : K / group;
   EXPECT_EQ(backend->weight_bytes(w), static_cast<size_t>(N * (K * bits / 8 + G * 5)));
   const std::vector<float> bias = gputest::random_vec(rng, static_cast<size_t>(N), dt, -0.5f, 0.5f);
   Tensor b = gputest::upload(*backend, dt, {N}, bias);
-  for (const int64_t M : {1, 3, 8, 9, 17, 32, 33, 40}) {
+  for (const int64_t M : Ms) {
     const std::vector<float> x =
         gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
     Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
@@ -163,6 +168,49 @@ TEST(CudaQuantLinear, Gptq4BitLongRowsSmallGroupsPerChannelAndActOrder) {
     check_fused(dt, 4, 32, false);
   }
 }
+// Group 32 over 24,576 inputs: more records than the decode kernel's shared
+// memory holds, so the codes stay in rows (fp32 GEMV, dequantize + GEMM).
+TEST(CudaQuantLinear, Gptq4BitTooManyGroupsForTheTensorCoreLayout) {
+  PAGODA_REQUIRE_GPU();
+  ASSERT_FALSE(cuda::qmma_fits(24576, 768));
+  ASSERT_TRUE(cuda::qmma_fits(4096, 128));
+  check_fused(DType::BF16, 4, 32, false, 24576, {1, 8, 9, 40});
+}
+
+// Batches of a prefill chunk's size over a wide weight (4096 features).
+TEST(CudaQuantLinear, Gptq4BitLargeBatches) {
+  PAGODA_REQUIRE_GPU();
+  const uint64_t seed = gputest::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t N = 4096, K = 256;
+  const QuantConfig qc = gptq(4, 64);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    auto backend = make_cuda_backend(0, dt);
+    Tensor w = backend->alloc_quantized_linear(N, K, qc);
+    const QuantizedWeight qw = random_gptq(rng, qc, N, K, false, "w");
+    backend->load_quantized_linear(w, qw);
+    std::vector<float> W(static_cast<size_t>(N * K));
+    dequantize_linear(qw, W.data());
+    const std::vector<float> bias(static_cast<size_t>(N), 0.f);
+    for (const int64_t M : {300, 1100}) {
+      const std::vector<float> x =
+          gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
+      Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
+      Tensor out = backend->alloc(dt, {M, N});
+      gputest::poison(*backend, out);
+      backend->linear(xt, w, nullptr, out);
+      const double unit = dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
+      EXPECT_LT(gputest::rel_l2(gputest::download(*backend, out), reference(x, W, bias, M, N, K)),
+                2 * unit)
+          << dtype_name(dt) << " M " << M;
+      backend->free(out);
+      backend->free(xt);
+    }
+    backend->free(w);
+  }
+}
+
 TEST(CudaQuantLinear, Gptq8BitPerChannelAndActOrder) {
   PAGODA_REQUIRE_GPU();
   for (DType dt : {DType::F16, DType::BF16}) {
