@@ -20,6 +20,14 @@ struct EngineBenchOptions {
   // After the greedy offline run, the same with the seeds' Qwen2 sampling
   // settings and with logprobs=5 on every request.
   bool sampling_variants = false;
+  bool enable_prefix_caching = true;
+  // Multi-turn chat at concurrency 1 (after batch-1 decode): chat_conversations
+  // conversations sharing a 1,000-token system prompt, chat_turns turns each
+  // (a 100-token user message, 64 tokens of answer; every turn resends the
+  // whole conversation), taken round-robin; TTFT p50 / p90 and the prefix
+  // cache's hit rate. 0 = not run.
+  int chat_conversations = 0;
+  int chat_turns = 4;
 };
 
 void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows);

@@ -2,7 +2,8 @@
 // ceilings (device-to-device copy bandwidth; bf16 GEMM rate on an
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
-//   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only kernels|model|ops|engine|allreduce]
+//   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only
+//   kernels|model|ops|engine|allreduce|sampler|qgemm]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,12 +13,13 @@
 #include <vector>
 
 #include "engine/model/model_config.h"
-#include "gpu/bench/bench_util.h"
 #include "gpu/bench/bench_allreduce.h"
 #include "gpu/bench/bench_engine.h"
-#include "gpu/bench/bench_sampler.h"
 #include "gpu/bench/bench_model.h"
 #include "gpu/bench/bench_ops.h"
+#include "gpu/bench/bench_qgemm.h"
+#include "gpu/bench/bench_sampler.h"
+#include "gpu/bench/bench_util.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/device_info.h"
@@ -203,18 +205,39 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--no-prefill")) eb.prefill = false;
     else if (!std::strcmp(argv[i], "--enforce-eager")) eb.enforce_eager = true;
     else if (!std::strcmp(argv[i], "--sampling-variants")) eb.sampling_variants = true;
+    else if (!std::strcmp(argv[i], "--no-prefix-caching"))
+      eb.enable_prefix_caching = false;
+    else if (!std::strcmp(argv[i], "--chat") && i + 1 < argc)
+      eb.chat_conversations = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--tensor-parallel-size") && i + 1 < argc) eb.tensor_parallel_size = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr,
-                   "usage: %s [--out FILE] [--model-dir DIR] [--only kernels|model|ops|engine|allreduce|sampler]\n"
-                   "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] [--enforce-eager]\n"
-                   "          [--tensor-parallel-size N] [--sampling-variants]\n"
-                   "  sampler: the device sampler's kernel time at batch 256 (vocab from --model-dir)\n"
-                   "  allreduce: --tensor-parallel-size N (NCCL over GPUs 0..N-1; hidden size and layers from\n"
-                   "             --model-dir's config.json)\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--out FILE] [--model-dir DIR] [--only "
+          "kernels|model|ops|engine|allreduce|sampler|qgemm]\n"
+          "  qgemm: int4 linears against cuBLASLt bf16 on Llama-2-7B's shapes, M = 64 .. 2048\n"
+          "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] "
+          "[--enforce-eager]\n"
+          "          [--tensor-parallel-size N] [--sampling-variants] [--chat CONVERSATIONS] "
+          "[--no-prefix-caching]\n"
+          "  sampler: the device sampler's kernel time at batch 256 (vocab from --model-dir)\n"
+          "  allreduce: --tensor-parallel-size N (NCCL over GPUs 0..N-1; hidden size and layers "
+          "from\n"
+          "             --model-dir's config.json)\n",
+          argv[0]);
       return 2;
     }
+  }
+  if (only == "qgemm") {
+    std::vector<Row> rows;
+    try {
+      bench_qgemm(rows);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "qgemm benchmark failed: %s\n", e.what());
+      return 1;
+    }
+    print_table(rows, stdout);
+    return 0;
   }
   if (only == "engine" || only == "ops" || only == "allreduce" || only == "sampler") {
     if (model_dir.empty()) {
