@@ -218,6 +218,9 @@ net::awaitable<RequestResult> run_request(Backend b, const Endpoint& ep,
       r.success = false;
       r.error = "no output chunk was received";
     }
+  } catch (const boost::system::system_error& e) {
+    r.success = false;
+    r.error = e.code().message();  // what() adds the source location
   } catch (const std::exception& e) {
     r.success = false;
     r.error = e.what();

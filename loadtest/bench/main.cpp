@@ -17,6 +17,7 @@
 #include <iostream>
 #include <limits>
 
+#include "loadtest/bench/arrival.h"
 #include "loadtest/bench/backends.h"
 #include "loadtest/bench/dataset.h"
 #include "loadtest/bench/metrics.h"
@@ -129,6 +130,8 @@ int run(const Args& a) {
     percentiles.push_back(v);
   }
   const GoodputSlo slo = parse_goodput(a.goodput);
+  arrival_times(1, a.request_rate, a.burstiness,
+                a.seed);  // validates both (throws std::invalid_argument)
 
   pagoda::loadtest::Target target;
   if (!a.base_url.empty()) {
