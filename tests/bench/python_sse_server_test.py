@@ -105,8 +105,12 @@ def check(stdout, result, before):
         for client, server in ((r["ttft"], s["ttft"]), (r["latency"], s["e2e"])):
             assert client >= server - 0.001, (r, s)
             worst = max(worst, client - server)
-    # Same machine, loopback: a Python server's handling is a few ms at most.
-    assert worst < 0.050, worst
+    # Same machine, loopback: what lies between is the Python server's accept
+    # and thread start, a few ms when idle; bounded loosely so a busy CI
+    # machine passes, while a client timing the wrong events (a connect
+    # retry, the close instead of the last chunk) does not.
+    print("worst client - server span: %.1f ms" % (worst * 1e3))
+    assert worst < 0.250, worst
     errors = [r["error"] for r in result["requests"] if not r["success"]]
     assert any(e.startswith("HTTP 500") for e in errors), errors
     assert any(not e.startswith("HTTP 500") for e in errors), errors  # the cut stream
