@@ -241,8 +241,16 @@ class EngineImpl {
       for (const TimedToken& t : timed)
         if (latency.on_token(t.request_id, t.seq_index, t.arrival, now, local))
           local.prompt_tokens_total += t.num_prompt_tokens;
-      for (const TimedToken& t : timed)
-        if (!scheduler.contains(t.request_id)) latency.finish(t.request_id, t.arrival, now, local);
+      for (const TimedToken& t : timed) {
+        if (scheduler.contains(t.request_id)) continue;
+        auto timings = latency.finish(t.request_id, t.arrival, now, local);
+        // --enable-log-requests: the request's own timings (the values its
+        // histograms observed), e.g. for a benchmark client to compare with.
+        if (timings && config.log_requests)
+          spdlog::info("Finished request {}: prompt_tokens={} ttft_ms={:.3f} e2e_ms={:.3f}",
+                       t.request_id, t.num_prompt_tokens, timings->ttft_s * 1e3,
+                       timings->e2e_s * 1e3);
+      }
       local.generation_tokens_total += res.num_generated;
       local.steps_total++;
       for (FinishReason r : res.finished) local.requests_finished_total[finish_reason_str(r)]++;

@@ -31,6 +31,10 @@ struct EngineConfig {
   int64_t max_model_len = 2048;
   double log_stats_interval_s = 5.0;  // 0 = no periodic stats log line
   bool log_stats = true;
+  // One info line per finished request with its engine-side timings
+  // ("Finished request ID: prompt_tokens=N ttft_ms=X e2e_ms=Y", times from
+  // the request's arrival at the engine); serve's --enable-log-requests.
+  bool log_requests = false;
   std::vector<int32_t> eos_token_ids;  // generation_config.json's (list)
   // vLLM's --seed: the engine's global seed. A request without its own seed
   // samples from mix_seed(seed + k) (splitmix64), k counting the sequences

@@ -12,6 +12,7 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +20,14 @@
 #include "engine/stats.h"
 
 namespace pagoda {
+
+// One finished request's engine-side timings, seconds from its arrival:
+// to its first token (TTFT) and to its end (end-to-end latency), the
+// values the request observed in the histograms.
+struct RequestTimings {
+  double ttft_s = 0.0;
+  double e2e_s = 0.0;
+};
 
 class LatencyTracker {
  public:
@@ -31,10 +40,12 @@ class LatencyTracker {
   bool on_token(const std::string& id, int seq_index, Clock::time_point arrival, Clock::time_point now,
                 EngineStats& stats);
   // Every sequence of request `id` is done: observes the end-to-end latency
-  // (now - arrival) and forgets the request. Does nothing for a request not
-  // tracked (already finished, or never sampled), so calling it once per
-  // finished sequence of a step observes the request once.
-  void finish(const std::string& id, Clock::time_point arrival, Clock::time_point now, EngineStats& stats);
+  // (now - arrival), forgets the request and returns its timings. Does
+  // nothing for a request not tracked (already finished, or never sampled)
+  // and returns nullopt, so calling it once per finished sequence of a step
+  // observes the request once.
+  std::optional<RequestTimings> finish(const std::string& id, Clock::time_point arrival,
+                                       Clock::time_point now, EngineStats& stats);
   // The request ended without a token (abort): forget it.
   void forget(const std::string& id) { last_token_.erase(id); }
   // Forgets every request `alive` says is gone (requests that ended outside
@@ -44,8 +55,11 @@ class LatencyTracker {
   size_t size() const { return last_token_.size(); }
 
  private:
-  // Per request: each sequence's previous token time (epoch: none yet).
-  std::unordered_map<std::string, std::vector<Clock::time_point>> last_token_;
+  struct Tracked {
+    Clock::time_point first;              // the request's first token
+    std::vector<Clock::time_point> last;  // each sequence's previous token (epoch: none yet)
+  };
+  std::unordered_map<std::string, Tracked> last_token_;
 };
 
 }  // namespace pagoda

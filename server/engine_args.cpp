@@ -45,6 +45,8 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
       "--enable-prefix-caching,!--no-enable-prefix-caching", a.enable_prefix_caching,
       "Reuse the KV blocks of prompt prefixes seen before (automatic prefix caching; default on)");
   app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
+  app.add_flag("--enable-log-requests", a.enable_log_requests,
+               "Log each finished request's engine-side TTFT and end-to-end latency");
   app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
                  "Tensor-parallel ranks (alias -tp): CPU threads, or one GPU each over NCCL");
   app.add_option(
@@ -221,6 +223,7 @@ LoadedModel load_model(const EngineArgs& a) {
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_model_len = m.max_model_len;
   ec.log_stats = !a.disable_log_stats;
+  ec.log_requests = a.enable_log_requests;
   ec.max_num_waiting_requests = a.max_num_waiting_requests;
   ec.enable_prefix_caching = a.enable_prefix_caching;
   ec.seed = a.seed;  // the engine's sampling seed (vLLM's --seed), besides the dummy weights'

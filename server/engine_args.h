@@ -42,6 +42,7 @@ struct EngineArgs {
   bool enforce_eager = false;
   bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching (vLLM v1's default)
   bool disable_log_stats = false;
+  bool enable_log_requests = false;      // a log line per finished request with its timings
   int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)
   int64_t max_num_waiting_requests = 0;  // serve's --max-num-waiting-requests (0 = no bound)
   std::string quantization;  // --quantization / -q: "" or gptq|gptq_marlin|awq|awq_marlin

@@ -2,10 +2,12 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <stdexcept>
+#include <string_view>
 
 namespace pagoda::loadtest {
 
@@ -62,7 +64,57 @@ net::awaitable<int> SseReader::read_header(std::chrono::milliseconds timeout) {
   co_return status;
 }
 
+std::optional<std::string> SseReader::take_lenient_event(bool at_end) {
+  std::string& body = parser_.get().body();
+  size_t pos = 0;
+  std::optional<std::string> event;
+  for (;;) {
+    size_t nl = body.find('\n', pos);
+    if (nl == std::string::npos) {
+      if (!at_end || pos == body.size()) break;
+      nl = body.size();  // the body ended inside a last line
+    }
+    std::string_view line(body.data() + pos, nl - pos);
+    pos = std::min(nl + 1, body.size());
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) {
+      if (has_data_) {
+        event = std::move(data_);
+        data_.clear();
+        has_data_ = false;
+        break;
+      }
+      continue;
+    }
+    if (line.front() == ':') continue;  // a comment
+    size_t colon = line.find(':');
+    std::string_view field = line.substr(0, colon);
+    std::string_view value =
+        colon == std::string_view::npos ? std::string_view() : line.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    if (field != "data") continue;  // event:, id:, retry: and unknown fields
+    if (has_data_) data_ += '\n';
+    data_.append(value);
+    has_data_ = true;
+  }
+  body.erase(0, pos);
+  if (!event && at_end && has_data_) {
+    event = std::move(data_);
+    data_.clear();
+    has_data_ = false;
+  }
+  return event;
+}
+
 net::awaitable<std::optional<std::string>> SseReader::next(std::chrono::milliseconds timeout) {
+  if (framing_ == SseFraming::kLenient) {
+    for (;;) {
+      if (auto event = take_lenient_event(parser_.is_done())) co_return event;
+      if (parser_.is_done()) co_return std::nullopt;
+      stream_.expires_after(timeout);
+      co_await http::async_read_some(stream_, buffer_, parser_, use_awaitable);
+    }
+  }
   for (;;) {
     // string_body appends at the body's current size, so consumed events
     // can be erased between reads.

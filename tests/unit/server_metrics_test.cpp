@@ -102,7 +102,10 @@ TEST(LatencyTracker, ObservesTtftThenItlThenE2e) {
   t.on_token("a", 0, t0, t0 + milliseconds(50), s);  // TTFT 50 ms
   t.on_token("a", 0, t0, t0 + milliseconds(60), s);  // ITL 10 ms
   t.on_token("a", 0, t0, t0 + milliseconds(90), s);  // ITL 30 ms
-  t.finish("a", t0, t0 + milliseconds(90), s);       // e2e 90 ms
+  auto timings = t.finish("a", t0, t0 + milliseconds(90), s);  // e2e 90 ms
+  ASSERT_TRUE(timings.has_value());
+  EXPECT_NEAR(timings->ttft_s, 0.050, 1e-9);
+  EXPECT_NEAR(timings->e2e_s, 0.090, 1e-9);
   EXPECT_EQ(s.time_to_first_token.count, 1);
   EXPECT_NEAR(s.time_to_first_token.sum, 0.050, 1e-9);
   EXPECT_EQ(s.inter_token_latency.count, 2);
@@ -113,7 +116,7 @@ TEST(LatencyTracker, ObservesTtftThenItlThenE2e) {
   // One token that is also the last: TTFT and e2e, no ITL.
   t.on_token("b", 0, t0, t0 + milliseconds(5), s);
   t.finish("b", t0, t0 + milliseconds(5), s);
-  t.finish("b", t0, t0 + milliseconds(5), s);  // already finished: nothing
+  EXPECT_FALSE(t.finish("b", t0, t0 + milliseconds(5), s));  // already finished: nothing
   EXPECT_EQ(s.time_to_first_token.count, 2);
   EXPECT_EQ(s.inter_token_latency.count, 2);
   EXPECT_EQ(s.e2e_request_latency.count, 2);

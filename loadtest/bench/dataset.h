@@ -1,0 +1,68 @@
+// The benchmark's prompts, sampled as vLLM's benchmarks/benchmark_dataset.py
+// samples them: ShareGPT conversations (first turn the prompt, second the
+// reply whose length is the output length) and random token sequences.
+// Lengths are counted with the model's own tokenizer (engine/tokenizer).
+// Draws use std::mt19937_64 seeded with --seed: the same procedure as
+// vLLM's, not the same draws as Python's and numpy's generators.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer/tokenizer.h"
+
+namespace pagoda::bench {
+
+struct SampleRequest {
+  std::string prompt;                     // the prompt's text
+  std::vector<int32_t> prompt_token_ids;  // its ids (sent instead with --prompt-token-ids)
+  int64_t prompt_len = 0;                 // tokens, as vLLM counts them (see each sampler)
+  int64_t expected_output_len = 0;        // max_tokens asked for
+};
+
+// vLLM's is_valid_sequence: false when the prompt or (unless
+// skip_min_output_len_check) the output is under min_len tokens, the
+// prompt is over max_prompt_len, or prompt + output is over max_total_len.
+bool is_valid_sequence(int64_t prompt_len, int64_t output_len,
+                       bool skip_min_output_len_check = false, int64_t min_len = 4,
+                       int64_t max_prompt_len = 1024, int64_t max_total_len = 2048);
+
+// Reads and parses a JSON file. Throws std::runtime_error naming the file
+// when it cannot be read or is not JSON.
+nlohmann::json load_json_file(const std::string& path);
+
+// vLLM's ShareGPT sampling of `data` (a list of {"conversations": [{"from",
+// "value"}, ...]}): entries with fewer than two turns are dropped, the rest
+// shuffled (seed), then taken in order while fewer than num_requests: the
+// prompt is turn 0's value, prompt_len its token count with special tokens
+// (tokenizer.encode(text, true), as HF's tokenizer(text) counts, BOS
+// included); the output length is turn 1's count the same way, or
+// output_len when given; entries failing is_valid_sequence (the minimum
+// output check skipped when output_len is given) are skipped. Fewer valid
+// entries than num_requests: drawn again at random from the valid ones
+// (vLLM's oversampling). Throws std::runtime_error when `data` is not a list
+// or no entry is valid.
+std::vector<SampleRequest> sample_sharegpt(const nlohmann::json& data, const Tokenizer& tokenizer,
+                                           int64_t num_requests, uint64_t seed,
+                                           std::optional<int64_t> output_len);
+
+struct RandomSpec {
+  int64_t input_len = 1024;
+  int64_t output_len = 128;
+  double range_ratio = 0.0;  // in [0, 1)
+  int64_t prefix_len = 0;    // fixed random tokens before each prompt
+};
+
+// vLLM's RandomDataset: input lengths drawn uniformly from the integers in
+// [int(input_len * (1 - r)), int(input_len * (1 + r))], output lengths the
+// same way from output_len; each prompt is prefix_len fixed random ids
+// followed by (offset + i + j) mod vocab for j < its input length (offset
+// drawn per request), its text the tokenizer's decode of those ids (special
+// tokens kept) and prompt_len = prefix_len + the drawn input length.
+// Throws std::invalid_argument for r outside [0, 1) or negative lengths.
+std::vector<SampleRequest> sample_random(const Tokenizer& tokenizer, int64_t num_requests,
+                                         const RandomSpec& spec, uint64_t seed);
+
+}  // namespace pagoda::bench

@@ -1,0 +1,313 @@
+// pagoda-bench: a benchmark client in the manner of vLLM's
+// benchmarks/benchmark_serving.py (loadtest/README.md). `pagoda-bench serve
+// ...` sends a dataset's prompts to an OpenAI-compatible server (or
+// Pagoda's /v1/ws) at a request rate and prints vLLM's serving metrics.
+// Exit status: 0 the benchmark ran (failed requests are counted, not
+// fatal), 1 the initial test request failed, 2 a usage or set-up error.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+
+#include "loadtest/bench/arrival.h"
+#include "loadtest/bench/backends.h"
+#include "loadtest/bench/dataset.h"
+#include "loadtest/bench/metrics.h"
+#include "loadtest/bench/report.h"
+#include "loadtest/bench/runner.h"
+#include "loadtest/common/process_stats.h"
+#include "loadtest/common/target.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace pagoda::bench;
+
+struct Args {
+  std::string backend = "openai";
+  std::string base_url;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string endpoint;
+  std::string model;
+  std::string tokenizer;
+  std::string dataset_name = "sharegpt";
+  std::string dataset_path;
+  int64_t num_prompts = 1000;
+  std::optional<int64_t> sharegpt_output_len;
+  RandomSpec random;
+  bool prompt_token_ids = false;
+  double request_rate = std::numeric_limits<double>::infinity();
+  double burstiness = 1.0;
+  int64_t max_concurrency = 0;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  bool disable_tqdm = false;
+  std::optional<int> logprobs;
+  std::string percentile_metrics = "ttft,tpot,itl,e2el";
+  std::string metric_percentiles = "90,99";
+  std::vector<std::string> goodput;
+  bool save_result = false;
+  bool save_detailed = false;
+  std::string result_dir;
+  std::string result_filename;
+  std::vector<std::string> metadata;
+  bool skip_test_run = false;
+  double request_timeout_s = 6 * 3600;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t next = s.find(sep, at);
+    if (next == std::string::npos) next = s.size();
+    if (next > at) out.push_back(s.substr(at, next - at));
+    at = next + 1;
+  }
+  return out;
+}
+
+// A double as Python prints a float: "20.0", "0.5", "inf".
+std::string py_float(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.1f}", v);
+  return fmt::format("{}", v);
+}
+
+std::string now_stamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+int run(const Args& a) {
+  const Backend backend = parse_backend(a.backend);
+  // The tokenizer: --tokenizer, else --model when it is a directory.
+  std::string tok_dir = a.tokenizer;
+  if (tok_dir.empty() && fs::is_directory(a.model)) tok_dir = a.model;
+  if (tok_dir.empty())
+    throw std::invalid_argument(
+        "no tokenizer: give --tokenizer DIR (a model directory), or a --model that is one");
+  std::shared_ptr<pagoda::Tokenizer> tokenizer = pagoda::load_tokenizer(tok_dir);
+
+  std::vector<SampleRequest> samples;
+  if (a.dataset_name == "sharegpt") {
+    if (a.dataset_path.empty())
+      throw std::invalid_argument("--dataset-name sharegpt needs --dataset-path FILE");
+    samples = sample_sharegpt(load_json_file(a.dataset_path), *tokenizer, a.num_prompts, a.seed,
+                              a.sharegpt_output_len);
+  } else if (a.dataset_name == "random") {
+    samples = sample_random(*tokenizer, a.num_prompts, a.random, a.seed);
+  } else {
+    throw std::invalid_argument("--dataset-name must be sharegpt or random");
+  }
+  if (a.prompt_token_ids && backend == Backend::kOpenAIChat)
+    throw std::invalid_argument(
+        "--prompt-token-ids needs a completions backend (openai, pagoda-ws)");
+
+  std::vector<std::string> metrics = split(a.percentile_metrics, ',');
+  for (const std::string& m : metrics)
+    if (m != "ttft" && m != "tpot" && m != "itl" && m != "e2el")
+      throw std::invalid_argument(fmt::format("--percentile-metrics: unknown metric '{}'", m));
+  std::vector<double> percentiles;
+  for (const std::string& p : split(a.metric_percentiles, ',')) {
+    size_t used = 0;
+    double v = std::stod(p, &used);
+    if (used != p.size() || !(v >= 0 && v <= 100))
+      throw std::invalid_argument(fmt::format("--metric-percentiles: '{}' is not in [0, 100]", p));
+    percentiles.push_back(v);
+  }
+  const GoodputSlo slo = parse_goodput(a.goodput);
+  arrival_times(1, a.request_rate, a.burstiness,
+                a.seed);  // validates both (throws std::invalid_argument)
+
+  pagoda::loadtest::Target target;
+  if (!a.base_url.empty()) {
+    target = pagoda::loadtest::parse_target_url(a.base_url);
+  } else {
+    if (a.port <= 0 || a.port > 65535) throw std::invalid_argument("--port out of range");
+    target.host = a.host;
+    target.port = static_cast<uint16_t>(a.port);
+  }
+  RunConfig cfg;
+  cfg.backend = backend;
+  {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::resolver resolver(ioc);
+    auto found = resolver.resolve(target.host, std::to_string(target.port));
+    if (found.empty()) throw std::runtime_error("cannot resolve " + target.host);
+    cfg.endpoint.address = found.begin()->endpoint();
+  }
+  cfg.endpoint.host = fmt::format("{}:{}", target.host, target.port);
+  cfg.endpoint.path = a.endpoint.empty() ? default_endpoint(backend) : a.endpoint;
+  if (const char* key = std::getenv("OPENAI_API_KEY")) cfg.endpoint.api_key = key;
+  cfg.endpoint.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.request_timeout_s * 1e3));
+  cfg.options.model = a.model;
+  cfg.options.prompt_token_ids = a.prompt_token_ids;
+  cfg.options.ignore_eos = a.ignore_eos;
+  cfg.options.logprobs = a.logprobs;
+  cfg.request_rate = a.request_rate;
+  cfg.burstiness = a.burstiness;
+  cfg.max_concurrency = a.max_concurrency;
+  cfg.seed = a.seed;
+  cfg.progress = !a.disable_tqdm;
+  pagoda::loadtest::raise_file_limit();
+
+  if (!a.skip_test_run) {
+    std::cout << "Starting initial single prompt test run..." << std::endl;
+    RequestResult test = run_one(samples.front(), cfg);
+    if (!test.success) {
+      std::cerr << "Initial test run failed - Please make sure benchmark arguments are correctly "
+                   "specified. Error: "
+                << test.error << "\n";
+      return 1;
+    }
+    std::cout << "Initial test run completed. Starting main benchmark run..." << std::endl;
+  }
+  std::cout << fmt::format("Traffic request rate: {}\n", py_float(a.request_rate));
+  std::cout << fmt::format("Burstiness factor: {} ({})\n", py_float(a.burstiness),
+                           a.burstiness == 1.0 ? "Poisson process" : "Gamma distribution");
+  std::cout << fmt::format("Maximum request concurrency: {}\n",
+                           a.max_concurrency > 0 ? fmt::format("{}", a.max_concurrency) : "None")
+            << std::flush;
+
+  RunOutput run = run_benchmark(samples, cfg);
+  auto count = [&](const std::string& text) {
+    return static_cast<int64_t>(tokenizer->encode(text, false).size());
+  };
+  const BenchmarkMetrics m =
+      calculate_metrics(run.results, std::max(run.duration_s, 1e-9), count, percentiles, slo);
+  ReportOptions ro;
+  ro.percentile_metrics = metrics;
+  ro.goodput = !slo.empty();
+  ro.request_rate = a.request_rate;
+  ro.burstiness = a.burstiness;
+  ro.max_concurrency = a.max_concurrency;
+  std::cout << format_summary(m, run.duration_s, ro) << std::flush;
+
+  if (a.save_result || !a.result_filename.empty()) {
+    nlohmann::json j;
+    const std::string stamp = now_stamp();
+    j["date"] = stamp;
+    j["backend"] = a.backend;
+    j["model_id"] = a.model;
+    j["tokenizer_id"] = tok_dir;
+    j["num_prompts"] = a.num_prompts;
+    for (const std::string& kv : a.metadata) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos)
+        throw std::invalid_argument("--metadata takes KEY=VALUE, got " + kv);
+      j[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    j.update(result_json(m, run.results, run.duration_s, ro, a.save_detailed));
+    std::string name = a.result_filename;
+    if (name.empty()) {
+      std::string base = fs::path(a.model).filename().string();
+      if (base.empty()) base = fs::path(a.model).parent_path().filename().string();
+      name =
+          fmt::format("{}-{}qps{}-{}-{}.json", a.backend, py_float(a.request_rate),
+                      a.max_concurrency > 0 ? fmt::format("-concurrency{}", a.max_concurrency) : "",
+                      base, stamp);
+    }
+    if (!a.result_dir.empty()) name = (fs::path(a.result_dir) / name).string();
+    std::ofstream f(name);
+    f << j.dump(2) << "\n";
+    if (!f) throw std::runtime_error("cannot write " + name);
+    std::cout << "Results written to " << name << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pagoda-bench: serving benchmark in the manner of vLLM's benchmark_serving.py"};
+  app.require_subcommand(1);
+  Args a;
+  CLI::App* serve = app.add_subcommand("serve", "Benchmark a running OpenAI-compatible server");
+  serve->add_option("--backend", a.backend, "openai | openai-chat | pagoda-ws")
+      ->check(CLI::IsMember({"openai", "openai-chat", "pagoda-ws"}));
+  serve->add_option("--base-url", a.base_url, "http://HOST:PORT (instead of --host/--port)");
+  serve->add_option("--host", a.host, "Server host (default 127.0.0.1)");
+  serve->add_option("--port", a.port, "Server port (default 8000)");
+  serve->add_option(
+      "--endpoint", a.endpoint,
+      "API path (default /v1/completions; openai-chat /v1/chat/completions; pagoda-ws /v1/ws)");
+  serve
+      ->add_option("--model", a.model,
+                   "Model name sent in requests (a directory also serves as tokenizer)")
+      ->required();
+  serve->add_option("--tokenizer", a.tokenizer,
+                    "Model directory whose tokenizer counts tokens (default --model)");
+  serve->add_option("--dataset-name", a.dataset_name, "sharegpt | random")
+      ->check(CLI::IsMember({"sharegpt", "random"}));
+  serve->add_option("--dataset-path", a.dataset_path, "ShareGPT-format JSON file");
+  serve->add_option("--num-prompts", a.num_prompts, "Number of prompts (default 1000)")
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--sharegpt-output-len", a.sharegpt_output_len,
+                   "Output length of every ShareGPT request")
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--random-input-len", a.random.input_len,
+                   "Random prompts' length (default 1024)")
+      ->check(CLI::NonNegativeNumber);
+  serve
+      ->add_option("--random-output-len", a.random.output_len,
+                   "Random requests' output length (default 128)")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--random-range-ratio", a.random.range_ratio,
+                    "Lengths drawn from [len*(1-r), len*(1+r)], r in [0, 1) (default 0)");
+  serve
+      ->add_option("--random-prefix-len", a.random.prefix_len,
+                   "Fixed random tokens before each random prompt")
+      ->check(CLI::NonNegativeNumber);
+  serve->add_flag("--prompt-token-ids", a.prompt_token_ids,
+                  "Send each prompt as its list of token ids (openai, pagoda-ws)");
+  serve->add_option("--request-rate", a.request_rate, "Requests/s (default inf: all at once)");
+  serve->add_option("--burstiness", a.burstiness, "Gamma shape of the arrival gaps (1: Poisson)");
+  serve->add_option("--max-concurrency", a.max_concurrency, "Most requests in flight")
+      ->check(CLI::NonNegativeNumber);
+  serve->add_option("--seed", a.seed,
+                    "Seed of the dataset sampling and the arrival times (default 0)");
+  serve->add_flag("--ignore-eos", a.ignore_eos, "Send ignore_eos: true");
+  serve->add_flag("--disable-tqdm", a.disable_tqdm, "No progress bar");
+  serve->add_option("--logprobs", a.logprobs, "logprobs to ask for per token");
+  serve->add_option("--percentile-metrics", a.percentile_metrics,
+                    "Metrics to print percentiles of: ttft,tpot,itl,e2el (default all four)");
+  serve->add_option("--metric-percentiles", a.metric_percentiles,
+                    "Percentiles to print (default 90,99)");
+  serve->add_option("--goodput", a.goodput, "SLOs as KEY:MS (ttft, tpot, e2el)")->expected(1, 3);
+  serve->add_flag("--save-result", a.save_result, "Write the results as JSON");
+  serve->add_flag("--save-detailed", a.save_detailed,
+                  "Also vLLM's per-request lists (with generated texts)");
+  serve->add_option("--result-dir", a.result_dir, "Directory of the result file");
+  serve->add_option("--result-filename", a.result_filename,
+                    "Result file name (implies --save-result)");
+  serve->add_option("--metadata", a.metadata, "KEY=VALUE pairs recorded in the result file");
+  serve->add_flag("--skip-initial-test", a.skip_test_run,
+                  "Do not send the first prompt alone first");
+  serve
+      ->add_option("--request-timeout", a.request_timeout_s,
+                   "Seconds each connect, write and wait for bytes may take (default 21600)")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(a);
+  } catch (const std::exception& e) {
+    std::cerr << "pagoda-bench: " << e.what() << "\n";
+    return 2;
+  }
+}

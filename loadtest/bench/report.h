@@ -1,0 +1,36 @@
+// The benchmark's printed summary and its JSON result file.
+#pragma once
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "loadtest/bench/metrics.h"
+
+namespace pagoda::bench {
+
+struct ReportOptions {
+  std::vector<std::string> percentile_metrics;  // of ttft, tpot, itl, e2el, in print order
+  bool goodput = false;                         // --goodput was given
+  double request_rate = 0;                      // req/s (infinity: "inf")
+  double burstiness = 1.0;
+  int64_t max_concurrency = 0;  // 0: none
+};
+
+// vLLM's "============ Serving Benchmark Result ============" table
+// (successful and failed requests, duration, tokens, throughputs, then a
+// section per selected metric: mean, median, each percentile, in ms),
+// followed by the seed's table (vLLM's first benchmark_serving.py: Total
+// time, Throughput, Average latency, per token, per output token).
+std::string format_summary(const BenchmarkMetrics& m, double duration_s, const ReportOptions& opt);
+
+// The result file: vLLM's keys (duration, completed, total_input_tokens,
+// ..., mean_/median_/std_/pNN_<metric>_ms for every metric) plus `failed`,
+// the seed's three averages, and `requests`: every request's request_id,
+// success, start, prompt_len, output_len, ttft, itl, latency (seconds) and
+// error. detailed: also vLLM's per-request lists (input_lens, output_lens,
+// ttfts, itls, generated_texts, errors).
+nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestResult>& results,
+                           double duration_s, const ReportOptions& opt, bool detailed);
+
+}  // namespace pagoda::bench

@@ -1,0 +1,186 @@
+// pagoda-bench's datasets (loadtest/bench/dataset.h): vLLM's ShareGPT
+// filter on tests/data/sharegpt_sample.json (each conversation's `id` says
+// whether the filter keeps it: "keep-*" or "drop-<why>") and the random
+// dataset's length ranges, with stories260K's tokenizer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "loadtest/bench/dataset.h"
+
+namespace pagoda::bench {
+namespace {
+
+using nlohmann::json;
+
+const Tokenizer& stories() {
+  static std::shared_ptr<Tokenizer> t = load_tokenizer(PAGODA_SOURCE_DIR "/models/stories260K");
+  return *t;
+}
+
+json sample_file() { return load_json_file(PAGODA_SOURCE_DIR "/tests/data/sharegpt_sample.json"); }
+
+// prompt text → id, for the conversations whose id starts with `prefix`.
+std::map<std::string, std::string> prompts_with_id(const json& data, const std::string& prefix) {
+  std::map<std::string, std::string> out;
+  for (const json& e : data)
+    if (e.value("id", "").rfind(prefix, 0) == 0 && e.contains("conversations") &&
+        !e["conversations"].empty())
+      out[e["conversations"][0]["value"]] = e["id"];
+  return out;
+}
+
+TEST(BenchDataset, IsValidSequenceBoundaries) {
+  EXPECT_TRUE(is_valid_sequence(4, 4));
+  EXPECT_FALSE(is_valid_sequence(3, 100));
+  EXPECT_FALSE(is_valid_sequence(100, 3));
+  EXPECT_TRUE(is_valid_sequence(100, 3, /*skip_min_output_len_check=*/true));
+  EXPECT_TRUE(is_valid_sequence(1024, 1024));
+  EXPECT_FALSE(is_valid_sequence(1025, 4));
+  EXPECT_FALSE(is_valid_sequence(1024, 1025));  // 2049 in all
+}
+
+TEST(BenchDataset, ShareGptKeepsExactlyTheConversationsVllmKeeps) {
+  const json data = sample_file();
+  const auto keep = prompts_with_id(data, "keep-");
+  ASSERT_EQ(keep.size(), 23u);
+  const auto samples = sample_sharegpt(data, stories(), 23, 0, std::nullopt);
+  ASSERT_EQ(samples.size(), 23u);
+  std::set<std::string> seen;
+  for (const SampleRequest& s : samples) {
+    ASSERT_TRUE(keep.count(s.prompt)) << "kept a dropped conversation: " << s.prompt.substr(0, 60);
+    seen.insert(s.prompt);
+    // Lengths as HF's tokenizer(text).input_ids counts them: BOS included.
+    EXPECT_EQ(s.prompt_len, static_cast<int64_t>(stories().encode(s.prompt, true).size()));
+    EXPECT_EQ(s.prompt_token_ids, stories().encode(s.prompt, true));
+    EXPECT_GE(s.prompt_len, 4);
+    EXPECT_LE(s.prompt_len, 1024);
+    EXPECT_GE(s.expected_output_len, 4);
+    EXPECT_LE(s.prompt_len + s.expected_output_len, 2048);
+  }
+  EXPECT_EQ(seen.size(), 23u);  // each once: no oversampling needed
+  // The reply's length is the output length.
+  for (const json& e : data)
+    if (e.value("id", "") == "keep-0") {
+      auto it = std::find_if(samples.begin(), samples.end(), [&](const SampleRequest& s) {
+        return s.prompt == e["conversations"][0]["value"];
+      });
+      ASSERT_NE(it, samples.end());
+      EXPECT_EQ(
+          it->expected_output_len,
+          static_cast<int64_t>(
+              stories().encode(e["conversations"][1]["value"].get<std::string>(), true).size()));
+    }
+  // The dropped ones fail for the reason their id gives.
+  for (const json& e : data) {
+    const std::string id = e.value("id", "");
+    if (id.rfind("drop-", 0) != 0 || !e.contains("conversations") || e["conversations"].size() < 2)
+      continue;
+    const int64_t p = static_cast<int64_t>(
+        stories().encode(e["conversations"][0]["value"].get<std::string>(), true).size());
+    const int64_t o = static_cast<int64_t>(
+        stories().encode(e["conversations"][1]["value"].get<std::string>(), true).size());
+    if (id == "drop-short-prompt") {
+      EXPECT_LT(p, 4);
+    } else if (id == "drop-short-reply") {
+      EXPECT_LT(o, 4);
+    } else if (id == "drop-long-prompt") {
+      EXPECT_GT(p, 1024);
+    } else if (id == "drop-long-total") {
+      EXPECT_LE(p, 1024);
+      EXPECT_GT(p + o, 2048);
+    }
+  }
+}
+
+TEST(BenchDataset, ShareGptShufflesBySeedAndOversamples) {
+  const json data = sample_file();
+  const auto keep = prompts_with_id(data, "keep-");
+  auto a = sample_sharegpt(data, stories(), 5, 1, std::nullopt);
+  auto b = sample_sharegpt(data, stories(), 5, 1, std::nullopt);
+  auto c = sample_sharegpt(data, stories(), 5, 2, std::nullopt);
+  ASSERT_EQ(a.size(), 5u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].prompt, b[i].prompt);
+  bool differs = false;
+  for (size_t i = 0; i < a.size(); ++i) differs = differs || a[i].prompt != c[i].prompt;
+  EXPECT_TRUE(differs);
+  // More than the 23 valid: drawn again from the valid ones.
+  auto many = sample_sharegpt(data, stories(), 60, 0, std::nullopt);
+  ASSERT_EQ(many.size(), 60u);
+  for (const SampleRequest& s : many) EXPECT_TRUE(keep.count(s.prompt));
+}
+
+TEST(BenchDataset, ShareGptFixedOutputLenSkipsOnlyTheMinimumOutputCheck) {
+  const json data = sample_file();
+  auto samples = sample_sharegpt(data, stories(), 100, 0, 2);
+  std::set<std::string> ids;
+  const auto all = prompts_with_id(data, "");
+  for (const SampleRequest& s : samples) {
+    EXPECT_EQ(s.expected_output_len, 2);
+    ids.insert(all.at(s.prompt));
+  }
+  // 23 kept, and now the short reply and the long reply too (their replies
+  // no longer count); the short and the long prompt stay out.
+  EXPECT_EQ(ids.size(), 25u);
+  EXPECT_TRUE(ids.count("drop-short-reply"));
+  EXPECT_TRUE(ids.count("drop-long-total"));
+  EXPECT_FALSE(ids.count("drop-short-prompt"));
+  EXPECT_FALSE(ids.count("drop-long-prompt"));
+}
+
+TEST(BenchDataset, ShareGptRejectsDataWithoutValidConversations) {
+  EXPECT_THROW(sample_sharegpt(json::object(), stories(), 1, 0, std::nullopt), std::runtime_error);
+  EXPECT_THROW(sample_sharegpt(json::array(), stories(), 1, 0, std::nullopt), std::runtime_error);
+}
+
+TEST(BenchDataset, RandomLengthsStayInTheirRanges) {
+  RandomSpec spec;
+  spec.input_len = 100;
+  spec.output_len = 20;
+  spec.range_ratio = 0.5;
+  const auto s = sample_random(stories(), 400, spec, 3);
+  ASSERT_EQ(s.size(), 400u);
+  int64_t in_lo = 1 << 30, in_hi = 0, out_lo = 1 << 30, out_hi = 0;
+  for (const SampleRequest& r : s) {
+    in_lo = std::min(in_lo, r.prompt_len), in_hi = std::max(in_hi, r.prompt_len);
+    out_lo = std::min(out_lo, r.expected_output_len),
+    out_hi = std::max(out_hi, r.expected_output_len);
+    ASSERT_EQ(static_cast<int64_t>(r.prompt_token_ids.size()), r.prompt_len);
+    // Consecutive ids from a random offset, wrapping at the vocabulary.
+    for (size_t j = 1; j < r.prompt_token_ids.size(); ++j)
+      ASSERT_EQ(r.prompt_token_ids[j], (r.prompt_token_ids[j - 1] + 1) % 512);
+    EXPECT_EQ(r.prompt, stories().decode(r.prompt_token_ids, false));
+  }
+  // [int(100 · 0.5), int(100 · 1.5)] = [50, 150] and [10, 30], both ends reachable.
+  EXPECT_GE(in_lo, 50);
+  EXPECT_LE(in_hi, 150);
+  EXPECT_GE(out_lo, 10);
+  EXPECT_LE(out_hi, 30);
+  EXPECT_LE(in_lo, 53);  // 400 uniform draws spread over the range
+  EXPECT_GE(in_hi, 147);
+  EXPECT_EQ(out_lo, 10);
+  EXPECT_EQ(out_hi, 30);
+}
+
+TEST(BenchDataset, RandomRatioZeroAndPrefix) {
+  RandomSpec spec;
+  spec.input_len = 32;
+  spec.output_len = 8;
+  spec.prefix_len = 5;
+  const auto s = sample_random(stories(), 20, spec, 0);
+  for (const SampleRequest& r : s) {
+    EXPECT_EQ(r.prompt_len, 37);
+    EXPECT_EQ(r.expected_output_len, 8);
+    EXPECT_TRUE(std::equal(r.prompt_token_ids.begin(), r.prompt_token_ids.begin() + 5,
+                           s[0].prompt_token_ids.begin()));
+  }
+  spec.range_ratio = 1.0;
+  EXPECT_THROW(sample_random(stories(), 1, spec, 0), std::invalid_argument);
+  spec.range_ratio = -0.1;
+  EXPECT_THROW(sample_random(stories(), 1, spec, 0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pagoda::bench

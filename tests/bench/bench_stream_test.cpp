@@ -1,0 +1,116 @@
+// pagoda-bench's reading of streams (loadtest/bench/backends.h): which
+// chunks set TTFT and ITL, where the latency ends, where the output token
+// count comes from — vLLM's rules per backend — and the request bodies.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "loadtest/bench/backends.h"
+
+namespace pagoda::bench {
+namespace {
+
+using nlohmann::json;
+
+TEST(BenchStream, CompletionsChunksTimeTtftItlAndLatency) {
+  RequestResult r;
+  StreamFolder f(Backend::kOpenAI, 1.0);
+  EXPECT_FALSE(f.add(R"({"id":"cmpl-1","choices":[{"index":0,"text":"Once"}]})", 1.5, r));
+  EXPECT_FALSE(
+      f.add(R"({"id":"cmpl-1","choices":[{"index":0,"text":""}]})", 1.7, r));  // empty text counts
+  EXPECT_FALSE(
+      f.add(R"({"id":"cmpl-1","choices":[{"index":0,"text":" upon","finish_reason":"length"}]})",
+            2.0, r));
+  EXPECT_FALSE(f.add(
+      R"({"id":"cmpl-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3}})", 2.1, r));
+  EXPECT_TRUE(f.add("[DONE]", 2.2, r));
+  EXPECT_TRUE(f.saw_output());
+  EXPECT_DOUBLE_EQ(r.ttft, 0.5);
+  ASSERT_EQ(r.itl.size(), 2u);
+  EXPECT_NEAR(r.itl[0], 0.2, 1e-12);
+  EXPECT_NEAR(r.itl[1], 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(f.last_s(), 2.0);  // the last chunk with choices, not the usage chunk
+  EXPECT_EQ(r.output_tokens, 3);
+  EXPECT_EQ(r.generated_text, "Once upon");
+  EXPECT_EQ(r.request_id, "cmpl-1");
+}
+
+TEST(BenchStream, ChatCountsDeltasAndEndsAtTheLastChunk) {
+  RequestResult r;
+  StreamFolder f(Backend::kOpenAIChat, 0.0);
+  EXPECT_FALSE(f.add(
+      R"({"id":"chatcmpl-9","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})",
+      0.25, r));
+  EXPECT_FALSE(
+      f.add(R"({"id":"chatcmpl-9","choices":[{"index":0,"delta":{"content":"Hi"}}]})", 0.5, r));
+  EXPECT_FALSE(
+      f.add(R"({"id":"chatcmpl-9","choices":[],"usage":{"completion_tokens":1}})", 0.75, r));
+  EXPECT_TRUE(f.add("[DONE]", 0.8, r));
+  EXPECT_DOUBLE_EQ(r.ttft, 0.25);
+  EXPECT_EQ(r.itl, (std::vector<double>{0.25}));
+  EXPECT_DOUBLE_EQ(f.last_s(), 0.75);  // vLLM's chat client: any chunk moves the end
+  EXPECT_EQ(r.generated_text, "Hi");
+  EXPECT_EQ(r.output_tokens, 1);
+}
+
+TEST(BenchStream, WebSocketDeltasThenDone) {
+  RequestResult r;
+  StreamFolder f(Backend::kPagodaWs, 0.0);
+  EXPECT_FALSE(f.add(R"({"type":"stats","time":1})", 0.05, r));  // ignored
+  EXPECT_FALSE(
+      f.add(R"({"type":"delta","id":"b-1","seq":1,"index":0,"text":"a","token_ids":[5]})", 0.1, r));
+  EXPECT_FALSE(f.add(
+      R"({"type":"delta","id":"b-1","seq":3,"index":0,"text":"bc","token_ids":[6,7]})", 0.4, r));
+  EXPECT_TRUE(f.add(
+      R"({"type":"done","id":"b-1","seq":3,"finish_reason":"length","usage":{"completion_tokens":3}})",
+      0.5, r));
+  EXPECT_DOUBLE_EQ(r.ttft, 0.1);
+  ASSERT_EQ(r.itl.size(), 1u);
+  EXPECT_NEAR(r.itl[0], 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(f.last_s(), 0.4);
+  EXPECT_EQ(r.output_tokens, 3);
+  EXPECT_EQ(r.generated_text, "abc");
+}
+
+TEST(BenchStream, ErrorsThrow) {
+  RequestResult r;
+  StreamFolder sse(Backend::kOpenAI, 0.0);
+  EXPECT_THROW(sse.add(R"({"error":{"message":"boom","code":500}})", 0.1, r), std::runtime_error);
+  EXPECT_THROW(sse.add("not json", 0.1, r), std::runtime_error);
+  StreamFolder ws(Backend::kPagodaWs, 0.0);
+  EXPECT_THROW(
+      ws.add(R"({"type":"error","id":"x","error":{"message":"too long","code":400}})", 0.1, r),
+      std::runtime_error);
+  EXPECT_THROW(ws.add(R"({"type":"done","id":"x","finish_reason":"abort"})", 0.1, r),
+               std::runtime_error);
+}
+
+TEST(BenchStream, RequestBodies) {
+  SampleRequest s;
+  s.prompt = "Once upon";
+  s.prompt_token_ids = {1, 432, 383};
+  s.expected_output_len = 7;
+  RequestOptions o;
+  o.model = "m";
+  json c = json::parse(request_body(Backend::kOpenAI, s, o));
+  EXPECT_EQ(c["prompt"], "Once upon");
+  EXPECT_EQ(c["max_tokens"], 7);
+  EXPECT_EQ(c["stream"], true);
+  EXPECT_EQ(c["stream_options"]["include_usage"], true);
+  EXPECT_FALSE(c.contains("ignore_eos"));
+  o.prompt_token_ids = true;
+  o.ignore_eos = true;
+  c = json::parse(request_body(Backend::kOpenAI, s, o));
+  EXPECT_EQ(c["prompt"], (std::vector<int>{1, 432, 383}));
+  EXPECT_EQ(c["ignore_eos"], true);
+  json chat = json::parse(request_body(Backend::kOpenAIChat, s, o));
+  EXPECT_EQ(chat["messages"][0]["role"], "user");
+  EXPECT_EQ(chat["messages"][0]["content"][0]["text"], "Once upon");
+  json ws = json::parse(request_body(Backend::kPagodaWs, s, o, "bench-1"));
+  EXPECT_EQ(ws["type"], "completion");
+  EXPECT_EQ(ws["id"], "bench-1");
+  EXPECT_FALSE(ws.contains("stream"));
+}
+
+}  // namespace
+}  // namespace pagoda::bench
