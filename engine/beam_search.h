@@ -46,6 +46,47 @@ struct BeamHypothesis {
   float score = 0.0f;               // cumulative_logprob / token_ids.size() ^ length_penalty
 };
 
+// One beam search, a step at a time (for callers that wait for the engine
+// asynchronously, e.g. server/generation_group.h): pending() are the
+// sequences (prompt + generated tokens) whose next-token candidates the next
+// advance() needs, k() how many each; advance() takes them (for each
+// sequence, up to k (token id, logprob) pairs, most likely first) and runs
+// the step. Once done(), result() is beam_search's answer.
+class BeamSearch {
+ public:
+  // Throws std::invalid_argument for beam_width < 1 or max_tokens < 1.
+  BeamSearch(std::vector<int32_t> prompt, BeamSearchParams params);
+  bool done() const { return done_; }
+  const std::vector<std::vector<int32_t>>& pending() const { return pending_; }
+  int k() const { return k_; }
+  // lists.size() must be pending().size() (std::invalid_argument otherwise).
+  void advance(const std::vector<std::vector<std::pair<int32_t, float>>>& lists);
+  // The finished hypotheses, best score first.
+  std::vector<BeamHypothesis> result() const;
+  const BeamSearchParams& params() const { return p_; }
+
+ private:
+  struct Running {
+    std::vector<int32_t> tokens;  // generated
+    float score = 0.0f;           // cumulative logprob (-1e9 added when it had ended)
+    float cum = 0.0f;
+  };
+  struct Slot {
+    BeamHypothesis hyp;
+    bool finished = false;
+  };
+  void set_pending();
+  std::vector<int32_t> prompt_;
+  BeamSearchParams p_;
+  int k_ = 0;
+  int64_t cur_ = 0;  // tokens generated so far
+  bool done_ = false;
+  bool heuristic_unsatisfied_ = true;
+  std::vector<Running> running_;
+  std::vector<Slot> slots_;
+  std::vector<std::vector<int32_t>> pending_;
+};
+
 // One step's next-token candidates: for each sequence (prompt + generated
 // tokens), up to k (token id, logprob) pairs of its next position, most
 // likely first.
