@@ -1,14 +1,19 @@
 #include "server/generation_group.h"
 
-#include <utility>
-
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
 
 namespace pagoda {
 
 GenerationGroup::GenerationGroup(ParsedRequest req, EngineHandle& engine,
                                  std::function<void()> notify)
-    : req_(std::move(req)), engine_(engine), assembler_(req_), n_(req_.sampling.n) {
+    : req_(std::move(req)),
+      engine_(engine),
+      notify_(notify),
+      assembler_(req_),
+      n_(req_.sampling.n) {
   finished_.assign(static_cast<size_t>(req_.num_choices()), false);
   const bool batched = req_.prompts.size() > 1;
   for (size_t i = 0; i < req_.prompts.size(); ++i) {
@@ -17,6 +22,12 @@ GenerationGroup::GenerationGroup(ParsedRequest req, EngineHandle& engine,
     s.channel = std::make_shared<OutputChannel>();
     s.channel->set_notifier(notify);
     s.first_index = static_cast<int>(i) * n_;
+    if (req_.beam_search) {
+      BeamSearchParams p = *req_.beam_search;
+      p.max_tokens = req_.prompts[i].max_tokens;
+      s.beam = std::make_shared<Beam>();
+      s.beam->search = std::make_unique<BeamSearch>(req_.prompts[i].token_ids, std::move(p));
+    }
     subs_.push_back(s);
   }
 }
@@ -28,7 +39,9 @@ std::optional<SubmitRefusal> GenerationGroup::submit() {
   // before it returns.
   std::vector<std::unique_ptr<GenerateRequest>> batch;
   batch.reserve(req_.prompts.size());
-  for (size_t i = 0; i < req_.prompts.size(); ++i) {
+  for (size_t i = 0; i < req_.prompts.size() && req_.beam_search; ++i)
+    for (auto& r : beam_step_requests(subs_[i])) batch.push_back(std::move(r));
+  for (size_t i = 0; i < req_.prompts.size() && !req_.beam_search; ++i) {
     auto r = std::make_unique<GenerateRequest>();
     r->request_id = subs_[i].request_id;
     r->prompt_token_ids = req_.prompts[i].token_ids;
@@ -57,8 +70,129 @@ std::optional<SubmitRefusal> GenerationGroup::submit() {
       kRetryAfterSeconds};
 }
 
+std::vector<std::unique_ptr<GenerateRequest>> GenerationGroup::beam_step_requests(Sub& sub) {
+  Beam& b = *sub.beam;
+  std::vector<std::unique_ptr<GenerateRequest>> batch;
+  b.ids.clear();
+  b.channels.clear();
+  b.outputs.assign(b.search->pending().size(), RequestOutput{});
+  for (size_t j = 0; j < b.search->pending().size(); ++j) {
+    auto r = std::make_unique<GenerateRequest>();
+    r->request_id = fmt::format("{}-beam{}-{}", sub.request_id, b.step, j);
+    r->prompt_token_ids = b.search->pending()[j];
+    r->sampling.temperature = 0.0f;
+    r->sampling.ignore_eos = true;
+    r->sampling.max_tokens = 1;
+    r->sampling.logprobs = b.search->k();
+    r->output = std::make_shared<OutputChannel>();
+    r->output->set_notifier(notify_);
+    b.ids.push_back(r->request_id);
+    b.channels.push_back(r->output);
+    batch.push_back(std::move(r));
+  }
+  ++b.step;
+  return batch;
+}
+
+void GenerationGroup::fail_with(const std::string& error, int status, int index,
+                                std::vector<ChoiceDelta>& out) {
+  RequestOutput d;
+  d.index = index;
+  d.finished = true;
+  d.finish_reason = FinishReason::kAbort;
+  d.error = error;
+  d.error_status = status;
+  ChoiceDelta c = assembler_.add(d);
+  if (!failed_) {
+    failed_ = true;
+    error_ = c;
+  }
+  out.push_back(std::move(c));
+}
+
+void GenerationGroup::drain_beam(Sub& sub, std::vector<ChoiceDelta>& out) {
+  Beam& b = *sub.beam;
+  if (b.done || failed_) return;
+  bool complete = true;
+  for (size_t j = 0; j < b.channels.size(); ++j) {
+    for (RequestOutput& d : b.channels[j]->drain()) {
+      if (!d.error.empty()) {
+        b.done = true;
+        fail_with(d.error, d.error_status, sub.first_index, out);
+        return;
+      }
+      merge_delta(b.outputs[j], d);
+    }
+    complete = complete && b.channels[j]->finished();
+  }
+  if (!complete) return;
+  std::vector<std::vector<std::pair<int32_t, float>>> lists;
+  for (const RequestOutput& o : b.outputs) {
+    if (o.logprobs.empty()) {
+      b.done = true;
+      fail_with("beam search: a step's request returned no logprobs", 500, sub.first_index, out);
+      return;
+    }
+    lists.push_back(o.logprobs[0].top);
+  }
+  b.search->advance(lists);
+  if (!b.search->done()) {
+    auto batch = beam_step_requests(sub);
+    const Admission a = engine_.add_requests(batch);
+    if (a != Admission::kAccepted) {
+      b.done = true;
+      b.ids.clear();
+      fail_with(a == Admission::kShuttingDown
+                    ? "The server is shutting down"
+                    : "The server is overloaded: the waiting queue is full; retry later",
+                503, sub.first_index, out);
+    }
+    return;
+  }
+  b.done = true;
+  b.ids.clear();
+  const BeamSearchParams& p = b.search->params();
+  const std::vector<BeamHypothesis> beams = b.search->result();
+  const auto prompt_tokens = static_cast<int64_t>(
+      req_.prompts[static_cast<size_t>(sub.first_index / n_)].token_ids.size());
+  for (int i = 0; i < n_; ++i) {
+    RequestOutput d;
+    d.request_id = sub.request_id;
+    d.index = sub.first_index + i;
+    d.finished = true;
+    d.finish_reason = FinishReason::kLength;
+    d.prompt_tokens = prompt_tokens;
+    if (static_cast<size_t>(i) < beams.size()) {
+      const BeamHypothesis& h = beams[static_cast<size_t>(i)];
+      d.token_ids = h.token_ids;
+      d.cumulative_logprob = h.cumulative_logprob;
+      d.completion_tokens = static_cast<int64_t>(h.token_ids.size());
+      d.text = req_.tokenizer
+                   ? req_.tokenizer->decode(h.token_ids, req_.sampling.skip_special_tokens)
+                   : "";
+      const int32_t last = h.token_ids.empty() ? -1 : h.token_ids.back();
+      const bool ended_by_eos =
+          std::find(p.eos_token_ids.begin(), p.eos_token_ids.end(), last) != p.eos_token_ids.end();
+      if (ended_by_eos) {
+        d.finish_reason = FinishReason::kStop;
+        const auto& stops = req_.sampling.stop_token_ids;
+        if (std::find(stops.begin(), stops.end(), last) != stops.end()) d.stop_token_id = last;
+      }
+    }
+    if (!finished_[static_cast<size_t>(d.index)]) {
+      finished_[static_cast<size_t>(d.index)] = true;
+      ++finished_count_;
+    }
+    out.push_back(assembler_.add(d));
+  }
+}
+
 std::vector<ChoiceDelta> GenerationGroup::drain() {
   std::vector<ChoiceDelta> out;
+  if (req_.beam_search) {
+    for (Sub& s : subs_) drain_beam(s, out);
+    return out;
+  }
   for (const Sub& s : subs_) {
     for (RequestOutput& d : s.channel->drain()) {
       if (d.index < 0 || d.index >= n_) {
@@ -88,6 +222,12 @@ std::vector<ChoiceDelta> GenerationGroup::drain() {
 void GenerationGroup::abort() {
   if (!submitted_ || refused_) return;
   std::vector<std::string> ids;
+  if (req_.beam_search) {
+    for (Sub& s : subs_)
+      if (!s.beam->done) ids.insert(ids.end(), s.beam->ids.begin(), s.beam->ids.end());
+    engine_.abort_requests(std::move(ids));
+    return;
+  }
   for (size_t i = 0; i < subs_.size(); ++i) {
     bool all_done = true;
     for (int j = 0; j < n_; ++j) all_done = all_done && finished_[i * static_cast<size_t>(n_) + static_cast<size_t>(j)];

@@ -11,6 +11,15 @@
 // index rewritten to prompt_index * n + sample_index (vLLM's order), so the
 // front end sees one request with k * n choices.
 //
+// With use_beam_search (ParsedRequest::beam_search) each prompt runs a
+// BeamSearch (engine/beam_search.h) instead: every step queues one
+// next-token request per running beam (ids "<sub id>-beam<step>-<j>",
+// logprobs k, greedy, ignore_eos; their prompt blocks shared through the
+// prefix cache), and when a step's requests have all answered, drain()
+// advances the search and queues the next step; once it is done the n best
+// beams come out as the prompt's n choices, each in one finished delta (as
+// vLLM's beam search, also when streamed).
+//
 // Thread use: every method runs on the owner's strand (or under its lock);
 // only the OutputChannels are touched by the engine thread (through their
 // notifier, which must only post work elsewhere). submit() may run the
@@ -21,8 +30,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "engine/beam_search.h"
 #include "engine/output_channel.h"
 #include "engine/request.h"
 #include "server/choice_output.h"
@@ -76,13 +87,31 @@ class GenerationGroup {
   void abort();
 
  private:
+  // A prompt's beam search in progress: its current step's requests.
+  struct Beam {
+    std::unique_ptr<BeamSearch> search;
+    int step = 0;
+    std::vector<std::string> ids;
+    std::vector<std::shared_ptr<OutputChannel>> channels;
+    std::vector<RequestOutput> outputs;  // merged deltas, per request of the step
+    bool done = false;
+  };
   struct Sub {
     std::string request_id;
     std::shared_ptr<OutputChannel> channel;
     int first_index = 0;  // prompt_index * n
+    std::shared_ptr<Beam> beam;  // use_beam_search only
   };
+  // The engine requests of sub's beam's next step (channels set up).
+  std::vector<std::unique_ptr<GenerateRequest>> beam_step_requests(Sub& sub);
+  // Drains sub's beam step; advances it when the step is complete: queues
+  // the next step, or appends the final choices to out.
+  void drain_beam(Sub& sub, std::vector<ChoiceDelta>& out);
+  // A failed request: one error delta for choice `index` into out.
+  void fail_with(const std::string& error, int status, int index, std::vector<ChoiceDelta>& out);
   ParsedRequest req_;
   EngineHandle& engine_;
+  std::function<void()> notify_;
   ChoiceAssembler assembler_;
   int n_ = 1;
   std::vector<Sub> subs_;

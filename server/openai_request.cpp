@@ -251,7 +251,67 @@ std::string response_id(const RequestFields& f, std::string_view prefix) {
 
 // What every endpoint finishes with: stream, the checks across fields, the
 // first prompt's ids and max_tokens in the request.
-void finish_common(const RequestFields& f, ParsedRequest& req) {
+// use_beam_search and its fields (vLLM v0's SamplingParams checks: beam
+// search wants temperature 0, top_p 1, top_k off; length_penalty and
+// early_stopping only with it). What the search does not take yet is a 400
+// naming the field. The beams end at the model's eos ids (unless
+// ignore_eos) and at stop_token_ids.
+void parse_beam_search(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
+  const double length_penalty = *f.number("length_penalty");
+  EarlyStopping early = EarlyStopping::kFalse;
+  if (const json* es = f.value("early_stopping"); es && !es->is_null()) {
+    if (es->is_boolean())
+      early = es->get<bool>() ? EarlyStopping::kTrue : EarlyStopping::kFalse;
+    else if (es->get_ref<const std::string&>() == "never")
+      early = EarlyStopping::kNever;
+    else
+      fail("early_stopping must be true, false or \"never\"", "early_stopping");
+  }
+  const SamplingParams& sp = req.sampling;
+  if (!*f.boolean("use_beam_search")) {
+    if (length_penalty != 1.0)
+      fail(
+          "length_penalty is not effective and must be the default value of 1.0 when not using "
+          "beam search.",
+          "length_penalty");
+    if (early != EarlyStopping::kFalse)
+      fail("early_stopping is not effective and must be False when not using beam search.",
+           "early_stopping");
+    return;
+  }
+  if (sp.temperature > 1e-5f) fail("temperature must be 0 when using beam search.", "temperature");
+  if (sp.top_p < 1.0f - 1e-5f) fail("top_p must be 1 when using beam search.", "top_p");
+  if (sp.top_k > 0) fail("top_k must be -1 when using beam search.", "top_k");
+  const auto refuse = [](const char* what, const char* param) {
+    fail(fmt::format("{} is not supported with use_beam_search yet", what), param);
+  };
+  if (sp.logprobs) refuse("logprobs", req.kind == ApiKind::kChat ? "top_logprobs" : "logprobs");
+  if (sp.prompt_logprobs) refuse("prompt_logprobs", "prompt_logprobs");
+  if (!sp.stop.empty()) refuse("stop", "stop");
+  if (sp.min_tokens > 0) refuse("min_tokens", "min_tokens");
+  if (sp.presence_penalty != 0.0f) refuse("presence_penalty", "presence_penalty");
+  if (sp.frequency_penalty != 0.0f) refuse("frequency_penalty", "frequency_penalty");
+  if (sp.repetition_penalty != 1.0f) refuse("repetition_penalty", "repetition_penalty");
+  if (!sp.logit_bias.empty()) refuse("logit_bias", "logit_bias");
+  if (!sp.bad_words.empty()) refuse("bad_words", "bad_words");
+  if (!sp.allowed_token_ids.empty()) refuse("allowed_token_ids", "allowed_token_ids");
+  if (req.echo) refuse("echo", "echo");
+  BeamSearchParams p;
+  p.beam_width = sp.best_of.value_or(sp.n);
+  p.length_penalty = static_cast<float>(length_penalty);
+  p.early_stopping = early;
+  if (!sp.ignore_eos) {
+    for (int32_t id : model.generation_config.eos_token_ids) p.eos_token_ids.push_back(id);
+    if (p.eos_token_ids.empty() && model.tokenizer && model.tokenizer->eos_token_id())
+      p.eos_token_ids.push_back(*model.tokenizer->eos_token_id());
+  }
+  for (int32_t id : sp.stop_token_ids)
+    if (std::find(p.eos_token_ids.begin(), p.eos_token_ids.end(), id) == p.eos_token_ids.end())
+      p.eos_token_ids.push_back(id);
+  req.beam_search = std::move(p);
+}
+
+void finish_common(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
   req.stream = *f.boolean("stream");
   if (req.stream && req.sampling.best_of && *req.sampling.best_of > req.sampling.n)
     fail(fmt::format("best_of > n is not supported with stream=true (best_of={}, n={})",
@@ -267,6 +327,7 @@ void finish_common(const RequestFields& f, ParsedRequest& req) {
   req.prompt_token_ids = req.prompts.front().token_ids;
   req.sampling.max_tokens = req.prompts.front().max_tokens;
   req.created = unix_now();
+  parse_beam_search(f, model, req);
 }
 
 // The fields /v1/completions and /v1/chat/completions share beyond sampling.
@@ -275,7 +336,7 @@ void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequ
   req.tokenizer = model.tokenizer;
   check_response_format(f.value("response_format"));
   check_priority(f);
-  finish_common(f, req);
+  finish_common(f, model, req);
   if (const json* so = f.value("stream_options")) {
     // vLLM refuses only a non-empty stream_options without stream.
     if (!req.stream && !(so->is_object() && so->empty()))
@@ -384,7 +445,7 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
     p.max_tokens =
         resolve_max_tokens(f.integer("max_tokens"), static_cast<int64_t>(p.token_ids.size()),
                            model.max_model_len, "prompt", "max_tokens");
-    finish_common(f, req);
+    finish_common(f, model, req);
     req.request_id = make_request_id("gen-");
     return req;
   } catch (const RequestFieldError& e) {

@@ -18,11 +18,13 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "engine/beam_search.h"
 #include "engine/sample/sampling_params.h"
 #include "server/openai_error.h"
 #include "server/serving_model.h"
@@ -77,6 +79,10 @@ struct ParsedRequest {
   // (e.g. a misspelled "max_token"), in the body's order; logged once.
   std::vector<std::string> ignored_fields;
 
+  // use_beam_search: the search's parameters (max_tokens is each prompt's
+  // PromptInput::max_tokens); sampling.n of the beams are each prompt's
+  // choices. Unset: sampling as usual.
+  std::optional<BeamSearchParams> beam_search;
   // Choices in the response: prompts.size() * n.
   int num_choices() const { return static_cast<int>(prompts.size()) * sampling.n; }
 };

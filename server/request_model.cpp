@@ -32,7 +32,6 @@ constexpr Status kNotYet = Status::kNotSupportedYet;
 constexpr Status kIgnore = Status::kIgnored;
 
 bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
-bool is_one(const json& v) { return v.is_number() && v.get<double>() == 1.0; }
 bool is_empty(const json& v) {
   return (v.is_string() || v.is_array() || v.is_object()) && v.empty();
 }
@@ -55,7 +54,21 @@ std::vector<FieldSpec> sampling_fields() {
       {.name = "best_of",
        .type = kInt,
        .range = {.hi = 128, .message = "best_of must be at most 128, got {}."},
-       .note = "candidates per prompt (>= n); unset: n"},
+       .note = "candidates per prompt (>= n); unset: n; with use_beam_search: the beams"},
+      {.name = "use_beam_search",
+       .type = kBool,
+       .default_value = false,
+       .note = "HF transformers' beam search (engine/beam_search.h): best_of (or n) beams, the n "
+               "best returned"},
+      {.name = "length_penalty",
+       .type = kNum,
+       .default_value = 1.0,
+       .note = "beam search: score = cumulative logprob / length ** length_penalty"},
+      {.name = "early_stopping",
+       .type = JsonType::kBooleanOrString,
+       .default_value = false,
+       .type_text = "a boolean or \"never\"",
+       .note = "beam search: true, false or \"never\", as HF transformers"},
       {.name = "temperature",
        .type = kNum,
        .range = {.lo = 0, .message = "temperature must be non-negative, got {}."},
@@ -139,24 +152,6 @@ std::vector<FieldSpec> not_supported_fields() {
       {.name = "guided_decoding_backend", .type = kStr, .status = kNotYet},
       {.name = "structural_tag", .type = kStr, .status = kNotYet},
       {.name = "structured_outputs", .type = kObj, .status = kNotYet},
-      {.name = "use_beam_search",
-       .type = kBool,
-       .status = kNotYet,
-       .default_value = false,
-       .accepts = is_false},
-      {.name = "length_penalty",
-       .type = kNum,
-       .status = kNotYet,
-       .default_value = 1.0,
-       .accepts = is_one,
-       .note = "beam search only"},
-      {.name = "early_stopping",
-       .type = JsonType::kBooleanOrString,
-       .status = kNotYet,
-       .default_value = false,
-       .type_text = "a boolean or \"never\"",
-       .accepts = is_false,
-       .note = "beam search only"},
       {.name = "logits_processors", .type = kList, .status = kNotYet, .accepts = is_empty},
       {.name = "return_tokens_as_token_ids", .type = kBool, .status = kNotYet, .accepts = is_false},
   };

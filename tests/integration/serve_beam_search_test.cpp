@@ -1,0 +1,130 @@
+// use_beam_search over HTTP on the bundled stories260K: /v1/completions
+// with HF transformers' beams (tests/data/beam_search_reference.json, the
+// stories260K cases: the returned token ids, in order, with finish_reason
+// "stop" and stop_reason for a beam ended by a stop_token_id), streamed (each
+// choice one chunk) and /v1/chat/completions, and vLLM's 400s.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "tests/integration/serve_test_util.h"
+
+namespace pagoda::testing_http {
+namespace {
+
+using nlohmann::json;
+
+class ServeBeamSearch : public BundledServerSuite<ServeBeamSearch> {};
+
+json reference_cases() {
+  std::ifstream in(std::string(PAGODA_SOURCE_DIR) + "/tests/data/beam_search_reference.json");
+  return json::parse(in)["cases"];
+}
+
+TEST_F(ServeBeamSearch, CompletionsGiveTransformersBeams) {
+  int checked = 0;
+  for (const json& c : reference_cases()) {
+    if (c["model"] != "stories260K") continue;
+    // The model's eos (2) ends beams by itself; the case's other eos id is
+    // a stop_token_id.
+    json stop = json::array();
+    for (const json& id : c["eos_token_ids"])
+      if (id != 2) stop.push_back(id);
+    const json body = {{"prompt", c["prompt_ids"]},
+                       {"max_tokens", c["max_new_tokens"]},
+                       {"temperature", 0},
+                       {"use_beam_search", true},
+                       {"n", c["num_beams"]},
+                       {"length_penalty", c["length_penalty"]},
+                       {"early_stopping", c["early_stopping"]},
+                       {"stop_token_ids", stop},
+                       {"return_token_ids", true}};
+    SCOPED_TRACE(body.dump());
+    const json r = post_json(port(), "/v1/completions", body);
+    ASSERT_TRUE(r.contains("choices")) << r.dump();
+    ASSERT_EQ(r["choices"].size(), c["beams"].size());
+    int64_t completion_tokens = 0;
+    for (size_t b = 0; b < r["choices"].size(); ++b) {
+      const json& ch = r["choices"][b];
+      const json& want = c["beams"][b]["token_ids"];
+      EXPECT_EQ(ch["index"], b);
+      EXPECT_EQ(ch["token_ids"], want) << "beam " << b;
+      const bool ended = std::find(stop.begin(), stop.end(), want.back()) != stop.end();
+      EXPECT_EQ(ch["finish_reason"], ended || want.back() == 2 ? "stop" : "length") << "beam " << b;
+      if (ended) {
+        EXPECT_EQ(ch["stop_reason"], want.back());
+      }
+      completion_tokens += static_cast<int64_t>(want.size());
+    }
+    EXPECT_EQ(r["usage"]["completion_tokens"], completion_tokens);
+    EXPECT_EQ(r["usage"]["prompt_tokens"], c["prompt_ids"].size());
+    ++checked;
+  }
+  EXPECT_EQ(checked, 18);
+}
+
+TEST_F(ServeBeamSearch, StreamedEachBeamIsOneChunk) {
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0},
+                     {"use_beam_search", true},      {"n", 3},          {"stream", true}};
+  const json whole = post_json(port(), "/v1/completions", [&] {
+    json b = body;
+    b["stream"] = false;
+    return b;
+  }());
+  HttpClient client(port());
+  const HttpResponse resp = client.post("/v1/completions", body.dump());
+  ASSERT_EQ(resp.status, 200) << resp.body;
+  std::vector<std::string> texts(3);
+  int chunks = 0;
+  for (const std::string& e : sse_payloads(resp.body)) {
+    if (e == "[DONE]") continue;
+    const json event = json::parse(e);
+    for (const json& ch : event["choices"]) {
+      texts[ch["index"].get<size_t>()] += ch["text"].get<std::string>();
+      ++chunks;
+    }
+  }
+  EXPECT_EQ(chunks, 3);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(texts[i], whole["choices"][i]["text"]) << i;
+}
+
+TEST_F(ServeBeamSearch, ChatGivesNBeams) {
+  const json r = post_json(port(), "/v1/chat/completions",
+                           {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                            {"chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}"},
+                            {"max_tokens", 5},
+                            {"temperature", 0},
+                            {"use_beam_search", true},
+                            {"n", 2}});
+  ASSERT_EQ(r["choices"].size(), 2u) << r.dump();
+  EXPECT_NE(r["choices"][0]["message"]["content"], r["choices"][1]["message"]["content"]);
+}
+
+TEST_F(ServeBeamSearch, RefusesWhatVllmRefuses) {
+  const auto error_param = [&](const json& body) {
+    const json r = post_json(port(), "/v1/completions", body, 400);
+    EXPECT_EQ(r["error"]["code"], 400) << r.dump();
+    return r["error"]["param"];
+  };
+  EXPECT_EQ(error_param({{"prompt", "Hi"}, {"use_beam_search", true}, {"n", 2}}), "temperature");
+  EXPECT_EQ(error_param(
+                {{"prompt", "Hi"}, {"use_beam_search", true}, {"temperature", 0}, {"top_p", 0.5}}),
+            "top_p");
+  EXPECT_EQ(error_param({{"prompt", "Hi"}, {"length_penalty", 0.5}}), "length_penalty");
+  EXPECT_EQ(error_param({{"prompt", "Hi"}, {"early_stopping", true}}), "early_stopping");
+  EXPECT_EQ(error_param(
+                {{"prompt", "Hi"}, {"use_beam_search", true}, {"temperature", 0}, {"logprobs", 1}}),
+            "logprobs");
+  EXPECT_EQ(
+      error_param({{"prompt", "Hi"}, {"use_beam_search", true}, {"temperature", 0}, {"stop", "x"}}),
+      "stop");
+  EXPECT_EQ(error_param({{"prompt", "Hi"},
+                         {"use_beam_search", true},
+                         {"temperature", 0},
+                         {"early_stopping", "later"}}),
+            "early_stopping");
+}
+
+}  // namespace
+}  // namespace pagoda::testing_http
