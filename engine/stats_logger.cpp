@@ -21,7 +21,8 @@ std::string StatsLogger::format(const EngineStats& s, const EngineStats& last, d
       s.kv_cache_usage() * 100.0,
       // vLLM v0's "CPU KV cache usage" (the swap space); the CPU backend's
       // device cache is already "CPU KV cache".
-      device_name == "CPU" ? "Swap space usage" : "CPU KV cache usage", s.cpu_cache_usage() * 100.0);
+      device_name == "CPU" ? "Swap space usage" : "CPU KV cache usage",
+      s.cpu_cache_usage() * 100.0);
   // Over the lookups since the previous line, as vLLM v1's recent hit rate.
   if (const int64_t q = s.prefix_cache_queries_total - last.prefix_cache_queries_total; q > 0)
     line += fmt::format(

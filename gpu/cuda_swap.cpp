@@ -47,11 +47,9 @@ void CudaBackend::swap(std::span<const LayerKVCache> device, const HostKVCache& 
                          static_cast<size_t>(r.device) * bb;
         std::byte* hst = host.at(static_cast<int64_t>(l), kv, r.host);
         const size_t n = static_cast<size_t>(r.count) * bb;
-        PAGODA_CUDA_CHECK(cudaMemcpyAsync(to_host ? static_cast<void*>(hst) : dev,
-                                          to_host ? static_cast<void*>(dev) : hst, n,
-                                          to_host ? cudaMemcpyDeviceToHost
-                                                  : cudaMemcpyHostToDevice,
-                                          stream_));
+        PAGODA_CUDA_CHECK(cudaMemcpyAsync(
+            to_host ? static_cast<void*>(hst) : dev, to_host ? static_cast<void*>(dev) : hst, n,
+            to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream_));
       }
 }
 

@@ -221,9 +221,10 @@ LoadedModel load_model(const EngineArgs& a) {
   if (!(a.swap_space >= 0.0))
     throw std::runtime_error(fmt::format("--swap-space must be >= 0 GiB (got {})", a.swap_space));
   // No swap space where nothing is ever swapped.
-  eo.swap_space_bytes = preemption_mode == PreemptionMode::kRecompute
-                            ? 0
-                            : static_cast<size_t>(a.swap_space * static_cast<double>(size_t{1} << 30));
+  eo.swap_space_bytes =
+      preemption_mode == PreemptionMode::kRecompute
+          ? 0
+          : static_cast<size_t>(a.swap_space * static_cast<double>(size_t{1} << 30));
   eo.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.enforce_eager = a.enforce_eager;
   eo.tensor_parallel_size = static_cast<int>(a.tensor_parallel_size);

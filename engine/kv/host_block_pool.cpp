@@ -15,14 +15,13 @@ HostBlockPool::HostBlockPool(int64_t num_blocks) : num_blocks_(num_blocks) {
 }
 
 double HostBlockPool::usage() const {
-  return num_blocks_ > 0 ? static_cast<double>(num_used()) / static_cast<double>(num_blocks_)
-                         : 0.0;
+  return num_blocks_ > 0 ? static_cast<double>(num_used()) / static_cast<double>(num_blocks_) : 0.0;
 }
 
 BlockTable HostBlockPool::allocate(int64_t n) {
   if (!can_allocate(n))
-    throw std::runtime_error(fmt::format(
-        "HostBlockPool::allocate: {} host blocks asked for, {} free", n, num_free()));
+    throw std::runtime_error(
+        fmt::format("HostBlockPool::allocate: {} host blocks asked for, {} free", n, num_free()));
   BlockTable t;
   t.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {

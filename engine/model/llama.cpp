@@ -238,8 +238,10 @@ void LlamaModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size) {
 }
 
 void LlamaModel::allocate_host_kv_cache(int64_t num_blocks) {
-  if (num_kv_blocks_ <= 0) throw std::logic_error("LlamaModel::allocate_host_kv_cache before allocate_kv_cache");
-  if (num_blocks < 0) throw std::invalid_argument("LlamaModel::allocate_host_kv_cache: negative block count");
+  if (num_kv_blocks_ <= 0)
+    throw std::logic_error("LlamaModel::allocate_host_kv_cache before allocate_kv_cache");
+  if (num_blocks < 0)
+    throw std::invalid_argument("LlamaModel::allocate_host_kv_cache: negative block count");
   backend_.free_host_kv_cache(host_kv_);
   host_kv_ = {};
   if (num_blocks == 0) return;

@@ -271,9 +271,10 @@ class BackendModelExecutor final : public ModelExecutor {
   void check_swap_ids(std::span<const BlockSwap> pairs) const {
     if (num_host_kv_blocks() == 0) throw std::logic_error("ModelExecutor: no swap space");
     for (const BlockSwap& p : pairs)
-      if (p.device < 0 || p.device >= num_kv_blocks() || p.host < 0 || p.host >= num_host_kv_blocks())
-        throw std::invalid_argument(fmt::format("ModelExecutor: swap pair (device {}, host {}) out of range", p.device,
-                                                p.host));
+      if (p.device < 0 || p.device >= num_kv_blocks() || p.host < 0 ||
+          p.host >= num_host_kv_blocks())
+        throw std::invalid_argument(fmt::format(
+            "ModelExecutor: swap pair (device {}, host {}) out of range", p.device, p.host));
   }
 
   void check(const ForwardBatch& batch) const {
@@ -509,12 +510,14 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
                opts.max_model_len, static_cast<double>(blocks) / static_cast<double>(blocks_per_seq));
   // The swap space (vLLM's --swap-space): bytes for the whole engine over
   // the bytes a block takes on all ranks.
-  const int64_t host_blocks = static_cast<int64_t>(opts.swap_space_bytes / (per_block * static_cast<size_t>(tp)));
+  const int64_t host_blocks =
+      static_cast<int64_t>(opts.swap_space_bytes / (per_block * static_cast<size_t>(tp)));
   if (host_blocks > 0) {
     ex->run_ranks([&](int r) { ex->rank(r).model->allocate_host_kv_cache(host_blocks); });
     spdlog::info("Swap space: {} host KV blocks ({:.2f} GiB{}{})", host_blocks,
                  static_cast<double>(host_blocks) * static_cast<double>(per_block) / (1 << 30),
-                 tp > 1 ? " on each of " + std::to_string(tp) + " ranks" : "", use_cuda ? ", pinned" : "");
+                 tp > 1 ? " on each of " + std::to_string(tp) + " ranks" : "",
+                 use_cuda ? ", pinned" : "");
   }
 #ifdef PAGODA_HAVE_CUDA
   if (use_cuda) ex->init_cuda_extras();

@@ -192,8 +192,7 @@ PreemptionMode Scheduler::mode_for(const Sequence* seq) const {
 void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
   ++num_preemptions_total_;
   const PreemptionMode mode = config_.preemption_mode.value_or(mode_for(seq));
-  if (mode == PreemptionMode::kSwap && host_ &&
-      blocks_.blocks_for(seq->num_computed_tokens) > 0) {
+  if (mode == PreemptionMode::kSwap && host_ && blocks_.blocks_for(seq->num_computed_tokens) > 0) {
     if (swap_out(seq, out)) return;
     ++num_swap_fallbacks_total_;
     if (!warned_swap_fallback_) {
@@ -319,7 +318,8 @@ SchedulerOutput Scheduler::schedule() {
     swapped_.pop_front();
     running_.push_back(seq);
     seats_taken += seats(seq);
-    const bool decoding = n == 1 && seq->num_output_tokens() > 0 && computed == seq->num_tokens() - 1;
+    const bool decoding =
+        n == 1 && seq->num_output_tokens() > 0 && computed == seq->num_tokens() - 1;
     (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
     out.seqs.push_back(scheduled(seq, n, computed + n == seq->num_tokens()));
     budget -= n;
@@ -432,7 +432,8 @@ void Scheduler::check_invariants() const {
       if (q.status != SequenceStatus::kRunning && !q.block_table.empty())
         fail(who + " holds blocks while not running");
       if (q.status == SequenceStatus::kSwapped) {
-        if (static_cast<int64_t>(q.host_table.size()) != blocks_.blocks_for(q.num_computed_tokens) ||
+        if (static_cast<int64_t>(q.host_table.size()) !=
+                blocks_.blocks_for(q.num_computed_tokens) ||
             q.host_table.empty())
           fail(who + " is swapped without a host block per computed block");
         ++swapped;

@@ -115,9 +115,9 @@ struct SchedulerOutput {
   std::vector<BlockSwap> swap_in;
   int64_t num_prefill_tokens = 0;   // tokens of sequences not yet decoding
   int64_t num_decode_tokens = 0;
-  int64_t num_preempted = 0;     // by recompute or by swap
-  int64_t num_swapped_out = 0;   // of those, by swap
-  int64_t num_swapped_in = 0;    // sequences swapped back in
+  int64_t num_preempted = 0;    // by recompute or by swap
+  int64_t num_swapped_out = 0;  // of those, by swap
+  int64_t num_swapped_in = 0;   // sequences swapped back in
   // Sequences finished while scheduling (alone and still out of KV blocks:
   // "length"); their final deltas are already pushed.
   int64_t num_finished_by_capacity = 0;

@@ -76,7 +76,9 @@ class FakeExecutor : public ModelExecutor {
   // slots' tokens and context hashes, so a block swapped back to the wrong
   // place (or not at all) is caught when it is read.
   FakeExecutor(int64_t vocab, int64_t num_blocks, int64_t block_size, int64_t num_host_blocks = 0)
-      : vocab_(vocab), num_blocks_(num_blocks), block_size_(block_size),
+      : vocab_(vocab),
+        num_blocks_(num_blocks),
+        block_size_(block_size),
         num_host_blocks_(num_host_blocks),
         slot_token_(static_cast<size_t>(num_blocks * block_size), -1),
         slot_hash_(static_cast<size_t>(num_blocks * block_size), 0),

@@ -46,8 +46,8 @@ struct Rig {
     return c;
   }
   // A request of best_of sequences: `prompt_len` tokens, max_tokens each.
-  std::shared_ptr<OutputChannel> add(const std::string& id, int64_t prompt_len,
-                                     int64_t max_tokens, int best_of = 1) {
+  std::shared_ptr<OutputChannel> add(const std::string& id, int64_t prompt_len, int64_t max_tokens,
+                                     int best_of = 1) {
     GenerateRequest req;
     req.request_id = id;
     for (int64_t i = 0; i < prompt_len; ++i)
@@ -163,7 +163,9 @@ TEST(SchedulerSwap, SwappedRequestsResumeBeforeWaitingOnes) {
     const SchedulerOutput out = r.step();
     for (const ScheduledSeq& s : out.seqs) {
       if (s.seq->request_id == "b") b_back = true;
-      if (s.seq->request_id == "c") EXPECT_TRUE(b_back) << "c ran before the swapped b resumed";
+      if (s.seq->request_id == "c") {
+        EXPECT_TRUE(b_back) << "c ran before the swapped b resumed";
+      }
     }
   }
   EXPECT_TRUE(b_back);
@@ -236,7 +238,8 @@ TEST(SchedulerSwap, AbortingASwappedRequestFreesItsHostBlocks) {
   EXPECT_EQ(r.host.num_used(), 0);
   r.sched.check_invariants();
   bool aborted = false;
-  for (const RequestOutput& d : b->drain()) aborted = aborted || d.finish_reason == FinishReason::kAbort;
+  for (const RequestOutput& d : b->drain())
+    aborted = aborted || d.finish_reason == FinishReason::kAbort;
   EXPECT_TRUE(aborted);
   r.run_to_end();
   EXPECT_EQ(r.blocks.num_used(), 0);
