@@ -218,8 +218,9 @@ LoadedModel load_model(const EngineArgs& a) {
   eo.num_gpu_blocks_override = a.num_gpu_blocks_override;
   eo.kv_cache_memory_bytes = a.kv_cache_memory;
   const std::optional<PreemptionMode> preemption_mode = parse_preemption_mode(a.preemption_mode);
-  if (!(a.swap_space >= 0.0))
-    throw std::runtime_error(fmt::format("--swap-space must be >= 0 GiB (got {})", a.swap_space));
+  if (!(a.swap_space >= 0.0 && a.swap_space <= 1048576.0))  // NaN fails too
+    throw std::runtime_error(
+        fmt::format("--swap-space must be in [0, 1048576] GiB (got {})", a.swap_space));
   // No swap space where nothing is ever swapped.
   eo.swap_space_bytes =
       preemption_mode == PreemptionMode::kRecompute

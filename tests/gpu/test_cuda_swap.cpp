@@ -73,14 +73,14 @@ TEST(CudaSwap, BlocksRoundTripThroughPinnedHostMemoryBitForBit) {
   }
 }
 
-struct Run {
+struct SwapRun {
   std::vector<std::vector<int32_t>> ids;
   EngineStats stats;
 };
 
 // 24 greedy requests on tiny-random-llama (fp32, CUDA graphs on) with
 // `kv_blocks` blocks of 16 and `host_blocks` swap blocks.
-Run run(int64_t kv_blocks, int64_t host_blocks, std::optional<PreemptionMode> mode) {
+SwapRun run(int64_t kv_blocks, int64_t host_blocks, std::optional<PreemptionMode> mode) {
   const std::string dir = test::shared_model("tiny-random-llama");
   const ModelConfig cfg = ModelConfig::from_dir(dir);
   ExecutorOptions o;
@@ -119,7 +119,7 @@ Run run(int64_t kv_blocks, int64_t host_blocks, std::optional<PreemptionMode> mo
     engine.add_request(std::move(req));
   }
   engine.run_until_idle();
-  Run r;
+  SwapRun r;
   for (auto& ch : chans) {
     const RequestOutput got = collect(*ch);
     EXPECT_EQ(got.error, "");
@@ -134,11 +134,11 @@ Run run(int64_t kv_blocks, int64_t host_blocks, std::optional<PreemptionMode> mo
 
 TEST(CudaSwap, GreedyIdsAreTheSameWithoutPreemptionWithRecomputeAndWithSwap) {
   PAGODA_REQUIRE_GPU();
-  const Run none = run(400, 0, PreemptionMode::kRecompute);
+  const SwapRun none = run(400, 0, PreemptionMode::kRecompute);
   EXPECT_EQ(none.stats.num_preemptions_total, 0);
-  const Run recompute = run(24, 0, PreemptionMode::kRecompute);  // 384 slots for 24 x ~120 tokens
+  const SwapRun recompute = run(24, 0, PreemptionMode::kRecompute);  // 384 slots for 24 x ~120 tokens
   EXPECT_GT(recompute.stats.num_preemptions_total, 0);
-  const Run swap = run(24, 256, PreemptionMode::kSwap);
+  const SwapRun swap = run(24, 256, PreemptionMode::kSwap);
   EXPECT_GT(swap.stats.num_swap_outs_total, 0);
   EXPECT_EQ(swap.stats.num_swap_ins_total, swap.stats.num_swap_outs_total);
   EXPECT_EQ(swap.stats.cpu_kv_blocks_total, 256);
