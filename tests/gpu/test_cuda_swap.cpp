@@ -136,7 +136,8 @@ TEST(CudaSwap, GreedyIdsAreTheSameWithoutPreemptionWithRecomputeAndWithSwap) {
   PAGODA_REQUIRE_GPU();
   const SwapRun none = run(400, 0, PreemptionMode::kRecompute);
   EXPECT_EQ(none.stats.num_preemptions_total, 0);
-  const SwapRun recompute = run(24, 0, PreemptionMode::kRecompute);  // 384 slots for 24 x ~120 tokens
+  // 24 blocks: 384 slots for 24 requests of up to 163 tokens.
+  const SwapRun recompute = run(24, 0, PreemptionMode::kRecompute);
   EXPECT_GT(recompute.stats.num_preemptions_total, 0);
   const SwapRun swap = run(24, 256, PreemptionMode::kSwap);
   EXPECT_GT(swap.stats.num_swap_outs_total, 0);
