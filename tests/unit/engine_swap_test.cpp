@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <string>
@@ -38,6 +39,8 @@ size_t bytes_per_block(const ExecutorOptions& o) {
 struct Result {
   std::vector<std::vector<std::vector<int32_t>>> outs;  // [request][choice] token ids
   EngineStats stats;
+  int64_t max_swapped = 0;     // EngineStats::num_swapped, most seen after a step
+  double max_cpu_usage = 0.0;  // EngineStats::cpu_cache_usage(), most seen
 };
 
 // Eight requests (n choices each, seeded sampling when n > 1, else greedy)
@@ -72,8 +75,17 @@ Result run(int64_t kv_blocks, int64_t host_blocks, std::optional<PreemptionMode>
     chans.push_back(req->output);
     engine->add_request(std::move(req));
   }
-  engine->run_until_idle();
+  // Step by step: the published stats show the swapped sequences and the
+  // swap space in use while it happens.
   Result r;
+  for (int k = 0; k < 100000 && !engine->idle(); ++k) {
+    engine->step();
+    const EngineStats st = engine->stats();
+    r.max_swapped = std::max(r.max_swapped, st.num_swapped);
+    r.max_cpu_usage = std::max(r.max_cpu_usage, st.cpu_cache_usage());
+    EXPECT_EQ(st.cpu_kv_blocks_used > 0, st.num_swapped > 0);
+  }
+  EXPECT_TRUE(engine->idle());
   for (auto& ch : chans) {
     std::vector<std::vector<int32_t>> choices;
     for (const RequestOutput& c : collect_all(*ch)) {
@@ -107,6 +119,9 @@ TEST(EngineSwap, GreedyIdsAreTheSameWithoutPreemptionWithRecomputeAndWithSwap) {
   EXPECT_GT(swap.stats.num_swap_outs_total, 0);
   EXPECT_EQ(swap.stats.num_swap_ins_total, swap.stats.num_swap_outs_total);
   EXPECT_EQ(swap.stats.num_swap_fallbacks_total, 0);
+  EXPECT_GT(swap.max_swapped, 0);
+  EXPECT_GT(swap.max_cpu_usage, 0.0);
+  EXPECT_EQ(recompute.max_swapped, 0);
   EXPECT_EQ(recompute.outs, none.outs);
   EXPECT_EQ(swap.outs, none.outs);
   // Without prefix caching every swapped block is copied back.
