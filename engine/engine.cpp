@@ -36,6 +36,7 @@ SchedulerConfig scheduler_config(const EngineConfig& c, const Tokenizer& tok) {
   s.max_model_len = c.max_model_len;
   s.max_prompt_logprob_tokens = c.max_prompt_logprob_tokens;
   s.eos_token_ids = c.eos_token_ids;
+  s.preemption_mode = c.preemption_mode;
   if (s.eos_token_ids.empty() && tok.eos_token_id()) s.eos_token_ids.push_back(*tok.eos_token_id());
   return s;
 }
@@ -50,7 +51,8 @@ class EngineImpl {
         executor(std::move(exec)),
         tokenizer(std::move(tok)),
         blocks(executor->num_kv_blocks(), executor->block_size(), config.enable_prefix_caching),
-        scheduler(scheduler_config(config, *tokenizer), blocks),
+        host_blocks(executor->num_host_kv_blocks()),
+        scheduler(scheduler_config(config, *tokenizer), blocks, &host_blocks),
         runner(*executor),
         logger(config.log_stats ? config.log_stats_interval_s : 0.0,
                executor->describe().rfind("cuda", 0) == 0 ? "GPU" : "CPU") {
@@ -61,6 +63,8 @@ class EngineImpl {
           "max_model_len and max_prompt_logprob_tokens must be > 0");
     published.kv_blocks_total = blocks.num_blocks();
     local.kv_blocks_total = blocks.num_blocks();
+    published.cpu_kv_blocks_total = host_blocks.num_blocks();
+    local.cpu_kv_blocks_total = host_blocks.num_blocks();
   }
 
   // Any thread: the engine's own guard; "" when the request is acceptable.
@@ -216,7 +220,12 @@ class EngineImpl {
     } end_step{*this};
     bool did = drain();
     SchedulerOutput out = scheduler.schedule();
+    if (config.check_invariants) scheduler.check_invariants();
+    // Before the forward, also when nothing runs this step (a swap-out's
+    // blocks may be written by the next one).
+    runner.apply_swaps(out);
     local.num_preemptions_total = scheduler.num_preemptions_total();
+    did = did || out.num_preempted > 0 || out.num_swapped_in > 0;
     if (out.num_finished_by_capacity > 0)
       local.requests_finished_total["length"] += out.num_finished_by_capacity;
     did = did || out.num_finished_by_capacity > 0;
@@ -235,6 +244,7 @@ class EngineImpl {
             timed.push_back({f->request_id, f->index, f->arrival_time, f->num_prompt_tokens});
         }
       PostprocessResult res = scheduler.postprocess(out, sampled);
+      if (config.check_invariants) scheduler.check_invariants();
       const auto now = std::chrono::steady_clock::now();
       // A request's prompt counts once, at its first token (as its usage
       // does), not per sequence nor per recomputation after preemption.
@@ -293,11 +303,17 @@ class EngineImpl {
 
   void publish() {
     settle_waiting();
-    latency.prune(static_cast<size_t>(scheduler.num_running() + scheduler.num_waiting()),
+    latency.prune(static_cast<size_t>(scheduler.num_running() + scheduler.num_waiting() +
+                                      scheduler.num_swapped()),
                   [this](const std::string& id) { return scheduler.contains(id); });
     local.num_running = scheduler.num_running();
     local.num_waiting = scheduler.num_waiting();
     local.kv_blocks_used = blocks.num_used();
+    local.num_swapped = scheduler.num_swapped();
+    local.num_swap_outs_total = scheduler.num_swap_outs_total();
+    local.num_swap_ins_total = scheduler.num_swap_ins_total();
+    local.num_swap_fallbacks_total = scheduler.num_swap_fallbacks_total();
+    local.cpu_kv_blocks_used = host_blocks.num_used();
     local.prefix_cache_queries_total = scheduler.prefix_cache_queries();
     local.prefix_cache_hits_total = scheduler.prefix_cache_hits();
     {
@@ -344,6 +360,7 @@ class EngineImpl {
   std::unique_ptr<ModelExecutor> executor;
   std::shared_ptr<const Tokenizer> tokenizer;
   BlockManager blocks;
+  HostBlockPool host_blocks;  // the swap space's blocks (before the scheduler: it outlives it)
   Scheduler scheduler;
   ModelRunner runner;
   StatsLogger logger;

@@ -20,6 +20,7 @@
 
 #include "engine/model/model_executor.h"
 #include "engine/request.h"
+#include "engine/sched/preemption_mode.h"
 #include "engine/stats.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -56,6 +57,15 @@ struct EngineConfig {
   // token before them, and a new sequence starts from the longest cached
   // run of its leading blocks (engine/kv/block_manager.h, scheduler.h).
   bool enable_prefix_caching = true;
+  // --preemption-mode (engine/sched/preemption_mode.h): recompute or swap;
+  // unset = vLLM v0's rule (recompute for a request with one running
+  // sequence, swap for several). Swap uses the executor's swap space
+  // (ExecutorOptions::swap_space_bytes, --swap-space); where it is full or
+  // absent the sequence is preempted by recompute.
+  std::optional<PreemptionMode> preemption_mode;
+  // Tests: Scheduler::check_invariants() after every schedule and
+  // postprocess (a violation throws std::logic_error out of step()).
+  bool check_invariants = false;
 };
 
 // The engine thread's progress, for liveness checks (/health). Times are

@@ -38,6 +38,11 @@ ForwardBatch ModelRunner::build_batch(const SchedulerOutput& out, int64_t block_
   return b;
 }
 
+void ModelRunner::apply_swaps(const SchedulerOutput& out) {
+  executor_.swap_out(out.swap_out);
+  executor_.swap_in(out.swap_in);
+}
+
 void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits) {
   batch_ = build_batch(out, executor_.block_size());
   executor_.execute(batch_, logits);

@@ -28,6 +28,12 @@ class ModelRunner {
   // Throws std::logic_error when a block table is too short.
   static ForwardBatch build_batch(const SchedulerOutput& out, int64_t block_size);
 
+  // The step's block swaps (preemption by swap), swap_out then swap_in, on
+  // the executor: call after Scheduler::schedule() and before execute() or
+  // execute_and_sample(), also for a step with no sequences (its swap-outs
+  // must land before the blocks they free are written).
+  void apply_swaps(const SchedulerOutput& out);
+
   // Builds the batch and runs the model: logits becomes
   // [out.num_samples() + prompt-logprob rows, vocab_size()] row-major F32,
   // one row per sampling sequence in schedule order, then the prompt rows.

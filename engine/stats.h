@@ -44,10 +44,18 @@ struct LatencyHistogram {
 struct EngineStats {
   int64_t num_running = 0;   // sequences in the running batch
   int64_t num_waiting = 0;   // pending: admitted to the engine, not yet running
-  int64_t num_swapped = 0;   // preempted to CPU (always 0: recompute preemption)
-  int64_t num_preemptions_total = 0;
+  int64_t num_swapped = 0;   // sequences preempted by swap, their KV in host blocks
+  int64_t num_preemptions_total = 0;  // by recompute or by swap
+  // Preemptions by swap: sequences swapped out and back in since start, and
+  // swaps that recomputed instead because the swap space was full.
+  int64_t num_swap_outs_total = 0;
+  int64_t num_swap_ins_total = 0;
+  int64_t num_swap_fallbacks_total = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
+  // The swap space's host blocks (--swap-space; vLLM v0's CPU blocks).
+  int64_t cpu_kv_blocks_total = 0;
+  int64_t cpu_kv_blocks_used = 0;
   int64_t prompt_tokens_total = 0;      // prompt tokens of requests that got a first token, each once
   int64_t generation_tokens_total = 0;  // sampled tokens since start
   int64_t steps_total = 0;
@@ -64,6 +72,12 @@ struct EngineStats {
   LatencyHistogram e2e_request_latency = LatencyHistogram::e2e_request_latency();
   double kv_cache_usage() const {
     return kv_blocks_total ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0.0;
+  }
+  // Fraction of the swap space in use (vLLM v0's cpu_cache_usage); 0 without one.
+  double cpu_cache_usage() const {
+    return cpu_kv_blocks_total
+               ? static_cast<double>(cpu_kv_blocks_used) / static_cast<double>(cpu_kv_blocks_total)
+               : 0.0;
   }
 };
 

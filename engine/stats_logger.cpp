@@ -15,9 +15,14 @@ std::string StatsLogger::format(const EngineStats& s, const EngineStats& last, d
   double gen_tps = static_cast<double>(s.generation_tokens_total - last.generation_tokens_total) / dt;
   std::string line = fmt::format(
       "Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, "
-      "Running: {} reqs, Swapped: {} reqs, Pending: {} reqs, {} KV cache usage: {:.1f}%",
+      "Running: {} reqs, Swapped: {} reqs, Pending: {} reqs, {} KV cache usage: {:.1f}%, {}: "
+      "{:.1f}%",
       prompt_tps, gen_tps, s.num_running, s.num_swapped, s.num_waiting, device_name,
-      s.kv_cache_usage() * 100.0);
+      s.kv_cache_usage() * 100.0,
+      // vLLM v0's "CPU KV cache usage" (the swap space); the CPU backend's
+      // device cache is already "CPU KV cache".
+      device_name == "CPU" ? "Swap space usage" : "CPU KV cache usage",
+      s.cpu_cache_usage() * 100.0);
   // Over the lookups since the previous line, as vLLM v1's recent hit rate.
   if (const int64_t q = s.prefix_cache_queries_total - last.prefix_cache_queries_total; q > 0)
     line += fmt::format(
@@ -41,7 +46,7 @@ std::string StatsLogger::maybe_log(const EngineStats& stats, Clock::time_point n
   if (interval_s_ <= 0) return {};
   double elapsed = std::chrono::duration<double>(now - last_time_).count();
   if (elapsed < interval_s_) return {};
-  bool busy = stats.num_running + stats.num_waiting > 0 ||
+  bool busy = stats.num_running + stats.num_waiting + stats.num_swapped > 0 ||
               stats.prompt_tokens_total != last_.prompt_tokens_total ||
               stats.generation_tokens_total != last_.generation_tokens_total;
   std::string line;

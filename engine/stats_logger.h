@@ -1,7 +1,10 @@
 // StatsLogger: the periodic throughput line, as vLLM's LoggingStatLogger:
 //   "Avg prompt throughput: X tokens/s, Avg generation throughput: Y tokens/s,
-//    Running: R reqs, Swapped: 0 reqs, Pending: P reqs, GPU KV cache usage: U%"
-// ("GPU" or "CPU" after the backend), followed, when requests produced tokens
+//    Running: R reqs, Swapped: S reqs, Pending: P reqs, GPU KV cache usage: U%,
+//    CPU KV cache usage: C%" (vLLM v0's; C: the swap space, --swap-space).
+// On the CPU backend the device cache is "CPU KV cache usage" and the swap
+// space "Swap space usage". Then, when prefix-cache lookups happened, the
+// hit rate, and, when requests produced tokens
 // since the previous line, by ", Mean TTFT: A ms, Mean ITL: B ms" (means of
 // the time-to-first-token / inter-token-latency observations since then;
 // "n/a" for one without observations). One spdlog info line every interval_s

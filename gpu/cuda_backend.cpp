@@ -58,6 +58,7 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   for (void* p : live_) cudaFree(p);
   if (batch_host_) cudaFreeHost(batch_host_);
+  for (void* p : host_kv_) cudaFreeHost(p);
   if (upload_done_) cudaEventDestroy(upload_done_);
   if (stream_) cudaStreamDestroy(stream_);
 }

@@ -35,6 +35,16 @@ class CudaBackend final : public Backend {
   void fill_zero(Tensor& t) override;
   void synchronize() override;
   const DeviceBatch& upload_batch(const ForwardBatch& batch) override;
+  // Swap space (gpu/cuda_swap.cpp): pinned host memory (cudaHostAlloc) and
+  // one cudaMemcpyAsync per run of consecutive blocks, layer and K/V, on
+  // the stream.
+  HostKVCache alloc_host_kv_cache(int64_t num_layers, int64_t num_blocks,
+                                  size_t block_bytes) override;
+  void free_host_kv_cache(HostKVCache& host) override;
+  void swap_out(std::span<const LayerKVCache> device, const HostKVCache& host,
+                std::span<const BlockSwap> pairs) override;
+  void swap_in(std::span<const LayerKVCache> device, const HostKVCache& host,
+               std::span<const BlockSwap> pairs) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
@@ -85,6 +95,9 @@ class CudaBackend final : public Backend {
   // Grows a scratch buffer to at least `bytes` (waits for the stream first).
   void ensure_scratch(void*& buf, size_t& cap, size_t bytes, const char* what);
   void check_act(const Tensor& t, const char* op, const char* arg) const;
+  void swap(std::span<const LayerKVCache> device, const HostKVCache& host,
+            std::span<const BlockSwap> pairs, bool to_host);
+  std::unordered_set<void*> host_kv_;  // pinned swap spaces not yet freed
 
   int device_ = 0;
   DType act_;

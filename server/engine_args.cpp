@@ -44,6 +44,14 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_flag(
       "--enable-prefix-caching,!--no-enable-prefix-caching", a.enable_prefix_caching,
       "Reuse the KV blocks of prompt prefixes seen before (automatic prefix caching; default on)");
+  app.add_option("--swap-space", a.swap_space,
+                 "GiB of host memory for preempted sequences' KV blocks (preemption by swap; "
+                 "default 4)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--preemption-mode", a.preemption_mode,
+                 "recompute | swap: how a preempted sequence's KV cache is freed (default: "
+                 "recompute for a request with one running sequence, swap for several, as vLLM)")
+      ->check(CLI::IsMember({"recompute", "swap"}));
   app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
   app.add_flag("--enable-log-requests", a.enable_log_requests,
                "Log each finished request's engine-side TTFT and end-to-end latency");
@@ -211,6 +219,15 @@ LoadedModel load_model(const EngineArgs& a) {
   eo.max_model_len = m.max_model_len;
   eo.num_gpu_blocks_override = a.num_gpu_blocks_override;
   eo.kv_cache_memory_bytes = a.kv_cache_memory;
+  const std::optional<PreemptionMode> preemption_mode = parse_preemption_mode(a.preemption_mode);
+  if (!(a.swap_space >= 0.0 && a.swap_space <= 1048576.0))  // NaN fails too
+    throw std::runtime_error(
+        fmt::format("--swap-space must be in [0, 1048576] GiB (got {})", a.swap_space));
+  // No swap space where nothing is ever swapped.
+  eo.swap_space_bytes =
+      preemption_mode == PreemptionMode::kRecompute
+          ? 0
+          : static_cast<size_t>(a.swap_space * static_cast<double>(size_t{1} << 30));
   eo.gpu_memory_utilization = a.gpu_memory_utilization;
   eo.enforce_eager = a.enforce_eager;
   eo.tensor_parallel_size = static_cast<int>(a.tensor_parallel_size);
@@ -226,6 +243,7 @@ LoadedModel load_model(const EngineArgs& a) {
   ec.log_requests = a.enable_log_requests;
   ec.max_num_waiting_requests = a.max_num_waiting_requests;
   ec.enable_prefix_caching = a.enable_prefix_caching;
+  ec.preemption_mode = preemption_mode;
   ec.seed = a.seed;  // the engine's sampling seed (vLLM's --seed), besides the dummy weights'
   ec.eos_token_ids = m.generation_config.eos_token_ids;
   if (ec.eos_token_ids.empty())

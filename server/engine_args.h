@@ -41,6 +41,12 @@ struct EngineArgs {
   uint64_t kv_cache_memory = 0;          // CPU KV budget, bytes (0 → backend default)
   bool enforce_eager = false;
   bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching (vLLM v1's default)
+  // --swap-space: GiB of host memory for swapped-out KV blocks, for the
+  // engine (vLLM's default 4); not allocated with --preemption-mode recompute.
+  double swap_space = 4.0;
+  // --preemption-mode: "recompute" | "swap" | "" (vLLM's default rule:
+  // recompute for one running sequence per request, swap for several).
+  std::string preemption_mode;
   bool disable_log_stats = false;
   bool enable_log_requests = false;      // a log line per finished request with its timings
   int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)

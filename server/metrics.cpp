@@ -53,8 +53,12 @@ std::string format_prometheus_metrics(const EngineStats& s, const std::string& m
   out += fmt::format("pagoda:num_requests_running{{{}}} {}\n", labels, s.num_running);
   family(out, "num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
   out += fmt::format("pagoda:num_requests_waiting{{{}}} {}\n", labels, s.num_waiting);
+  family(out, "num_requests_swapped", "gauge", "Number of requests swapped to CPU.");
+  out += fmt::format("pagoda:num_requests_swapped{{{}}} {}\n", labels, s.num_swapped);
   family(out, "kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
   out += fmt::format("pagoda:kv_cache_usage_perc{{{}}} {}\n", labels, s.kv_cache_usage());
+  family(out, "cpu_cache_usage_perc", "gauge", "CPU KV-cache usage. 1 means 100 percent usage.");
+  out += fmt::format("pagoda:cpu_cache_usage_perc{{{}}} {}\n", labels, s.cpu_cache_usage());
   family(out, "kv_cache_blocks_total", "gauge", "Number of KV-cache blocks.");
   out += fmt::format("pagoda:kv_cache_blocks_total{{{}}} {}\n", labels, s.kv_blocks_total);
   family(out, "kv_cache_used_blocks", "gauge", "Number of KV-cache blocks in use.");

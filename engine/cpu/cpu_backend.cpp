@@ -1,5 +1,6 @@
 // The CPU reference backend: every Backend op in fp32 on host memory, with
 // shape/bounds checks before each kernel (engine/cpu/cpu_kernels.h).
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -39,6 +40,23 @@ void expect_2d(const std::string& op, const char* arg, const Tensor& t, int64_t 
 }
 
 class CpuBackend final : public Backend {
+  static void swap(std::span<const LayerKVCache> device, const HostKVCache& host,
+                   std::span<const BlockSwap> pairs, bool to_host) {
+    const size_t bb = host.block_bytes;
+    for (const BlockRun& r : block_runs(pairs))
+      for (size_t l = 0; l < device.size(); ++l)
+        for (int kv = 0; kv < 2; ++kv) {
+          std::byte* dev = static_cast<std::byte*>(kv == 0 ? device[l].k.data : device[l].v.data) +
+                           static_cast<size_t>(r.device) * bb;
+          std::byte* hst = host.at(static_cast<int64_t>(l), kv, r.host);
+          const size_t n = static_cast<size_t>(r.count) * bb;
+          if (to_host)
+            std::memcpy(hst, dev, n);
+          else
+            std::memcpy(dev, hst, n);
+        }
+  }
+
  public:
   explicit CpuBackend(int num_threads) : pool_(num_threads) {}
 
@@ -74,6 +92,34 @@ class CpuBackend final : public Backend {
   size_t total_memory_bytes() const override {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+  }
+
+  HostKVCache alloc_host_kv_cache(int64_t num_layers, int64_t num_blocks,
+                                  size_t block_bytes) override {
+    HostKVCache h{nullptr, num_layers, num_blocks, block_bytes};
+    if (num_layers <= 0 || num_blocks <= 0 || block_bytes == 0) return h;
+    // Anonymous pages: the swap space costs memory only where swapped into.
+    void* p = mmap(nullptr, h.bytes(), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      throw std::runtime_error("cpu backend: cannot map " + std::to_string(h.bytes()) +
+                               " bytes of swap space");
+    h.data = static_cast<std::byte*>(p);
+    return h;
+  }
+  void free_host_kv_cache(HostKVCache& h) override {
+    if (h.data) munmap(h.data, h.bytes());
+    h.data = nullptr;
+  }
+  void swap_out(std::span<const LayerKVCache> device, const HostKVCache& host,
+                std::span<const BlockSwap> pairs) override {
+    check_swap("cpu backend: swap_out", device, host, pairs);
+    swap(device, host, pairs, /*to_host=*/true);
+  }
+  void swap_in(std::span<const LayerKVCache> device, const HostKVCache& host,
+               std::span<const BlockSwap> pairs) override {
+    check_swap("cpu backend: swap_in", device, host, pairs);
+    swap(device, host, pairs, /*to_host=*/false);
   }
 
   void copy_from_host(Tensor& dst, const void* src, DType src_dtype) override {

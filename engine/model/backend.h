@@ -12,14 +12,17 @@
 //    synchronize() wait.
 //  * Shape or dtype mismatches throw std::invalid_argument (a bug, not input).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "engine/kv/block_swap.h"
 #include "engine/model/forward_batch.h"
 #include "engine/quant/quantized_weight.h"
 
@@ -60,6 +63,56 @@ struct LayerKVCache {
   Tensor k;
   Tensor v;
 };
+
+// The swap space's host memory (vLLM v0's CPU KV cache, CacheEngine's
+// cpu_cache): every layer's K and V of num_blocks host blocks, each
+// block_bytes (one layer's K or V of one block: block_size * Hk * D * the
+// cache dtype's size), laid out [layer][K, V][block] so that a run of
+// consecutive host blocks of one layer's K (or V) is one contiguous range,
+// as a run of device blocks is in LayerKVCache. Owned by the backend that
+// allocated it (alloc_host_kv_cache / free_host_kv_cache).
+struct HostKVCache {
+  std::byte* data = nullptr;
+  int64_t num_layers = 0;
+  int64_t num_blocks = 0;
+  size_t block_bytes = 0;
+  size_t bytes() const {
+    return static_cast<size_t>(num_layers) * 2 * static_cast<size_t>(num_blocks) * block_bytes;
+  }
+  // Layer `layer`'s K (kv = 0) or V (kv = 1) of host block `block`.
+  std::byte* at(int64_t layer, int kv, int64_t block) const {
+    return data + ((static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) *
+                       static_cast<size_t>(num_blocks) +
+                   static_cast<size_t>(block)) *
+                      block_bytes;
+  }
+};
+
+// Checks a swap's arguments (Backend::swap_out / swap_in): one device cache
+// per host layer, block sizes equal, every id in range. Throws
+// std::invalid_argument naming `op` and the first problem.
+inline void check_swap(const char* op, std::span<const LayerKVCache> device,
+                       const HostKVCache& host, std::span<const BlockSwap> pairs) {
+  const auto bad = [op](const std::string& what) {
+    throw std::invalid_argument(std::string(op) + ": " + what);
+  };
+  if (pairs.empty()) return;
+  if (host.data == nullptr) bad("no host KV cache");
+  if (static_cast<int64_t>(device.size()) != host.num_layers)
+    bad(std::to_string(device.size()) + " device layers for " + std::to_string(host.num_layers) +
+        " host layers");
+  for (const LayerKVCache& c : device) {
+    const int64_t n = c.k.dim(0);
+    if (c.k.ndim != 4 || n <= 0 || c.k.nbytes() / static_cast<size_t>(n) != host.block_bytes ||
+        c.v.nbytes() != c.k.nbytes())
+      bad("device block of " + c.k.shape_str() + " does not match the host blocks of " +
+          std::to_string(host.block_bytes) + " bytes");
+    for (const BlockSwap& p : pairs)
+      if (p.device < 0 || p.device >= n || p.host < 0 || p.host >= host.num_blocks)
+        bad("block pair (device " + std::to_string(p.device) + ", host " + std::to_string(p.host) +
+            ") out of range");
+  }
+}
 
 class Backend {
  public:
@@ -142,6 +195,27 @@ class Backend {
     return std::string("dequantized at load to ") + dtype_name(act_dtype()) +
            " (no int4/int8 kernel yet)";
   }
+
+  // ---- swap space (preemption by swap) ----------------------------------
+  // Host memory for num_blocks swap blocks of num_layers layers (see
+  // HostKVCache): CUDA: pinned (cudaHostAlloc), so copies run
+  // asynchronously; CPU: anonymous pages, committed when first written.
+  // Contents are undefined. Throws std::runtime_error naming the bytes when
+  // the memory cannot be had.
+  virtual HostKVCache alloc_host_kv_cache(int64_t num_layers, int64_t num_blocks,
+                                          size_t block_bytes) = 0;
+  virtual void free_host_kv_cache(HostKVCache& host) = 0;  // sets host.data = nullptr
+  // vLLM's swap_blocks (CacheEngine.swap_out / swap_in): for each pair,
+  // device block p.device of every layer's K and V (device[l], the model's
+  // caches in layer order) to host block p.host of `host` (swap_out), or
+  // back (swap_in). Runs of consecutive pairs (block_runs) move as one
+  // range per layer and K/V. Asynchronous on the stream (CUDA: ordered
+  // before the ops issued after it, such as the step's forward); the CPU
+  // copies at once. Bad arguments throw std::invalid_argument (check_swap).
+  virtual void swap_out(std::span<const LayerKVCache> device, const HostKVCache& host,
+                        std::span<const BlockSwap> pairs) = 0;
+  virtual void swap_in(std::span<const LayerKVCache> device, const HostKVCache& host,
+                       std::span<const BlockSwap> pairs) = 0;
 
   // Uploads the step's metadata into backend-owned buffers.
   virtual const DeviceBatch& upload_batch(const ForwardBatch& batch) = 0;

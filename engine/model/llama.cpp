@@ -48,6 +48,7 @@ void LlamaModel::free_all() {
       f(*t);
   }
   layers_.clear();
+  backend_.free_host_kv_cache(host_kv_);
   f(rope_.cos_sin);
   for (Tensor* t : {&ws_.hidden, &ws_.residual, &ws_.normed, &ws_.qkv, &ws_.q, &ws_.attn_out,
                     &ws_.gate_up, &ws_.mlp_act, &ws_.last_hidden, &ws_.logits})
@@ -234,6 +235,38 @@ void LlamaModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size) {
   }
   num_kv_blocks_ = num_blocks;
   block_size_ = block_size;
+}
+
+void LlamaModel::allocate_host_kv_cache(int64_t num_blocks) {
+  if (num_kv_blocks_ <= 0)
+    throw std::logic_error("LlamaModel::allocate_host_kv_cache before allocate_kv_cache");
+  if (num_blocks < 0)
+    throw std::invalid_argument("LlamaModel::allocate_host_kv_cache: negative block count");
+  backend_.free_host_kv_cache(host_kv_);
+  host_kv_ = {};
+  if (num_blocks == 0) return;
+  const Tensor& k = layers_.front().kv.k;
+  host_kv_ = backend_.alloc_host_kv_cache(static_cast<int64_t>(layers_.size()), num_blocks,
+                                          k.nbytes() / static_cast<size_t>(k.dim(0)));
+}
+
+std::vector<LayerKVCache> LlamaModel::kv_caches() const {
+  std::vector<LayerKVCache> c;
+  c.reserve(layers_.size());
+  for (const Layer& L : layers_) c.push_back(L.kv);
+  return c;
+}
+
+void LlamaModel::swap_out(std::span<const BlockSwap> pairs) {
+  if (pairs.empty()) return;
+  const std::vector<LayerKVCache> c = kv_caches();
+  backend_.swap_out(c, host_kv_, pairs);
+}
+
+void LlamaModel::swap_in(std::span<const BlockSwap> pairs) {
+  if (pairs.empty()) return;
+  const std::vector<LayerKVCache> c = kv_caches();
+  backend_.swap_in(c, host_kv_, pairs);
 }
 
 void LlamaModel::allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions) {

@@ -26,6 +26,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,16 @@ class LlamaModel {
                                    int64_t tp_size = 1);
   // Allocates num_blocks blocks of block_size tokens for every layer.
   void allocate_kv_cache(int64_t num_blocks, int64_t block_size);
+  // The swap space: num_blocks host blocks of every layer's K and V
+  // (Backend::alloc_host_kv_cache), block_size as allocate_kv_cache's;
+  // call after it. 0 frees it. Throws what the backend throws.
+  void allocate_host_kv_cache(int64_t num_blocks);
+  int64_t num_host_kv_blocks() const { return host_kv_.data ? host_kv_.num_blocks : 0; }
+  // Copies KV blocks device -> host (swap_out) or host -> device (swap_in)
+  // for every layer (Backend::swap_out / swap_in; asynchronous on CUDA,
+  // before later forwards).
+  void swap_out(std::span<const BlockSwap> pairs);
+  void swap_in(std::span<const BlockSwap> pairs);
   // Activation buffers for up to max_num_tokens tokens and max_num_seqs
   // logits rows per step; also builds the rope table for max_positions.
   void allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions);
@@ -125,6 +136,7 @@ class LlamaModel {
   };
 
   void free_all();
+  std::vector<LayerKVCache> kv_caches() const;  // the layers' caches, in order
   // The part of an HF tensor this rank holds: all of it (dim -1), rows
   // [begin, begin+count) (dim 0) or columns [begin, begin+count) (dim 1).
   struct Shard {
@@ -150,6 +162,7 @@ class LlamaModel {
   RopeTable rope_;
   Workspace ws_;
   int64_t num_kv_blocks_ = 0;
+  HostKVCache host_kv_;  // the swap space (empty: none)
   int64_t block_size_ = 16;
   int64_t max_num_tokens_ = 0;
   int64_t max_num_logits_ = 0;

@@ -134,6 +134,17 @@ class BackendModelExecutor final : public ModelExecutor {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t num_kv_blocks() const override { return ranks_[0].model->num_kv_blocks(); }
   int64_t block_size() const override { return ranks_[0].model->block_size(); }
+  int64_t num_host_kv_blocks() const override { return ranks_[0].model->num_host_kv_blocks(); }
+  void swap_out(std::span<const BlockSwap> pairs) override {
+    if (pairs.empty()) return;
+    check_swap_ids(pairs);
+    run_ranks([&](int r) { rank(r).model->swap_out(pairs); });
+  }
+  void swap_in(std::span<const BlockSwap> pairs) override {
+    if (pairs.empty()) return;
+    check_swap_ids(pairs);
+    run_ranks([&](int r) { rank(r).model->swap_in(pairs); });
+  }
   std::string describe() const override { return description_; }
 
   void execute(const ForwardBatch& batch, std::vector<float>& logits) override {
@@ -254,6 +265,16 @@ class BackendModelExecutor final : public ModelExecutor {
 #else
     (void)r;
 #endif
+  }
+
+  // On the caller's thread, so a bad pair throws before any rank copies.
+  void check_swap_ids(std::span<const BlockSwap> pairs) const {
+    if (num_host_kv_blocks() == 0) throw std::logic_error("ModelExecutor: no swap space");
+    for (const BlockSwap& p : pairs)
+      if (p.device < 0 || p.device >= num_kv_blocks() || p.host < 0 ||
+          p.host >= num_host_kv_blocks())
+        throw std::invalid_argument(fmt::format(
+            "ModelExecutor: swap pair (device {}, host {}) out of range", p.device, p.host));
   }
 
   void check(const ForwardBatch& batch) const {
@@ -487,6 +508,17 @@ std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, co
                blocks * bs, static_cast<double>(blocks) * static_cast<double>(per_block) / (1 << 20),
                tp > 1 ? " on each of " + std::to_string(tp) + " ranks" : "", per_block, bs,
                opts.max_model_len, static_cast<double>(blocks) / static_cast<double>(blocks_per_seq));
+  // The swap space (vLLM's --swap-space): bytes for the whole engine over
+  // the bytes a block takes on all ranks.
+  const int64_t host_blocks =
+      static_cast<int64_t>(opts.swap_space_bytes / (per_block * static_cast<size_t>(tp)));
+  if (host_blocks > 0) {
+    ex->run_ranks([&](int r) { ex->rank(r).model->allocate_host_kv_cache(host_blocks); });
+    spdlog::info("Swap space: {} host KV blocks ({:.2f} GiB{}{})", host_blocks,
+                 static_cast<double>(host_blocks) * static_cast<double>(per_block) / (1 << 30),
+                 tp > 1 ? " on each of " + std::to_string(tp) + " ranks" : "",
+                 use_cuda ? ", pinned" : "");
+  }
 #ifdef PAGODA_HAVE_CUDA
   if (use_cuda) ex->init_cuda_extras();
 #endif

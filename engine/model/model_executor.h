@@ -4,10 +4,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "engine/kv/block_swap.h"
 #include "engine/model/forward_batch.h"
 #include "engine/model/model_config.h"
 #include "engine/request.h"
@@ -22,6 +24,20 @@ class ModelExecutor {
   // KV blocks available to the block manager, and tokens per block.
   virtual int64_t num_kv_blocks() const = 0;
   virtual int64_t block_size() const = 0;
+  // Host KV blocks of the swap space (ExecutorOptions::swap_space_bytes);
+  // 0: none, so nothing can be swapped.
+  virtual int64_t num_host_kv_blocks() const { return 0; }
+  // Preemption by swap (Scheduler, SchedulerOutput::swap_out / swap_in):
+  // copies each pair's device block to its host block (swap_out) or back
+  // (swap_in), all layers' K and V, on every rank; ordered before the next
+  // execute. Throws std::logic_error for pairs where there is no swap space,
+  // std::invalid_argument for ids out of range.
+  virtual void swap_out(std::span<const BlockSwap> pairs) {
+    if (!pairs.empty()) throw std::logic_error("ModelExecutor: no swap space");
+  }
+  virtual void swap_in(std::span<const BlockSwap> pairs) {
+    if (!pairs.empty()) throw std::logic_error("ModelExecutor: no swap space");
+  }
   // One step: fills logits with [batch.logits_indices.size(), vocab_size()]
   // row-major F32 (resized as needed).
   virtual void execute(const ForwardBatch& batch, std::vector<float>& logits) = 0;
@@ -57,6 +73,9 @@ struct ExecutorOptions {
   int64_t max_model_len = 0;          // resolved by the caller (>0)
   int64_t num_gpu_blocks_override = 0;  // >0: exactly this many KV blocks
   size_t kv_cache_memory_bytes = 0;   // CPU: KV budget (0 = 256 MiB default)
+  // vLLM's --swap-space, in bytes: host memory for swapped-out KV blocks,
+  // for the whole engine (its ranks' shares together); 0 = no swap space.
+  size_t swap_space_bytes = 0;
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;
   int num_threads = 0;                // CPU backend threads (0 = all cores), shared by the ranks

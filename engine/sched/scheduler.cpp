@@ -1,5 +1,7 @@
 #include "engine/sched/scheduler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -19,15 +21,18 @@ int64_t SchedulerOutput::num_sampled_tokens() const {
   return n;
 }
 
-Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks)
-    : config_(std::move(config)), blocks_(blocks) {
+Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks, HostBlockPool* host)
+    : config_(std::move(config)), blocks_(blocks), host_(host) {
   stop_config_.max_model_len = config_.max_model_len;
   stop_config_.eos_token_ids = config_.eos_token_ids;
 }
 
 Scheduler::~Scheduler() {
   for (auto& [id, g] : groups_)
-    for (auto& seq : g->seqs) blocks_.free(seq->block_table);
+    for (auto& seq : g->seqs) {
+      blocks_.free(seq->block_table);
+      if (host_) host_->free(seq->host_table);
+    }
 }
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) {
@@ -156,6 +161,7 @@ int64_t Scheduler::abort(std::span<const std::string> request_ids) {
   if (aborted > 0) {
     std::erase_if(waiting_, [](const Sequence* s) { return s->finished(); });
     std::erase_if(running_, [](const Sequence* s) { return s->finished(); });
+    std::erase_if(swapped_, [](const Sequence* s) { return s->finished(); });
   }
   reap();
   return aborted;
@@ -170,19 +176,80 @@ int64_t Scheduler::abort_all() {
 
 void Scheduler::release_blocks(Sequence* seq) {
   blocks_.free(seq->block_table);
+  if (host_) host_->free(seq->host_table);
   seq->num_cached_blocks = 0;
   seq->num_computed_tokens = 0;
 }
 
-void Scheduler::preempt(Sequence* seq) {
+PreemptionMode Scheduler::mode_for(const Sequence* seq) const {
+  // vLLM v0's SequenceGroup.get_max_num_running_seqs: best_of before the
+  // samples fork, then the unfinished ones.
+  const SequenceGroup& g = *seq->group;
+  const int running = g.forked ? g.best_of - g.num_finished : g.best_of;
+  return running > 1 ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
+}
+
+void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
+  ++num_preemptions_total_;
+  const PreemptionMode mode = config_.preemption_mode.value_or(mode_for(seq));
+  if (mode == PreemptionMode::kSwap && host_ && blocks_.blocks_for(seq->num_computed_tokens) > 0) {
+    if (swap_out(seq, out)) return;
+    ++num_swap_fallbacks_total_;
+    if (!warned_swap_fallback_) {
+      warned_swap_fallback_ = true;
+      spdlog::warn(
+          "Preemption by swap: the host KV pool (--swap-space, {} blocks, {} free) cannot hold "
+          "the {} blocks of a preempted sequence; preempting it by recompute instead (logged "
+          "once; raise --swap-space to swap more)",
+          host_->num_blocks(), host_->num_free(), blocks_.blocks_for(seq->num_computed_tokens));
+    }
+  }
   release_blocks(seq);
   seq->status = SequenceStatus::kWaiting;
   waiting_.push_front(seq);
-  ++num_preemptions_total_;
+}
+
+bool Scheduler::swap_out(Sequence* seq, SchedulerOutput& out) {
+  const int64_t h = blocks_.blocks_for(seq->num_computed_tokens);
+  if (!host_->can_allocate(h) || static_cast<int64_t>(seq->block_table.size()) < h) return false;
+  seq->host_table = host_->allocate(h);
+  for (size_t k = 0; k < static_cast<size_t>(h); ++k)
+    out.swap_out.push_back({seq->block_table[k], seq->host_table[k]});
+  blocks_.free(seq->block_table);  // as release_blocks, keeping the computed tokens
+  seq->num_cached_blocks = 0;
+  seq->status = SequenceStatus::kSwapped;
+  swapped_.insert(swapped_.begin() + static_cast<std::ptrdiff_t>(swapped_insert_), seq);
+  ++out.num_swapped_out;
+  ++num_swap_outs_total_;
+  return true;
+}
+
+bool Scheduler::swap_in(Sequence* seq, int64_t n, SchedulerOutput& out) {
+  const int64_t bs = blocks_.block_size();
+  const int64_t computed = seq->num_computed_tokens;
+  // Computed full blocks still cached on the device need no copy.
+  if (blocks_.caching())
+    blocks_.acquire_cached_prefix(seq->token_ids, computed / bs, seq->block_table);
+  const size_t hits = seq->block_table.size();
+  if (!blocks_.can_allocate(seq->block_table, computed + n)) {
+    blocks_.free(seq->block_table);
+    return false;
+  }
+  blocks_.allocate(seq->block_table, computed + n);
+  for (size_t k = hits; k < seq->host_table.size(); ++k)
+    out.swap_in.push_back({seq->block_table[k], seq->host_table[k]});
+  host_->free(seq->host_table);
+  seq->num_cached_blocks = static_cast<int64_t>(hits);
+  blocks_.cache_full_blocks(seq->block_table, seq->token_ids, computed, &seq->num_cached_blocks);
+  seq->status = SequenceStatus::kRunning;
+  ++out.num_swapped_in;
+  ++num_swap_ins_total_;
+  return true;
 }
 
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
+  swapped_insert_ = swapped_.size();
   int64_t budget = config_.max_num_batched_tokens;
   // Prompt positions whose logprobs are scored this step (their [rows,
   // vocab] logits are held at once): a prompt_logprobs prefill takes at most
@@ -210,7 +277,7 @@ SchedulerOutput Scheduler::schedule() {
       if (running_.size() == 1) break;  // nobody else holds blocks
       Sequence* victim = running_.back();
       running_.pop_back();
-      preempt(victim);
+      preempt(victim, out);
       ++out.num_preempted;
       if (victim == seq) {
         self_preempted = true;
@@ -238,11 +305,30 @@ SchedulerOutput Scheduler::schedule() {
     ++i;
   }
 
-  // 2. Waiting sequences, FIFO, unless this step had to preempt. A parent
-  // that has not forked needs seats for its whole group.
   int64_t seats_taken = 0;
   for (const Sequence* s : running_) seats_taken += seats(s);
-  while (out.num_preempted == 0 && budget > 0 && !waiting_.empty() &&
+  // 2. Swapped sequences, in swap-out order, unless this step had to
+  // preempt (vLLM v0: no swap-in in a step that swaps out).
+  while (out.num_preempted == 0 && budget > 0 && !swapped_.empty() &&
+         seats_taken + seats(swapped_.front()) <= config_.max_num_seqs) {
+    Sequence* seq = swapped_.front();
+    const int64_t computed = seq->num_computed_tokens;
+    const int64_t n = cap_scored(seq, std::min(seq->num_tokens() - computed, budget));
+    if (n == 0 || !swap_in(seq, n, out)) break;
+    swapped_.pop_front();
+    running_.push_back(seq);
+    seats_taken += seats(seq);
+    const bool decoding =
+        n == 1 && seq->num_output_tokens() > 0 && computed == seq->num_tokens() - 1;
+    (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
+    out.seqs.push_back(scheduled(seq, n, computed + n == seq->num_tokens()));
+    budget -= n;
+  }
+
+  // 3. Waiting sequences, FIFO, unless this step had to preempt or a
+  // swapped sequence still waits for blocks (it resumes first). A parent
+  // that has not forked needs seats for its whole group.
+  while (out.num_preempted == 0 && swapped_.empty() && budget > 0 && !waiting_.empty() &&
          seats_taken + seats(waiting_.front()) <= config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     // Prefix caching: start from the longest cached run of its leading
@@ -336,13 +422,29 @@ void Scheduler::check_invariants() const {
   const auto fail = [](const std::string& what) { throw std::logic_error("Scheduler: " + what); };
   const int64_t bs = blocks_.block_size();
   std::vector<int32_t> refs(static_cast<size_t>(blocks_.num_blocks()), 0);
+  if (host_) host_->check_invariants();
+  int64_t swapped = 0, host_held = 0;
   for (const auto& [id, g] : groups_)
     for (const auto& s : g->seqs) {
       const Sequence& q = *s;
       const std::string who = id + "#" + std::to_string(q.index);
       for (int32_t b : q.block_table) refs[static_cast<size_t>(b)]++;
-      if ((q.finished() || q.status == SequenceStatus::kWaiting) && !q.block_table.empty())
+      if (q.status != SequenceStatus::kRunning && !q.block_table.empty())
         fail(who + " holds blocks while not running");
+      if (q.status == SequenceStatus::kSwapped) {
+        if (static_cast<int64_t>(q.host_table.size()) !=
+                blocks_.blocks_for(q.num_computed_tokens) ||
+            q.host_table.empty())
+          fail(who + " is swapped without a host block per computed block");
+        ++swapped;
+      } else if (!q.host_table.empty()) {
+        fail(who + " holds host blocks while not swapped");
+      }
+      for (int32_t b : q.host_table) {
+        if (!host_ || b < 0 || b >= host_->num_blocks() || !host_->in_use(b))
+          fail(who + " holds host block " + std::to_string(b) + " not in use");
+        ++host_held;
+      }
       if (q.status == SequenceStatus::kRunning &&
           (q.num_computed_tokens > q.num_tokens() ||
            static_cast<int64_t>(q.block_table.size()) < blocks_.blocks_for(q.num_computed_tokens)))
@@ -356,6 +458,12 @@ void Scheduler::check_invariants() const {
                     .subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs))))
           fail(who + "'s block " + std::to_string(k) + " is not recorded with its tokens");
     }
+  if (swapped != num_swapped())
+    fail(std::to_string(swapped) + " sequences swapped but " + std::to_string(num_swapped()) +
+         " in the swapped queue");
+  if (host_ && host_held != host_->num_used())
+    fail(std::to_string(host_->num_used()) + " host blocks in use but " +
+         std::to_string(host_held) + " held (host blocks are never shared)");
   for (int64_t b = 0; b < blocks_.num_blocks(); ++b)
     if (refs[static_cast<size_t>(b)] != blocks_.ref_count(static_cast<int32_t>(b)))
       fail("block " + std::to_string(b) + " has " +

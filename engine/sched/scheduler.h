@@ -9,11 +9,31 @@
 //     the most recently admitted running sequence is preempted by recompute
 //     (blocks freed, num_computed_tokens = 0, back to the front of the waiting
 //     queue with its generated tokens kept, to be re-prefilled with the
-//     prompt) until it can, or until it was itself preempted;
-//  2. then, if nothing was preempted this step, waiting sequences in FIFO
-//     order are admitted (prefill, chunked when the budget runs out). One
-//     that does not find free blocks waits (requests never fail for lack of
-//     blocks).
+//     prompt) or by swap (below) until it can, or until it was itself
+//     preempted;
+//  2. then, if nothing was preempted this step, swapped sequences in the
+//     order they were swapped out are swapped back in and scheduled (vLLM
+//     v0's _schedule_swapped), while their blocks, seats and tokens fit;
+//  3. then, if nothing was preempted this step and no sequence is still
+//     swapped out, waiting sequences in FIFO order are admitted (prefill,
+//     chunked when the budget runs out). One that does not find free blocks
+//     waits (requests never fail for lack of blocks).
+//
+// Preemption by swap (SchedulerConfig::preemption_mode, preemption_mode.h;
+// vLLM v0's _preempt_by_swap / _swap_in and BlockSpaceManager.swap_out /
+// swap_in): the victim's blocks holding its computed tokens are paired with
+// fresh host blocks (HostBlockPool) in SchedulerOutput::swap_out, its device
+// blocks are released as on retirement (release_blocks: cached blocks keep
+// their records in the LRU free list) and it joins the swapped queue with
+// num_computed_tokens kept. Swapping in, it first takes the longest run of
+// its computed full blocks still cached on the device (prefix caching), gets
+// fresh blocks for the rest, whose host copies are listed in
+// SchedulerOutput::swap_in, and its host blocks are freed; the swapped-in
+// full blocks are recorded in the prefix cache at once. The executor must
+// perform swap_out then swap_in before the step's forward (ModelRunner::
+// apply_swaps): a block freed by a swap-out may be written by that forward.
+// No step both swaps out and swaps in. When the host pool cannot hold a
+// victim's blocks it is preempted by recompute instead (logged once).
 // postprocess() advances num_computed_tokens, appends the sampled tokens,
 // checks stops (stop_checker.h), frees finished sequences' blocks at once and
 // pushes every delta to the sequences' OutputChannels.
@@ -45,11 +65,15 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "engine/kv/block_manager.h"
+#include "engine/kv/block_swap.h"
+#include "engine/kv/host_block_pool.h"
+#include "engine/sched/preemption_mode.h"
 #include "engine/sched/sequence.h"
 #include "engine/sched/stop_checker.h"
 
@@ -63,6 +87,9 @@ struct SchedulerConfig {
   // (EngineConfig::max_prompt_logprob_tokens).
   int64_t max_prompt_logprob_tokens = 256;
   std::vector<int32_t> eos_token_ids;
+  // --preemption-mode; unset: vLLM v0's rule (preemption_mode.h). Swap
+  // needs the Scheduler's HostBlockPool (without one: recompute).
+  std::optional<PreemptionMode> preemption_mode;
 };
 
 // One sequence's share of a step: tokens [num_computed_tokens,
@@ -81,9 +108,16 @@ struct ScheduledSeq {
 struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;   // running order
   std::vector<BlockCopy> block_copies;  // copy-on-write, before the step
+  // Swaps before the step, swap_out first (ModelRunner::apply_swaps): the
+  // blocks of sequences preempted by swap this step, and those of
+  // sequences swapped back in. Never both non-empty.
+  std::vector<BlockSwap> swap_out;
+  std::vector<BlockSwap> swap_in;
   int64_t num_prefill_tokens = 0;   // tokens of sequences not yet decoding
   int64_t num_decode_tokens = 0;
-  int64_t num_preempted = 0;
+  int64_t num_preempted = 0;    // by recompute or by swap
+  int64_t num_swapped_out = 0;  // of those, by swap
+  int64_t num_swapped_in = 0;   // sequences swapped back in
   // Sequences finished while scheduling (alone and still out of KV blocks:
   // "length"); their final deltas are already pushed.
   int64_t num_finished_by_capacity = 0;
@@ -103,7 +137,9 @@ struct PostprocessResult {
 
 class Scheduler {
  public:
-  Scheduler(SchedulerConfig config, BlockManager& blocks);
+  // host: the swap space's blocks (outlives the Scheduler); null = none, so
+  // every preemption recomputes.
+  Scheduler(SchedulerConfig config, BlockManager& blocks, HostBlockPool* host = nullptr);
   ~Scheduler();
 
   // Queues a new request of one sequence (waiting). Its request id must not
@@ -141,6 +177,13 @@ class Scheduler {
 
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  // Sequences preempted by swap and not yet swapped back in.
+  int64_t num_swapped() const { return static_cast<int64_t>(swapped_.size()); }
+  // Sequences swapped out / in since start, and preemptions that chose swap
+  // but recomputed because the host pool had no room.
+  int64_t num_swap_outs_total() const { return num_swap_outs_total_; }
+  int64_t num_swap_ins_total() const { return num_swap_ins_total_; }
+  int64_t num_swap_fallbacks_total() const { return num_swap_fallbacks_total_; }
   bool has_unfinished() const { return !groups_.empty(); }
   int64_t num_preemptions_total() const { return num_preemptions_total_; }
   // Prefix caching: tokens of admitted sequences looked up in the cache, and
@@ -150,17 +193,31 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   // Checks (tests, the simulation): the BlockManager's own invariants; each
   // block's reference count equals the number of sequence tables holding
-  // it; a finished or waiting sequence holds no blocks; a running one's
-  // table covers its computed tokens; the recorded blocks of a table hold
-  // that sequence's tokens. Throws std::logic_error naming the first
-  // violation.
+  // it; a finished, waiting or swapped sequence holds no device blocks; a
+  // running one's table covers its computed tokens; the recorded blocks of a
+  // table hold that sequence's tokens; the HostBlockPool's own invariants;
+  // a swapped sequence holds one host block per block of its computed
+  // tokens, every other none, and the host blocks in use are exactly those
+  // held. Throws std::logic_error naming the first violation.
   void check_invariants() const;
 
  private:
-  // Frees seq's blocks: its table, recorded-block count and computed tokens
-  // go back to none (preemption, retirement, an admission that did not fit).
+  // Frees seq's blocks (device and host): its tables, recorded-block count
+  // and computed tokens go back to none (preemption, retirement, an
+  // admission that did not fit).
   void release_blocks(Sequence* seq);
-  void preempt(Sequence* seq);
+  // Preempts a running sequence (already out of running_) by recompute or
+  // by swap, as preemption_mode and the host pool's room decide.
+  void preempt(Sequence* seq, SchedulerOutput& out);
+  // vLLM v0's mode for seq when the flag is unset: swap when its request
+  // has several running sequences (max_running_seqs > 1).
+  PreemptionMode mode_for(const Sequence* seq) const;
+  // Swap-out (true) or false when the host pool lacks the blocks.
+  bool swap_out(Sequence* seq, SchedulerOutput& out);
+  // Swaps the front of swapped_ back in with the slots of its next n tokens
+  // and returns true, or changes nothing and returns false when the device
+  // blocks are short.
+  bool swap_in(Sequence* seq, int64_t n, SchedulerOutput& out);
   // Seats in max_num_seqs a sequence takes: its whole group for a parent
   // that has not forked yet, else 1.
   static int64_t seats(const Sequence* seq);
@@ -185,7 +242,16 @@ class Scheduler {
   std::vector<std::string> done_;  // finished groups to forget
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order
+  // Preempted by swap, in swap-out order (a step's victims in admission
+  // order); swapped_insert_ is where this step's victims go.
+  std::deque<Sequence*> swapped_;
+  size_t swapped_insert_ = 0;
+  HostBlockPool* host_ = nullptr;
   int64_t num_preemptions_total_ = 0;
+  int64_t num_swap_outs_total_ = 0;
+  int64_t num_swap_ins_total_ = 0;
+  int64_t num_swap_fallbacks_total_ = 0;
+  bool warned_swap_fallback_ = false;
   int64_t num_unstarted_ = 0;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;

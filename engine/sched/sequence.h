@@ -24,7 +24,9 @@ namespace pagoda {
 
 struct SequenceGroup;
 
-enum class SequenceStatus { kWaiting, kRunning, kFinished };
+// kSwapped: preempted by swap (Scheduler): its computed K/V wait in host
+// blocks (host_table) and it resumes before any waiting sequence.
+enum class SequenceStatus { kWaiting, kRunning, kSwapped, kFinished };
 
 struct Sequence {
   Sequence(const GenerateRequest& req, int64_t max_tokens, uint64_t rng_seed, const Tokenizer& tok,
@@ -67,6 +69,10 @@ struct Sequence {
   // Blocks of block_table recorded in the prefix cache (BlockManager::
   // cache_full_blocks), from the first; 0 whenever the table is freed.
   int64_t num_cached_blocks = 0;
+  // While kSwapped: the host blocks (HostBlockPool) holding the K/V of its
+  // first num_computed_tokens tokens, host_table[k] for table block k; its
+  // block_table is then empty. Empty in every other state.
+  BlockTable host_table;
 
   std::mt19937_64 rng;      // per-sequence sampling RNG
   Detokenizer detokenizer;

@@ -58,6 +58,18 @@ class TimedBackend final : public Backend {
   void fill_zero(Tensor& t) override { b_.fill_zero(t); }
   void fill_normal(Tensor& t, float m, float s, uint64_t seed) override { b_.fill_normal(t, m, s, seed); }
   void synchronize() override { b_.synchronize(); }
+  HostKVCache alloc_host_kv_cache(int64_t l, int64_t n, size_t bb) override {
+    return b_.alloc_host_kv_cache(l, n, bb);
+  }
+  void free_host_kv_cache(HostKVCache& h) override { b_.free_host_kv_cache(h); }
+  void swap_out(std::span<const LayerKVCache> d, const HostKVCache& h,
+                std::span<const BlockSwap> p) override {
+    b_.swap_out(d, h, p);
+  }
+  void swap_in(std::span<const LayerKVCache> d, const HostKVCache& h,
+               std::span<const BlockSwap> p) override {
+    b_.swap_in(d, h, p);
+  }
   // Packed quantized linears as the CUDA backend keeps them.
   bool keeps_quantized(const QuantConfig& qc, int64_t k) const override {
     return b_.keeps_quantized(qc, k);

@@ -42,21 +42,33 @@ inline ExecutorOptions stories_options(const std::string& device = "cpu") {
 // The engine over `opts` (see above); `seed` is EngineConfig::seed (--seed),
 // max_prompt_logprob_tokens and enable_prefix_caching EngineConfig's.
 // Throws what make_model_executor / load_tokenizer throw.
-inline std::unique_ptr<Engine> make_test_engine(const ExecutorOptions& opts, uint64_t seed = 0,
-                                                int64_t max_prompt_logprob_tokens = 256,
-                                                bool enable_prefix_caching = true) {
+// The EngineConfig make_test_engine uses (before its own arguments).
+inline EngineConfig test_engine_config(const ExecutorOptions& opts) {
   EngineConfig cfg;
-  cfg.enable_prefix_caching = enable_prefix_caching;
-  cfg.max_prompt_logprob_tokens = max_prompt_logprob_tokens;
   cfg.max_model_len = opts.max_model_len;
   cfg.max_num_seqs = opts.max_num_seqs;
   cfg.max_num_batched_tokens = opts.max_num_batched_tokens;
   cfg.log_stats = false;
   cfg.eos_token_ids = GenerationConfig::from_dir(opts.model_dir).eos_token_ids;
-  cfg.seed = seed;
+  return cfg;
+}
+
+// The engine over `opts` with `cfg` as given (test_engine_config's, edited).
+inline std::unique_ptr<Engine> make_test_engine(const ExecutorOptions& opts,
+                                                const EngineConfig& cfg) {
   return std::make_unique<Engine>(cfg,
                                   make_model_executor(ModelConfig::from_dir(opts.model_dir), opts),
                                   load_tokenizer(opts.model_dir));
+}
+
+inline std::unique_ptr<Engine> make_test_engine(const ExecutorOptions& opts, uint64_t seed = 0,
+                                                int64_t max_prompt_logprob_tokens = 256,
+                                                bool enable_prefix_caching = true) {
+  EngineConfig cfg = test_engine_config(opts);
+  cfg.enable_prefix_caching = enable_prefix_caching;
+  cfg.max_prompt_logprob_tokens = max_prompt_logprob_tokens;
+  cfg.seed = seed;
+  return make_test_engine(opts, cfg);
 }
 
 // Queues a greedy (temperature 0), ignore_eos request of max_tokens tokens

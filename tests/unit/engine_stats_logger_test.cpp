@@ -17,7 +17,33 @@ TEST(StatsLogger, FormatsVllmsLine) {
   now.kv_blocks_used = 50;
   EXPECT_EQ(StatsLogger::format(now, last, 5.0, "GPU"),
             "Avg prompt throughput: 100.0 tokens/s, Avg generation throughput: 50.0 tokens/s, "
-            "Running: 3 reqs, Swapped: 0 reqs, Pending: 2 reqs, GPU KV cache usage: 25.0%");
+            "Running: 3 reqs, Swapped: 0 reqs, Pending: 2 reqs, GPU KV cache usage: 25.0%, "
+            "CPU KV cache usage: 0.0%");
+}
+
+TEST(StatsLogger, CountsSwappedRequestsAndTheSwapSpace) {
+  EngineStats last, now;
+  now.num_running = 2;
+  now.num_swapped = 4;
+  now.num_waiting = 1;
+  now.kv_blocks_total = 100;
+  now.kv_blocks_used = 100;
+  now.cpu_kv_blocks_total = 400;
+  now.cpu_kv_blocks_used = 50;
+  EXPECT_EQ(StatsLogger::format(now, last, 5.0, "GPU"),
+            "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, "
+            "Running: 2 reqs, Swapped: 4 reqs, Pending: 1 reqs, GPU KV cache usage: 100.0%, "
+            "CPU KV cache usage: 12.5%");
+  // On the CPU backend the device cache is the "CPU KV cache".
+  const std::string cpu = StatsLogger::format(now, last, 5.0, "CPU");
+  EXPECT_NE(cpu.find("CPU KV cache usage: 100.0%, Swap space usage: 12.5%"), std::string::npos)
+      << cpu;
+  // Only swapped requests left: still busy, so the line is logged.
+  auto t0 = StatsLogger::Clock::time_point{};
+  StatsLogger log(5.0, "GPU", t0);
+  EngineStats swapped_only;
+  swapped_only.num_swapped = 1;
+  EXPECT_NE(log.maybe_log(swapped_only, t0 + std::chrono::seconds(5)), "");
 }
 
 TEST(StatsLogger, LogsOncePerIntervalAndOnlyWhileBusy) {
@@ -65,7 +91,7 @@ TEST(StatsLogger, AppendsThePrefixCacheHitRateOfTheLookupsSinceTheLastLine) {
   now.prefix_cache_queries_total += 400;
   now.prefix_cache_hits_total += 300;
   std::string line = StatsLogger::format(now, last, 5.0, "GPU");
-  EXPECT_NE(line.find("GPU KV cache usage: 0.0%, Prefix cache hit rate: 75.0%"), std::string::npos)
+  EXPECT_NE(line.find("CPU KV cache usage: 0.0%, Prefix cache hit rate: 75.0%"), std::string::npos)
       << line;
   EXPECT_EQ(StatsLogger::format(now, now, 5.0, "GPU").find("Prefix cache"),
             std::string::npos);  // no lookups

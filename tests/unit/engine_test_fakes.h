@@ -72,14 +72,39 @@ inline std::vector<int32_t> reference_greedy(std::vector<int32_t> tokens, int64_
 
 class FakeExecutor : public ModelExecutor {
  public:
-  FakeExecutor(int64_t vocab, int64_t num_blocks, int64_t block_size)
-      : vocab_(vocab), num_blocks_(num_blocks), block_size_(block_size),
+  // num_host_blocks: the swap space's blocks; swap_out / swap_in copy the
+  // slots' tokens and context hashes, so a block swapped back to the wrong
+  // place (or not at all) is caught when it is read.
+  FakeExecutor(int64_t vocab, int64_t num_blocks, int64_t block_size, int64_t num_host_blocks = 0)
+      : vocab_(vocab),
+        num_blocks_(num_blocks),
+        block_size_(block_size),
+        num_host_blocks_(num_host_blocks),
         slot_token_(static_cast<size_t>(num_blocks * block_size), -1),
-        slot_hash_(static_cast<size_t>(num_blocks * block_size), 0) {}
+        slot_hash_(static_cast<size_t>(num_blocks * block_size), 0),
+        host_token_(static_cast<size_t>(num_host_blocks * block_size), -1),
+        host_hash_(static_cast<size_t>(num_host_blocks * block_size), 0) {}
 
   int64_t vocab_size() const override { return vocab_; }
   int64_t num_kv_blocks() const override { return num_blocks_; }
   int64_t block_size() const override { return block_size_; }
+  int64_t num_host_kv_blocks() const override { return num_host_blocks_; }
+  void swap_out(std::span<const BlockSwap> pairs) override {
+    for (const BlockSwap& p : pairs) {
+      check_pair(p);
+      copy_block(slot_token_, slot_hash_, p.device, host_token_, host_hash_, p.host);
+      ++blocks_swapped_out_;
+    }
+  }
+  void swap_in(std::span<const BlockSwap> pairs) override {
+    for (const BlockSwap& p : pairs) {
+      check_pair(p);
+      copy_block(host_token_, host_hash_, p.host, slot_token_, slot_hash_, p.device);
+      ++blocks_swapped_in_;
+    }
+  }
+  int64_t blocks_swapped_out() const { return blocks_swapped_out_; }
+  int64_t blocks_swapped_in() const { return blocks_swapped_in_; }
   std::string describe() const override { return "fake"; }
 
   void execute(const ForwardBatch& b, std::vector<float>& logits) override {
@@ -177,9 +202,26 @@ class FakeExecutor : public ModelExecutor {
     return h;
   }
 
-  int64_t vocab_, num_blocks_, block_size_;
+  void check_pair(const BlockSwap& p) const {
+    check(p.device >= 0 && p.device < num_blocks_ && p.host >= 0 && p.host < num_host_blocks_,
+          "swap pair out of range");
+  }
+  void copy_block(const std::vector<int32_t>& from_tok, const std::vector<uint64_t>& from_hash,
+                  int32_t from, std::vector<int32_t>& to_tok, std::vector<uint64_t>& to_hash,
+                  int32_t to) const {
+    const auto bs = static_cast<size_t>(block_size_);
+    for (size_t k = 0; k < bs; ++k) {
+      to_tok[static_cast<size_t>(to) * bs + k] = from_tok[static_cast<size_t>(from) * bs + k];
+      to_hash[static_cast<size_t>(to) * bs + k] = from_hash[static_cast<size_t>(from) * bs + k];
+    }
+  }
+
+  int64_t vocab_, num_blocks_, block_size_, num_host_blocks_;
   std::vector<int32_t> slot_token_;
   std::vector<uint64_t> slot_hash_;
+  std::vector<int32_t> host_token_;
+  std::vector<uint64_t> host_hash_;
+  int64_t blocks_swapped_out_ = 0, blocks_swapped_in_ = 0;
   int64_t calls_ = 0, max_batch_seqs_ = 0, max_batch_tokens_ = 0, rows_without_logits_ = 0,
           prefill_like_ = 0;
 };

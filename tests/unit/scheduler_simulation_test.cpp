@@ -8,15 +8,20 @@
 // equal the tables holding each block, the free list holds exactly the
 // unreferenced blocks, recorded blocks hold their sequences' tokens and
 // their hashes match their tokens). At the end every request has finished
-// or been aborted and the pool is all free.
+// or been aborted and the pool is all free. In swap mode (preemption by
+// swap into a small host pool, which also runs full and falls back to
+// recompute) the FakeExecutor copies the slots' tokens and hashes on every
+// swap, and at the end every host block is free.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/kv/block_manager.h"
+#include "engine/kv/host_block_pool.h"
 #include "engine/model_runner.h"
 #include "engine/sched/scheduler.h"
 #include "engine_test_fakes.h"
@@ -33,9 +38,13 @@ struct Live {
   int finished = 0;  // final deltas seen (one per choice)
 };
 
+// host_blocks > 0: a swap space of that many blocks and `mode` (unset:
+// vLLM's rule); 0: no swap space (every preemption recomputes).
 void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_size,
-              int64_t max_batched) {
-  SCOPED_TRACE("seed " + std::to_string(seed));
+              int64_t max_batched, int64_t host_blocks = 0,
+              std::optional<PreemptionMode> mode = std::nullopt) {
+  SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(host_blocks) +
+               " host blocks");
   std::mt19937_64 rng(seed);
   const auto pick = [&](int64_t lo, int64_t hi) {  // [lo, hi]
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -45,14 +54,16 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
   };
   constexpr int64_t kVocab = 40;
   FakeTokenizer tok(kVocab);
-  FakeExecutor exec(kVocab, num_blocks, block_size);
+  FakeExecutor exec(kVocab, num_blocks, block_size, host_blocks);
   BlockManager blocks(num_blocks, block_size, /*enable_caching=*/true);
+  HostBlockPool host(host_blocks);
   SchedulerConfig cfg;
   cfg.max_num_seqs = 6;
   cfg.max_num_batched_tokens = max_batched;
   cfg.max_model_len = num_blocks * block_size;
   cfg.eos_token_ids = {2};
-  Scheduler sched(cfg, blocks);
+  cfg.preemption_mode = mode;
+  Scheduler sched(cfg, blocks, host_blocks > 0 ? &host : nullptr);
   ModelRunner runner(exec);
 
   std::vector<std::vector<int32_t>> prefixes;
@@ -102,6 +113,7 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
         ++aborted;
     }
     SchedulerOutput out = sched.schedule();
+    runner.apply_swaps(out);
     if (!out.empty()) {
       runner.execute(out, logits);  // FakeExecutor: checks every KV read
       sampled.clear();
@@ -121,6 +133,7 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
   // Whatever is left finishes without new arrivals.
   for (int64_t k = 0; k < 100000 && sched.has_unfinished(); ++k) {
     SchedulerOutput out = sched.schedule();
+    runner.apply_swaps(out);
     if (out.empty()) continue;
     runner.execute(out, logits);
     sampled.assign(static_cast<size_t>(out.num_sampled_tokens()), TokenLogprob{});
@@ -136,6 +149,16 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
   EXPECT_EQ(blocks.num_used(), 0);
   EXPECT_EQ(blocks.num_free(), num_blocks);
   blocks.check_invariants();
+  EXPECT_EQ(host.num_used(), 0);
+  EXPECT_EQ(sched.num_swapped(), 0);
+  host.check_invariants();
+  if (host_blocks > 0) {  // default rule too: the groups swap
+    EXPECT_GT(sched.num_swap_outs_total(), 0);
+    EXPECT_GT(exec.blocks_swapped_in(), 0);
+  }
+  if (host_blocks == 0) {
+    EXPECT_EQ(sched.num_swap_outs_total(), 0);
+  }
   EXPECT_GT(arrived, steps / 10);
   EXPECT_GT(aborted, 0);
   EXPECT_GT(sched.num_preemptions_total(), 0);
@@ -145,6 +168,18 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
 
 TEST(SchedulerSimulation, InvariantsHoldOverRandomTrafficOnATinyPool) {
   simulate(1, 100000, 12, 4, 24);
+}
+
+TEST(SchedulerSimulation, SwapModeOverRandomTraffic) {
+  // A host pool of 6 blocks: swaps, and recompute when it is full.
+  simulate(4, 30000, 12, 4, 24, 6, PreemptionMode::kSwap);
+  simulate(5, 10000, 7, 8, 16, 3, PreemptionMode::kSwap);
+  simulate(6, 10000, 20, 2, 32, 40, PreemptionMode::kSwap);  // room for all
+}
+
+TEST(SchedulerSimulation, VllmsDefaultPreemptionRuleOverRandomTraffic) {
+  // Unset mode: groups (n > 1 / best_of) swap, single sequences recompute.
+  simulate(7, 20000, 12, 4, 24, 8);
 }
 
 TEST(SchedulerSimulation, OtherSeedsAndShapes) {

@@ -17,6 +17,9 @@ EngineStats busy_stats() {
   EngineStats s;
   s.num_running = 3;
   s.num_waiting = 1;
+  s.num_swapped = 2;
+  s.cpu_kv_blocks_total = 80;
+  s.cpu_kv_blocks_used = 20;
   s.kv_blocks_total = 200;
   s.kv_blocks_used = 50;
   s.prompt_tokens_total = 120;
@@ -39,6 +42,11 @@ TEST(Metrics, ParsesStrictlyWithVllmNamesAndConsistentHistograms) {
   EXPECT_EQ(ex.value("pagoda:num_requests_waiting", m), 1);
   EXPECT_DOUBLE_EQ(ex.value("pagoda:kv_cache_usage_perc", m), 0.25);
   EXPECT_EQ(ex.value("pagoda:kv_cache_used_blocks", m), 50);
+  // Preemption by swap: vLLM v0's swapped gauge and CPU (swap space) usage.
+  EXPECT_EQ(ex.value("pagoda:num_requests_swapped", m), 2);
+  EXPECT_EQ(ex.families.at("pagoda:num_requests_swapped").type, "gauge");
+  EXPECT_DOUBLE_EQ(ex.value("pagoda:cpu_cache_usage_perc", m), 0.25);
+  EXPECT_EQ(ex.families.at("pagoda:cpu_cache_usage_perc").type, "gauge");
   EXPECT_EQ(ex.value("pagoda:prompt_tokens_total", m), 120);
   EXPECT_EQ(ex.value("pagoda:generation_tokens_total", m), 345);
   EXPECT_EQ(ex.value("pagoda:engine_steps_total", m), 99);
@@ -68,6 +76,8 @@ TEST(Metrics, EmptyStatsParseToo) {
   auto ex = parse_prometheus_text(format_prometheus_metrics(EngineStats{}, "m"));
   EXPECT_EQ(ex.value("pagoda:e2e_request_latency_seconds_count"), 0);
   EXPECT_EQ(ex.value("pagoda:kv_cache_usage_perc"), 0);
+  EXPECT_EQ(ex.value("pagoda:num_requests_swapped"), 0);
+  EXPECT_EQ(ex.value("pagoda:cpu_cache_usage_perc"), 0);  // no swap space: 0, not NaN
 }
 
 TEST(PrometheusParser, RejectsWhatTheFormatForbids) {

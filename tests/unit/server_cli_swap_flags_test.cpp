@@ -1,0 +1,73 @@
+// --swap-space (GiB) and --preemption-mode recompute|swap, vLLM's flags, on
+// `pagoda serve` and `pagoda generate`: defaults, values, and a clear error
+// for a bad value.
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/sched/preemption_mode.h"
+#include "server/cli.h"
+
+namespace pagoda {
+namespace {
+
+struct Parsed {
+  ServeArgs serve;
+  GenerateArgs gen;
+};
+void parse(std::vector<std::string> args, Parsed& p) {
+  CLI::App app{"pagoda"};
+  app.require_subcommand(1);
+  add_serve_command(*app.add_subcommand("serve", ""), p.serve);
+  add_generate_command(*app.add_subcommand("generate", ""), p.gen);
+  args.insert(args.begin(), "pagoda");
+  std::vector<const char*> argv;
+  for (const auto& s : args) argv.push_back(s.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+}
+
+// The CLI11 error message for args (empty when they parse).
+std::string parse_error(std::vector<std::string> args) {
+  Parsed p;
+  try {
+    parse(std::move(args), p);
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ServerCli, SwapFlagsDefaultToVllms) {
+  Parsed a;
+  parse({"serve"}, a);
+  EXPECT_EQ(a.serve.engine.swap_space, 4.0);
+  EXPECT_EQ(a.serve.engine.preemption_mode, "");  // vLLM's rule
+  EXPECT_EQ(parse_preemption_mode(a.serve.engine.preemption_mode), std::nullopt);
+}
+
+TEST(ServerCli, SwapFlagsParseOnServeAndGenerate) {
+  Parsed a;
+  parse({"serve", "--swap-space", "0.5", "--preemption-mode", "swap"}, a);
+  EXPECT_EQ(a.serve.engine.swap_space, 0.5);
+  EXPECT_EQ(parse_preemption_mode(a.serve.engine.preemption_mode), PreemptionMode::kSwap);
+  Parsed b;
+  parse({"generate", "--prompt", "hi", "--preemption-mode=recompute", "--swap-space=0"}, b);
+  EXPECT_EQ(b.gen.engine.swap_space, 0.0);
+  EXPECT_EQ(parse_preemption_mode(b.gen.engine.preemption_mode), PreemptionMode::kRecompute);
+}
+
+TEST(ServerCli, BadSwapFlagValuesAreClearErrors) {
+  const std::string mode = parse_error({"serve", "--preemption-mode", "evict"});
+  EXPECT_NE(mode.find("--preemption-mode"), std::string::npos) << mode;
+  EXPECT_NE(mode.find("evict"), std::string::npos) << mode;
+  const std::string neg = parse_error({"serve", "--swap-space", "-1"});
+  EXPECT_NE(neg.find("--swap-space"), std::string::npos) << neg;
+  const std::string word = parse_error({"generate", "--prompt", "x", "--swap-space", "lots"});
+  EXPECT_NE(word.find("--swap-space"), std::string::npos) << word;
+  EXPECT_THROW(parse_preemption_mode("Swap"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pagoda
