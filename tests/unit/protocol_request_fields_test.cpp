@@ -183,19 +183,56 @@ TEST(RequestFieldsNotSupported, GuidedDecodingBackend) {
 TEST(RequestFieldsNotSupported, StructuredOutputs) {
   expect_not_supported("structured_outputs", {{"regex", "a"}});
 }
-TEST(RequestFieldsNotSupported, UseBeamSearchTrue) {
-  expect_not_supported("use_beam_search", true);
-  EXPECT_TRUE(ok(completion({{"use_beam_search", false}})).ignored_fields.empty());
+// ---- beam search (use_beam_search, length_penalty, early_stopping) ----
+
+TEST(RequestFieldsBeamSearch, ConvertedOnEveryEndpoint) {
+  const json beam = {
+      {"use_beam_search", true}, {"temperature", 0},         {"n", 2}, {"best_of", 3},
+      {"length_penalty", 0.5},   {"early_stopping", "never"}};
+  for (const ParseResult& r : {completion(beam), chat(beam), generate(beam)}) {
+    const ParsedRequest p = ok(r);
+    ASSERT_TRUE(p.beam_search.has_value());
+    EXPECT_EQ(p.beam_search->beam_width, 3);
+    EXPECT_FLOAT_EQ(p.beam_search->length_penalty, 0.5f);
+    EXPECT_EQ(p.beam_search->early_stopping, EarlyStopping::kNever);
+    EXPECT_EQ(p.sampling.n, 2);
+  }
+  const ParsedRequest plain = ok(completion({{"use_beam_search", false}, {"length_penalty", 1}}));
+  EXPECT_FALSE(plain.beam_search.has_value());
+  EXPECT_TRUE(plain.ignored_fields.empty());
+  EXPECT_EQ(
+      ok(completion({{"use_beam_search", true}, {"temperature", 0}, {"early_stopping", true}}))
+          .beam_search->early_stopping,
+      EarlyStopping::kTrue);
 }
-TEST(RequestFieldsNotSupported, LengthPenaltyNotOne) {
-  expect_not_supported("length_penalty", 2.0);
-  ok(completion({{"length_penalty", 1}}));
-  ok(chat({{"length_penalty", 1.0}}));
-}
-TEST(RequestFieldsNotSupported, EarlyStoppingTrueOrNever) {
-  expect_not_supported("early_stopping", true);
-  expect_not_supported("early_stopping", "never");
-  ok(completion({{"early_stopping", false}}));
+
+TEST(RequestFieldsBeamSearch, VllmsChecks) {
+  const auto expect_400 = [](const ParseResult& r, const std::string& param,
+                             const std::string& words) {
+    OpenAIError e = err(r);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, param);
+    EXPECT_NE(e.message.find(words), std::string::npos) << e.message;
+  };
+  expect_400(completion({{"length_penalty", 2.0}}), "length_penalty",
+             "length_penalty is not effective and must be the default value of 1.0 when not using "
+             "beam search");
+  expect_400(chat({{"early_stopping", true}}), "early_stopping",
+             "early_stopping is not effective and must be False when not using beam search");
+  expect_400(generate({{"early_stopping", "never"}}), "early_stopping", "not effective");
+  expect_400(completion({{"use_beam_search", true}}), "temperature",
+             "temperature must be 0 when using beam search");
+  expect_400(completion({{"use_beam_search", true}, {"temperature", 0}, {"top_k", 5}}), "top_k",
+             "top_k must be -1 when using beam search");
+  expect_400(
+      completion({{"use_beam_search", true}, {"temperature", 0}, {"early_stopping", "soon"}}),
+      "early_stopping", "early_stopping must be true, false or \"never\"");
+  expect_400(
+      chat(
+          {{"use_beam_search", true}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}}),
+      "top_logprobs", "not supported with use_beam_search yet");
+  expect_400(completion({{"use_beam_search", true}, {"temperature", 0}, {"min_tokens", 2}}),
+             "min_tokens", "not supported with use_beam_search yet");
 }
 
 TEST(RequestFieldsNotSupported, WrongTypeIsATypeErrorFirst) {
