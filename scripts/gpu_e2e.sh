@@ -103,8 +103,10 @@ import json, sys
 path, t0, t1, n, grc = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 rows = [json.loads(l) for l in open(path) if l.strip()]
 def count(r, k):
-    u = r.get("usage", {})
-    return u.get(k, 0)
+    # pagoda generate writes vLLM's RequestOutput shape, one line a prompt.
+    if k == "prompt_tokens":
+        return len(r.get("prompt_token_ids") or [])
+    return sum(len(o.get("token_ids") or []) for o in r.get("outputs", []))
 out = sum(count(r, "completion_tokens") for r in rows)
 prompt = sum(count(r, "prompt_tokens") for r in rows)
 short = sum(1 for r in rows if count(r, "completion_tokens") != 128 or count(r, "prompt_tokens") != 128)

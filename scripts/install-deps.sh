@@ -17,6 +17,8 @@ PKGS=(
   libpcre2-dev              # byte-level BPE pre-tokenizer regex (optional)
   libutf8proc-dev           # NFC normalizer of BPE tokenizers (optional)
   python3
+  python3-dev pybind11-dev  # the pagoda Python module (python/; optional in CMake)
+  python3-pytest            # its tests (tests/python)
   chromium                  # headless UI test (tests/web: playwright-core from npm)
 )
 missing=()

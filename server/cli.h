@@ -1,6 +1,7 @@
 // The `pagoda` subcommands (server/main.cpp wires them into CLI11).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,28 +46,46 @@ int run_serve(ServeArgs args);
 
 struct GenerateArgs {
   EngineArgs engine;
-  std::vector<std::string> prompts;
-  std::string prompts_file;  // one prompt per line
-  // Sampling: absent flags fall back to generation_config.json / vLLM
-  // defaults exactly as the API does (the same protocol layer parses them).
-  std::optional<int64_t> max_tokens;
+  std::vector<std::string> prompts;    // --prompt: text prompts
+  std::string prompts_file;            // --prompts-file ("-": stdin)
+  std::string input_format = "auto";   // auto | text | jsonl
+  std::string output_format = "json";  // json | text
+  bool disable_progress_bar = false;
+  // SamplingParams defaults for every prompt (a JSON line's own fields win).
+  // Absent flags fall back to generation_config.json / vLLM defaults exactly
+  // as the API does (the same protocol layer parses them).
+  std::optional<int64_t> n, best_of, max_tokens, min_tokens, top_k, sampling_seed;
   std::optional<double> temperature, top_p, min_p;
-  std::optional<int64_t> top_k, min_tokens, sampling_seed;
   std::optional<double> presence_penalty, frequency_penalty, repetition_penalty;
-  std::vector<std::string> stop;
+  std::vector<std::string> stop, bad_words;
+  std::vector<int64_t> stop_token_ids, allowed_token_ids;
   bool ignore_eos = false;
-  std::optional<int64_t> logprobs;  // /v1/completions' logprobs
+  bool include_stop_str_in_output = false;
+  std::optional<bool> skip_special_tokens, spaces_between_special_tokens;
+  std::optional<int64_t> logprobs, prompt_logprobs, truncate_prompt_tokens;
+  std::string logit_bias;       // a JSON object {"id": bias}
+  std::string sampling_params;  // a JSON object of any SamplingParams fields
 };
 void add_generate_command(CLI::App& app, GenerateArgs& args);
-// `pagoda generate`: offline batch generation through the same Engine (no
-// server): a progress bar on stderr, one JSON line per prompt on stdout in
-// input order: {index, prompt, text, token_ids, logprobs (with --logprobs:
-// /v1/completions' object), finish_reason, stop_reason, usage} or {index,
-// prompt, error}: the server's request pipeline (GenerationGroup), so each
-// line carries what /v1/completions answers for the same request. Returns
-// the exit code: 0 when every prompt completed; 1 (after all lines are
-// printed, with an error on stderr counting them) when any prompt failed, or
-// on a load/engine error; 2 with no prompts.
+// `pagoda generate`: offline batch generation on server/llm.h's LLM (the
+// server's request pipeline and validation, no HTTP). Input: --prompt TEXT
+// (repeatable) and/or --prompts-file FILE of plain lines (one prompt each)
+// or JSON lines ({"prompt": str} | {"prompt_token_ids": [int]} |
+// {"messages": [...]} plus any SamplingParams field by vLLM's name, and
+// LLM.chat's template options); --input-format auto takes JSON lines when
+// the file's first non-empty line is a JSON object. Output on stdout, one
+// line per prompt in input order: json (vLLM's RequestOutput shape,
+// offline::to_json) or text ("Prompt: <json string>, Generated text: <json
+// string>" per choice, as vLLM's example prints). A prompt that fails
+// (a bad field, too long, an engine error) gets the line {"index": i,
+// "line": N (its line in the file; absent for --prompt), "error": message,
+// "param": field} (text: on stderr only) and the others still run. The
+// progress bar (vLLM's, server/progress_bar.h) goes to stderr: redrawn in
+// place on a terminal, only its final line otherwise, none with
+// --disable-progress-bar. Exit code: 0 when every prompt completed; 1 when
+// any failed (after every line is written; stderr names each failed
+// prompt's line and field, then counts them) or on a load/engine error; 2
+// with no prompts or an unreadable file.
 int run_generate(GenerateArgs args);
 
 }  // namespace pagoda

@@ -1,21 +1,17 @@
-#include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <variant>
-
-#include <CLI/CLI.hpp>
+// `pagoda generate` (server/cli.h): input lines → request objects →
+// offline::LLM::run → one output line per prompt.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "engine/engine.h"
-#include "engine/output_channel.h"
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
 #include "server/cli.h"
-#include "server/engine_handle.h"
-#include "server/generation_group.h"
-#include "server/openai_request.h"
-#include "server/openai_response.h"
-#include "server/version.h"
+#include "server/llm.h"
 
 namespace pagoda {
 
@@ -23,163 +19,224 @@ using nlohmann::json;
 
 void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: the bundled stories260K)");
-  app.add_option("--prompt", a.prompts, "A prompt (repeatable)");
-  app.add_option("--prompts-file", a.prompts_file, "A file with one prompt per line")->check(CLI::ExistingFile);
-  app.add_option("--max-tokens", a.max_tokens, "Most tokens per completion (default: 16, as /v1/completions and vLLM; capped by max_model_len)");
+  app.add_option("--prompt", a.prompts, "A text prompt (repeatable)");
+  app.add_option(
+      "--prompts-file", a.prompts_file,
+      "A file of prompts, one a line: plain text, or JSON lines ({\"prompt\": ...} | "
+      "{\"prompt_token_ids\": [...]} | {\"messages\": [...]} plus SamplingParams fields); "
+      "\"-\": stdin");
+  app.add_option("--input-format", a.input_format,
+                 "auto (JSON lines when the first non-empty line is a JSON object), text or jsonl")
+      ->check(CLI::IsMember({"auto", "text", "jsonl"}));
+  app.add_option(
+         "--output-format", a.output_format,
+         "json (one vLLM RequestOutput a line) or text (\"Prompt: ..., Generated text: ...\")")
+      ->check(CLI::IsMember({"json", "text"}));
+  app.add_flag("--disable-progress-bar", a.disable_progress_bar,
+               "No progress bar (else on stderr: redrawn on a terminal, its final line otherwise)");
+  // SamplingParams (vLLM's names), the defaults of every prompt.
+  app.add_option("--n", a.n, "Completions per prompt");
+  app.add_option("--best-of", a.best_of, "Candidates per prompt (the n most likely are returned)");
+  app.add_option("--max-tokens", a.max_tokens,
+                 "Most tokens per completion (default: 16, as vLLM's SamplingParams; capped by "
+                 "max_model_len)");
+  app.add_option("--min-tokens", a.min_tokens, "Tokens before EOS/stop may end a completion");
   app.add_option("--temperature", a.temperature, "Sampling temperature (0 = greedy)");
   app.add_option("--top-p", a.top_p, "Nucleus sampling");
   app.add_option("--top-k", a.top_k, "Top-k sampling (0/-1 = off)");
   app.add_option("--min-p", a.min_p, "Min-p sampling");
-  app.add_option("--min-tokens", a.min_tokens, "Tokens before EOS/stop may end a completion");
-  app.add_option("--sampling-seed", a.sampling_seed, "Per-request seed (prompt i gets seed + i)");
+  app.add_option("--sampling-seed", a.sampling_seed,
+                 "Per-request seed (prompt i gets seed + i; a line's own seed wins)");
   app.add_option("--presence-penalty", a.presence_penalty);
   app.add_option("--frequency-penalty", a.frequency_penalty);
   app.add_option("--repetition-penalty", a.repetition_penalty);
   app.add_option("--stop", a.stop, "Stop string (repeatable)");
+  app.add_option("--stop-token-ids", a.stop_token_ids, "Stop token id (repeatable)");
+  app.add_option("--bad-words", a.bad_words, "A word never generated (repeatable)");
+  app.add_option("--allowed-token-ids", a.allowed_token_ids,
+                 "Only these ids may be sampled (repeatable)");
+  app.add_option("--logit-bias", a.logit_bias, "A JSON object of token id → bias in [-100, 100]");
   app.add_flag("--ignore-eos", a.ignore_eos, "Keep generating past EOS");
-  app.add_option(
-      "--logprobs", a.logprobs,
-      "Log probabilities of each sampled token and of the N most likely, in each line's logprobs "
-      "(/v1/completions' logprobs: its range, its format)");
+  app.add_flag("--include-stop-str-in-output", a.include_stop_str_in_output);
+  app.add_flag("--skip-special-tokens,!--no-skip-special-tokens", a.skip_special_tokens);
+  app.add_flag("--spaces-between-special-tokens,!--no-spaces-between-special-tokens",
+               a.spaces_between_special_tokens);
+  app.add_option("--logprobs", a.logprobs,
+                 "Logprobs of each sampled token and of the N most likely");
+  app.add_option("--prompt-logprobs", a.prompt_logprobs,
+                 "Logprobs of each prompt token and of the N most likely");
+  app.add_option("--truncate-prompt-tokens", a.truncate_prompt_tokens,
+                 "Keep each prompt's last K tokens (-1: max_model_len)");
+  app.add_option("--sampling-params", a.sampling_params,
+                 "A JSON object of SamplingParams fields (the flags above win)");
   add_engine_flags(app, a.engine);
 }
 
 namespace {
 
-// The request body the API would get for this prompt: generate goes through
-// the same protocol layer, so defaults and validation are identical.
-json request_body(const GenerateArgs& a, const std::string& prompt, size_t index) {
-  json b = {{"prompt", prompt}};
-  if (a.max_tokens) b["max_tokens"] = *a.max_tokens;
-  if (a.temperature) b["temperature"] = *a.temperature;
-  if (a.top_p) b["top_p"] = *a.top_p;
-  if (a.top_k) b["top_k"] = *a.top_k;
-  if (a.min_p) b["min_p"] = *a.min_p;
-  if (a.min_tokens) b["min_tokens"] = *a.min_tokens;
-  if (a.sampling_seed) b["seed"] = *a.sampling_seed + static_cast<int64_t>(index);
-  if (a.presence_penalty) b["presence_penalty"] = *a.presence_penalty;
-  if (a.frequency_penalty) b["frequency_penalty"] = *a.frequency_penalty;
-  if (a.repetition_penalty) b["repetition_penalty"] = *a.repetition_penalty;
-  if (!a.stop.empty()) b["stop"] = a.stop;
-  if (a.ignore_eos) b["ignore_eos"] = true;
-  if (a.logprobs) b["logprobs"] = *a.logprobs;
-  return b;
+// One input prompt: its request object, or why it has none.
+struct Input {
+  std::optional<json> request;
+  std::string error;  // a line that is not a JSON object
+  size_t line = 0;    // 1-based line in the file; 0: --prompt
+};
+
+json sampling_defaults(const GenerateArgs& a) {
+  json d = json::object();
+  if (!a.sampling_params.empty()) {
+    d = json::parse(a.sampling_params, nullptr, false);
+    if (!d.is_object()) throw std::invalid_argument("--sampling-params must be a JSON object");
+  }
+  auto set = [&d](const char* k, const auto& v) {
+    if (v) d[k] = *v;
+  };
+  set("n", a.n);
+  set("best_of", a.best_of);
+  set("max_tokens", a.max_tokens);
+  set("min_tokens", a.min_tokens);
+  set("temperature", a.temperature);
+  set("top_p", a.top_p);
+  set("top_k", a.top_k);
+  set("min_p", a.min_p);
+  set("presence_penalty", a.presence_penalty);
+  set("frequency_penalty", a.frequency_penalty);
+  set("repetition_penalty", a.repetition_penalty);
+  set("skip_special_tokens", a.skip_special_tokens);
+  set("spaces_between_special_tokens", a.spaces_between_special_tokens);
+  set("logprobs", a.logprobs);
+  set("prompt_logprobs", a.prompt_logprobs);
+  set("truncate_prompt_tokens", a.truncate_prompt_tokens);
+  if (!a.stop.empty()) d["stop"] = a.stop;
+  if (!a.stop_token_ids.empty()) d["stop_token_ids"] = a.stop_token_ids;
+  if (!a.bad_words.empty()) d["bad_words"] = a.bad_words;
+  if (!a.allowed_token_ids.empty()) d["allowed_token_ids"] = a.allowed_token_ids;
+  if (a.ignore_eos) d["ignore_eos"] = true;
+  if (a.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
+  if (!a.logit_bias.empty()) {
+    json b = json::parse(a.logit_bias, nullptr, false);
+    if (!b.is_object()) throw std::invalid_argument("--logit-bias must be a JSON object");
+    d["logit_bias"] = std::move(b);
+  }
+  return d;
 }
 
-void progress(size_t done, size_t total, int64_t tokens, double seconds) {
-  const int width = 30;
-  int filled = total ? static_cast<int>(width * done / total) : width;
-  std::fprintf(stderr, "\rProcessed prompts: %3zu/%zu [%s%s] %.1f tok/s", done, total,
-               std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-               seconds > 0 ? tokens / seconds : 0.0);
-  std::fflush(stderr);
+bool looks_like_json_object(const std::string& line) {
+  const size_t i = line.find_first_not_of(" \t\r");
+  if (i == std::string::npos || line[i] != '{') return false;
+  return json::parse(line, nullptr, false).is_object();
 }
+
+// The file's prompts: plain lines (empty ones skipped) or JSON lines.
+std::vector<Input> read_prompts_file(std::istream& in, const std::string& format) {
+  std::vector<std::pair<size_t, std::string>> lines;
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") != std::string::npos) lines.emplace_back(n, line);
+  }
+  bool jsonl = format == "jsonl";
+  if (format == "auto") jsonl = !lines.empty() && looks_like_json_object(lines.front().second);
+  std::vector<Input> out;
+  for (auto& [number, line] : lines) {
+    Input p;
+    p.line = number;
+    if (!jsonl) {
+      p.request = json{{"prompt", line}};
+    } else {
+      json v = json::parse(line, nullptr, false);
+      if (v.is_object())
+        p.request = std::move(v);
+      else
+        p.error = v.is_discarded() ? "not valid JSON" : "not a JSON object";
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace
 
 int run_generate(GenerateArgs a) {
   try {
+    std::vector<Input> inputs;
+    for (const std::string& p : a.prompts) inputs.push_back({json{{"prompt", p}}, "", 0});
     if (!a.prompts_file.empty()) {
-      std::ifstream in(a.prompts_file);
-      for (std::string line; std::getline(in, line);)
-        if (!line.empty()) a.prompts.push_back(line);
+      std::ifstream file;
+      if (a.prompts_file != "-") {
+        file.open(a.prompts_file);
+        if (!file) {
+          spdlog::error("cannot read --prompts-file {}", a.prompts_file);
+          return 2;
+        }
+      }
+      std::vector<Input> more =
+          read_prompts_file(a.prompts_file == "-" ? std::cin : file, a.input_format);
+      for (Input& p : more) inputs.push_back(std::move(p));
     }
-    if (a.prompts.empty()) {
+    if (inputs.empty()) {
       spdlog::error("no prompts: give --prompt TEXT or --prompts-file FILE");
       return 2;
     }
-    // vLLM serves a model under the name it was given; the bundled default
-    // model (no MODEL_DIR) is served as "stories260K".
-    if (a.engine.model_dir.empty() && a.engine.served_model_name.empty())
-      a.engine.served_model_name = "stories260K";
-    a.engine.model_dir = resolve_model_dir(a.engine.model_dir);
-    a.engine.disable_log_stats = true;
-    // The executor logs the architecture, backend and KV cache once.
-    spdlog::info("Pagoda {} generating with {}", pagoda_version(), a.engine.model_dir);
-    LoadedModel m = load_model(a.engine);
-    ServingModel serving = make_serving_model(m, a.engine.model_dir);
-
-    // The server's request pipeline (GenerationGroup), stepped on this
-    // thread: the same choices, text, logprobs and usage as the API.
-    EngineAdapter handle(*m.engine);
-    handle.set_running(true);
-    struct Job {
-      std::unique_ptr<GenerationGroup> group;
-      std::string error;  // rejected by the parser
-    };
-    std::vector<Job> jobs(a.prompts.size());
-    size_t pending = 0;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      ParseResult r = parse_completion_request(request_body(a, a.prompts[i], i).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), serving);
-      if (auto* e = std::get_if<OpenAIError>(&r)) {
-        jobs[i].error = e->message;
-        continue;
-      }
-      jobs[i].group =
-          std::make_unique<GenerationGroup>(std::move(std::get<ParsedRequest>(r)), handle, [] {});
-      jobs[i].group->submit();
-      ++pending;
+    const json defaults = sampling_defaults(a);
+    std::vector<json> requests;
+    std::vector<size_t> request_input;  // requests[k] is inputs[request_input[k]]
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].request) continue;
+      json r = *inputs[i].request;
+      for (const auto& [k, v] : defaults.items())
+        if (!r.contains(k)) r[k] = v;
+      if (a.sampling_seed && !r.contains("seed"))
+        r["seed"] = *a.sampling_seed + static_cast<int64_t>(i);
+      requests.push_back(std::move(r));
+      request_input.push_back(i);
     }
-    auto unfinished = [](const Job& j) { return j.group && !j.group->done(); };
 
-    auto t0 = std::chrono::steady_clock::now();
-    size_t finished = jobs.size() - pending;
-    int64_t tokens = 0;
-    progress(finished, jobs.size(), 0, 0);
-    size_t shown = finished;
-    double shown_at = 0;
-    // Engine::add_request may reject a request at once (its error delta is
-    // already in the channel): drain before the first step.
-    for (bool worked = true; pending > 0; worked = m.engine->step()) {
-      for (Job& j : jobs) {
-        if (!unfinished(j)) continue;
-        for (const ChoiceDelta& d : j.group->drain())
-          tokens += static_cast<int64_t>(d.token_ids.size());
-        if (j.group->done()) {
-          --pending;
-          ++finished;
-        }
-      }
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (finished != shown || secs - shown_at >= 0.2) {  // redraw on progress, at most 5/s otherwise
-        progress(finished, jobs.size(), tokens, secs);
-        shown = finished;
-        shown_at = secs;
-      }
-      if (!worked && pending > 0) {
-        std::fputc('\n', stderr);
-        spdlog::error("the engine went idle with {} request(s) unfinished", pending);
-        return 1;
-      }
-    }
-    std::fputc('\n', stderr);
+    offline::LLM llm(a.engine.model_dir, a.engine);
+    const auto mode = a.disable_progress_bar ? ProgressBar::Mode::kOff : ProgressBar::Mode::kAuto;
+    std::vector<offline::Result> ran = llm.run(requests, mode);
+    std::vector<offline::Result> results(inputs.size());
+    for (size_t k = 0; k < ran.size(); ++k) results[request_input[k]] = std::move(ran[k]);
 
     size_t failed = 0;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      const Job& j = jobs[i];
-      json line = {{"index", i}, {"prompt", a.prompts[i]}};
-      if (!j.group || j.group->failed()) {
-        line["error"] = j.group ? j.group->error().error : j.error;
+    const std::string source = a.prompts_file == "-" ? "stdin" : a.prompts_file;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Input& in = inputs[i];
+      offline::Result& r = results[i];
+      if (!r.output) {
         ++failed;
-      } else {
-        // One prompt, n = 1: one choice.
-        const ChoiceDelta& c = j.group->choices().front();
-        line["text"] = c.text;
-        line["token_ids"] = c.token_ids;
-        if (!c.logprobs.is_null()) line["logprobs"] = c.logprobs;
-        line["finish_reason"] = finish_reason_str(c.finish_reason);
-        line["stop_reason"] = c.stop_reason;
-        line["usage"] = {{"prompt_tokens", j.group->prompt_tokens()},
-                         {"completion_tokens", j.group->completion_tokens()},
-                         {"total_tokens", j.group->prompt_tokens() + j.group->completion_tokens()}};
+        const std::string message = r.error ? r.error->message : in.error;
+        const std::string param = r.error ? r.error->param : "";
+        const std::string where =
+            in.line ? fmt::format("{}:{}", source, in.line) : fmt::format("--prompt {}", i + 1);
+        spdlog::error("{}: {}{}", where, message,
+                      param.empty() ? "" : fmt::format(" (field '{}')", param));
+        if (a.output_format == "json") {
+          json line = {{"index", i},
+                       {"error", message},
+                       {"param", param.empty() ? json(nullptr) : json(param)}};
+          if (in.line) line["line"] = in.line;
+          std::printf("%s\n", dump(line).c_str());
+        }
+        continue;
       }
-      std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      if (a.output_format == "json") {
+        std::printf("%s\n", dump(offline::to_json(*r.output)).c_str());
+      } else {
+        for (const offline::CompletionOutput& o : r.output->outputs)
+          std::printf("Prompt: %s, Generated text: %s\n",
+                      dump(r.output->prompt ? json(*r.output->prompt) : json(nullptr)).c_str(),
+                      dump(json(o.text)).c_str());
+      }
     }
     std::fflush(stdout);
     if (failed > 0) {
       // A run in which a prompt failed is a failed run (scripts check the
       // status); each failed prompt's line on stdout carries its "error".
-      spdlog::error("{} of {} prompt(s) failed; their output lines carry the error", failed, jobs.size());
+      spdlog::error("{} of {} prompt(s) failed; their output lines carry the error", failed,
+                    inputs.size());
       return 1;
     }
     return 0;

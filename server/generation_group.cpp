@@ -208,6 +208,7 @@ std::vector<ChoiceDelta> GenerationGroup::drain() {
         finished_[static_cast<size_t>(d.index)] = true;
         ++finished_count_;
       }
+      if (tap_) tap_(d);
       ChoiceDelta c = assembler_.add(d);
       if (!c.error.empty() && !failed_) {
         failed_ = true;

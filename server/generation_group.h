@@ -80,6 +80,11 @@ class GenerationGroup {
   bool failed() const { return failed_; }
   // The first error delta (valid when failed()).
   const ChoiceDelta& error() const { return *error_; }
+  // Sees every engine delta drain() takes, its index already request-wide,
+  // just before it becomes a ChoiceDelta: offline callers (server/llm.h)
+  // read the logprobs' token ids and ranks there, which the wire formats
+  // do not carry. Runs on drain()'s thread.
+  void set_delta_tap(std::function<void(const RequestOutput&)> tap) { tap_ = std::move(tap); }
   // Aborts every sub-request that has not finished (client gone, or one
   // sub-request failed), with one EngineHandle::abort_requests command
   // (the engine removes them all in one pass). Only queues the aborts: it
@@ -121,6 +126,7 @@ class GenerationGroup {
   bool submitted_ = false;
   bool refused_ = false;
   std::optional<ChoiceDelta> error_;
+  std::function<void(const RequestOutput&)> tap_;
 };
 
 }  // namespace pagoda

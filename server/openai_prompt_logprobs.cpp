@@ -23,10 +23,9 @@ std::string decode_alone(const Tokenizer& tok, int32_t id) {
   return tok.decode(std::vector<int32_t>{id}, /*skip_special_tokens=*/false);
 }
 
-// The id decoded alone, with the leading spaces SentencePiece's decode
-// drops restored from its piece's U+2581 markers (vLLM's
-// convert_ids_list_to_tokens): " upon", not "upon".
-std::string decoded(const Tokenizer& tok, int32_t id) {
+}  // namespace
+
+std::string decoded_token(const Tokenizer& tok, int32_t id) {
   std::string text = decode_alone(tok, id);
   static const std::string kMarker = "\xE2\x96\x81";  // U+2581
   const std::string piece = tok.id_to_piece(id);
@@ -37,6 +36,10 @@ std::string decoded(const Tokenizer& tok, int32_t id) {
   if (markers > spaces) text.insert(0, markers - spaces, ' ');
   return text;
 }
+
+namespace {
+
+std::string decoded(const Tokenizer& tok, int32_t id) { return decoded_token(tok, id); }
 
 }  // namespace
 

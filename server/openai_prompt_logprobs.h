@@ -17,12 +17,18 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "engine/request.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace pagoda {
+
+// A token's decoded_token as vLLM writes it: the id decoded alone (special
+// tokens kept), with the leading spaces of its SentencePiece piece restored
+// (vLLM's convert_ids_list_to_tokens): " upon", not "upon".
+std::string decoded_token(const Tokenizer& tok, int32_t id);
 
 nlohmann::json prompt_logprobs_json(const Tokenizer& tok, const std::vector<PromptLogprob>& lps);
 

@@ -45,18 +45,21 @@ int64_t unix_now() {
       .count();
 }
 
-std::vector<int32_t> token_ids_from_json(const json& arr, const ServingModel& model) {
+// `what`: the field the ids came in ("prompt"; offline: "prompt_token_ids").
+std::vector<int32_t> token_ids_from_json(const json& arr, const ServingModel& model,
+                                         const char* what = "prompt") {
   std::vector<int32_t> ids;
   int64_t vocab = model.tokenizer ? model.tokenizer->vocab_size() : 0;
   for (const json& t : arr) {
     const std::optional<int64_t> i = openai_fields::as_integer(t);
     if (!i)
-      fail(fmt::format("'prompt' must be a string or a list of token ids; found a {} in the list",
+      fail(fmt::format("'{}' must be {}a list of token ids; found a {} in the list", what,
+                       std::string_view(what) == "prompt" ? "a string or " : "",
                        t.is_number() ? t.dump() : type_name(t)),
-           "prompt");
+           what);
     const int64_t id = *i;
     if (id < 0 || id >= vocab)
-      fail(fmt::format("Token id {} is out of vocabulary (vocab size {})", id, vocab), "prompt");
+      fail(fmt::format("Token id {} is out of vocabulary (vocab size {})", id, vocab), what);
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
@@ -311,8 +314,15 @@ void parse_beam_search(const RequestFields& f, const ServingModel& model, Parsed
   req.beam_search = std::move(p);
 }
 
+void finish_checks(ParsedRequest& req);
 void finish_common(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
   req.stream = *f.boolean("stream");
+  finish_checks(req);
+  parse_beam_search(f, model, req);
+}
+
+// finish_common's checks across fields, for a request whose stream is set.
+void finish_checks(ParsedRequest& req) {
   if (req.stream && req.sampling.best_of && *req.sampling.best_of > req.sampling.n)
     fail(fmt::format("best_of > n is not supported with stream=true (best_of={}, n={})",
                      *req.sampling.best_of, req.sampling.n),
@@ -327,7 +337,6 @@ void finish_common(const RequestFields& f, const ServingModel& model, ParsedRequ
   req.prompt_token_ids = req.prompts.front().token_ids;
   req.sampling.max_tokens = req.prompts.front().max_tokens;
   req.created = unix_now();
-  parse_beam_search(f, model, req);
 }
 
 // The fields /v1/completions and /v1/chat/completions share beyond sampling.
@@ -570,6 +579,79 @@ ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_co
     p.text = std::move(prompt);
     req.prompts.push_back(std::move(p));
     finish_openai(f, model, req, "chatcmpl-");
+    return req;
+  } catch (const RequestFieldError& e) {
+    return e.error;
+  }
+}
+
+ParseResult parse_offline_object(json obj, const ServingModel& model) {
+  try {
+    ParsedRequest req;
+    req.kind = ApiKind::kCompletion;
+    RequestFields f(obj, request_model::offline_model());
+    // Strict, as vLLM's SamplingParams(**kwargs): a misspelled field is an
+    // error, not a warning.
+    if (!f.unknown().empty())
+      fail(fmt::format("'{}' is not a SamplingParams field (nor a prompt: 'prompt', "
+                       "'prompt_token_ids' or 'messages')",
+                       f.unknown().front()),
+           f.unknown().front());
+    req.model = model.served_model_name;
+    req.tokenizer = model.tokenizer;
+    parse_sampling(f, model, req.sampling);
+    if (auto lp = f.integer("logprobs")) req.sampling.logprobs = static_cast<int>(*lp);
+    const int forms =
+        int{f.has("prompt")} + int{f.has("prompt_token_ids")} + int{f.has("messages")};
+    if (forms != 1)
+      fail(forms == 0 ? "A request needs a prompt: 'prompt', 'prompt_token_ids' or 'messages'"
+                      : "A request takes one of 'prompt', 'prompt_token_ids' and 'messages', "
+                        "not several",
+           "prompt");
+    if (!f.has("messages"))
+      for (const char* chat_only : {"add_generation_prompt", "continue_final_message",
+                                    "chat_template", "chat_template_kwargs", "documents"})
+        if (f.has(chat_only))
+          fail(fmt::format("'{}' applies to chat requests ('messages') only", chat_only),
+               chat_only);
+    check_seqs_per_request(1, req.sampling.n, model);
+    const auto k = truncation(f, model);
+    const PromptLength length = k ? PromptLength::kTruncated : PromptLength::kEnforced;
+    const size_t keep = k ? static_cast<size_t>(*k) : 0;
+    const char* what = "prompt";
+    PromptInput p;
+    bool added_specials = false;  // text tokenized with BOS/EOS added
+    if (auto text = f.string("prompt")) {
+      p = prompt_from_text(*text, obj, model, length, keep);
+      added_specials = true;
+    } else if (const json* ids = f.value("prompt_token_ids")) {
+      what = "prompt_token_ids";
+      std::vector<int32_t> v = token_ids_from_json(*ids, model, what);
+      if (v.empty()) fail("'prompt_token_ids' must not be empty", what);
+      p.token_ids = std::move(v);
+    } else {
+      // vLLM's LLM.chat: the template's text, tokenized without special
+      // tokens (the template writes BOS itself).
+      what = "messages";
+      const json messages = chat_messages(obj, model.max_chat_messages);
+      p.text = render_chat(f, messages, model);
+      p.token_ids =
+          encode_prompt_checked(p.text, /*add_special_tokens=*/false, model, length, what, keep);
+      if (p.token_ids.empty()) fail("The rendered chat prompt is empty", what);
+    }
+    if (k) truncate_ids(p.token_ids, *k, added_specials, model);
+    if (f.has("prompt_token_ids"))
+      p.text = model.tokenizer->decode(p.token_ids, /*skip_special_tokens=*/false);
+    // Unset max_tokens: vLLM SamplingParams' 16, capped by the room left in
+    // the context (as /v1/completions).
+    const bool requested = f.has("max_tokens");
+    p.max_tokens = resolve_max_tokens(requested ? f.integer("max_tokens") : std::nullopt,
+                                      static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
+                                      what, "max_tokens");
+    if (!requested) p.max_tokens = std::min(p.max_tokens, *f.integer("max_tokens"));
+    req.prompts.push_back(std::move(p));
+    finish_checks(req);
+    parse_beam_search(f, model, req);
     return req;
   } catch (const RequestFieldError& e) {
     return e.error;

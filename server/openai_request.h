@@ -127,6 +127,21 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
 ParseResult parse_chat_object(nlohmann::json obj, const ServingModel& model,
                               bool check_context = true);
 
+// Offline generation (server/llm.h's LLM, `pagoda generate`): obj is one
+// request of request_model::offline_model(): exactly one of "prompt" (text,
+// tokenized with special tokens, i.e. BOS when add_bos_token),
+// "prompt_token_ids" (used as given) or "messages" (LLM.chat: rendered with
+// the model's or the request's chat_template and add_generation_prompt /
+// continue_final_message / chat_template_kwargs / documents, tokenized
+// without special tokens), plus vLLM's SamplingParams keywords, validated as
+// the HTTP endpoints validate them (the same field tables and conversion).
+// max_tokens unset: 16 (vLLM's SamplingParams), capped at max_model_len -
+// prompt length. A key the model does not declare is a 400 naming it. The
+// ParsedRequest has kind kCompletion, no echo and no request_id (the caller
+// names it); prompts[0].text: the prompt text (token ids: decoded; chat:
+// the rendered template).
+ParseResult parse_offline_object(nlohmann::json obj, const ServingModel& model);
+
 // vLLM's api_server POST /generate: {"prompt": string, "stream", sampling
 // fields}; max_tokens defaults to 16 (vLLM SamplingParams' default).
 ParseResult parse_generate_request(std::string_view body, const ServingModel& model);

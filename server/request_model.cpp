@@ -290,6 +290,42 @@ std::vector<FieldSpec> generate_only_fields() {
   };
 }
 
+// LLM.generate / LLM.chat: the prompt forms and the SamplingParams keywords
+// that are not in the sampling group (vllm/sampling_params.py's defaults),
+// and LLM.chat's keyword arguments for the template.
+std::vector<FieldSpec> offline_only_fields() {
+  return {
+      {.name = "prompt", .type = kStr, .type_text = "a string", .note = "vLLM's TextPrompt"},
+      {.name = "prompt_token_ids",
+       .type = kList,
+       .type_text = "a list of token ids",
+       .note = "vLLM's TokensPrompt: used as given"},
+      {.name = "messages",
+       .type = kList,
+       .type_text = "a list of messages",
+       .note = "LLM.chat: rendered with the chat template, tokenized without special tokens"},
+      {.name = "max_tokens",
+       .type = kInt,
+       .default_value = int64_t{16},
+       .range = {.lo = 1, .message = "max_tokens must be at least 1, got {}."},
+       .note = "vLLM SamplingParams' default 16, capped by the room left in the context"},
+      {.name = "logprobs",
+       .type = kInt,
+       .range = {.lo = 0, .hi = 20, .message = "logprobs must be between 0 and 20, got {}."},
+       .note = "the sampled token's logprob plus the k most likely"},
+      {.name = "add_generation_prompt", .type = kBool, .default_value = true},
+      {.name = "continue_final_message", .type = kBool, .default_value = false},
+      {.name = "chat_template",
+       .type = kStr,
+       .note = "this chat's template instead of the model's"},
+      {.name = "chat_template_kwargs", .type = kObj, .note = "extra template variables"},
+      {.name = "documents",
+       .type = kList,
+       .type_text = "a list of objects",
+       .note = "the template's `documents` variable"},
+  };
+}
+
 RequestModel build(std::string_view endpoint,
                    std::initializer_list<std::vector<FieldSpec>> groups) {
   RequestModel m{endpoint, {}};
@@ -406,6 +442,12 @@ const RequestModel& chat_model() {
 const RequestModel& generate_model() {
   static const RequestModel m =
       build("/generate", {generate_only_fields(), sampling_fields(), not_supported_fields()});
+  return m;
+}
+
+const RequestModel& offline_model() {
+  static const RequestModel m =
+      build("LLM.generate", {offline_only_fields(), sampling_fields(), not_supported_fields()});
   return m;
 }
 

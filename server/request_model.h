@@ -90,6 +90,14 @@ struct RequestModel {
 const RequestModel& completion_model();
 const RequestModel& chat_model();
 const RequestModel& generate_model();
+// Offline generation (the C++/Python LLM class, `pagoda generate`'s JSON
+// lines): one prompt (prompt, prompt_token_ids or messages, as vLLM's
+// TextPrompt / TokensPrompt / LLM.chat take them), vLLM's SamplingParams
+// keywords (the sampling group, max_tokens default 16 and logprobs k, as
+// vllm/sampling_params.py) and LLM.chat's template options. Offline callers
+// refuse the keys it does not declare (vLLM's SamplingParams(**kwargs)
+// raises on an unknown keyword).
+const RequestModel& offline_model();
 
 // A request body checked against a model. The constructor throws
 // openai_fields::RequestFieldError (a 400 naming the field) for: a wrong

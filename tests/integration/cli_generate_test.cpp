@@ -1,17 +1,18 @@
 // `pagoda generate` (the real binary, PAGODA_BIN, on the bundled
-// stories260K): one JSON line per prompt on stdout, and an exit status that
-// says whether every prompt completed.
+// stories260K): one JSON line per prompt on stdout (vLLM's RequestOutput
+// shape, server/llm.h), plain or JSON-lines input, per-line errors, the
+// progress bar on stderr, and an exit status that says whether every prompt
+// completed.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/integration/serve_test_util.h"
 
@@ -26,8 +27,10 @@ struct GenerateRun {
   std::string err;          // stderr
 };
 
-// Runs `pagoda generate --prompts-file <prompts> <args>`.
-GenerateRun run_generate_cli(const std::string& name, const std::vector<std::string>& prompts, const std::string& args) {
+// Runs `pagoda generate --prompts-file <prompts> <args>` (prompts: the
+// file's lines). stderr is a file: no terminal.
+GenerateRun run_generate_cli(const std::string& name, const std::vector<std::string>& prompts,
+                             const std::string& args, bool parse_stdout = true) {
   const std::string dir = ::testing::TempDir();
   const std::string pf = dir + "pagoda_generate_" + name + ".txt", out = pf + ".out", err = pf + ".err";
   {
@@ -40,7 +43,8 @@ GenerateRun run_generate_cli(const std::string& name, const std::vector<std::str
   GenerateRun r;
   if (status != -1 && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
   std::istringstream lines(read_text_file(out));
-  for (std::string line; std::getline(lines, line);) r.lines.push_back(json::parse(line));
+  for (std::string line; std::getline(lines, line);)
+    r.lines.push_back(parse_stdout ? json::parse(line) : json(line));
   r.err = read_text_file(err);
   return r;
 }
@@ -51,7 +55,7 @@ TEST(CliGenerate, EveryPromptCompletedExitsZero) {
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
   for (const json& l : r.lines) {
     EXPECT_FALSE(l.contains("error")) << l.dump();
-    EXPECT_EQ(l["usage"]["completion_tokens"], 4) << l.dump();
+    EXPECT_EQ(l["outputs"][0]["token_ids"].size(), 4u) << l.dump();
   }
 }
 
@@ -72,8 +76,11 @@ TEST(CliGenerate, OnePromptRejectedExitsNonZeroAfterTheOthersComplete) {
   EXPECT_NE(r.exit_status, 0) << r.err;
   EXPECT_NE(r.exit_status, -1) << "did not exit normally";
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
-  EXPECT_EQ(r.lines[0]["usage"]["completion_tokens"], 4) << r.lines[0].dump();
+  EXPECT_EQ(r.lines[0]["outputs"][0]["token_ids"].size(), 4u) << r.lines[0].dump();
   EXPECT_TRUE(r.lines[1].contains("error")) << r.lines[1].dump();
+  EXPECT_EQ(r.lines[1]["line"], 2) << r.lines[1].dump();
+  EXPECT_NE(r.err.find(":2: This model's maximum context length is 512 tokens"), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("1 of 2 prompt(s) failed"), std::string::npos) << r.err;
 }
 
@@ -98,20 +105,26 @@ TEST(CliGenerate, EachLineEqualsTheHttpResultOfTheSameRequest) {
                            {"return_token_ids", true}});
     const json& c = http["choices"][0];
     const json& l = r.lines[i];
-    EXPECT_EQ(l["index"], i);
+    EXPECT_EQ(l["request_id"], std::to_string(i));
     EXPECT_EQ(l["prompt"], prompts[i]);
-    EXPECT_EQ(l["text"], c["text"]);
-    EXPECT_EQ(l["token_ids"], c["token_ids"]);
-    EXPECT_EQ(l["finish_reason"], c["finish_reason"]);
-    EXPECT_EQ(l["stop_reason"], c["stop_reason"]);
-    EXPECT_EQ(l["usage"], http["usage"]);
-    ASSERT_TRUE(l.contains("logprobs")) << l.dump();
-    EXPECT_EQ(l["logprobs"]["tokens"], c["logprobs"]["tokens"]);
-    EXPECT_EQ(l["logprobs"]["text_offset"], c["logprobs"]["text_offset"]);
-    ASSERT_EQ(l["logprobs"]["token_logprobs"].size(), 10u);
-    for (size_t t = 0; t < 10; ++t)  // one engine run's floats against another's
-      EXPECT_NEAR(l["logprobs"]["token_logprobs"][t].get<double>(),
-                  c["logprobs"]["token_logprobs"][t].get<double>(), 1e-4);
+    EXPECT_EQ(l["prompt_token_ids"].size(), http["usage"]["prompt_tokens"]);
+    EXPECT_TRUE(l["finished"].get<bool>());
+    const json& o = l["outputs"][0];
+    EXPECT_EQ(o["index"], 0);
+    EXPECT_EQ(o["text"], c["text"]);
+    EXPECT_EQ(o["token_ids"], c["token_ids"]);
+    EXPECT_EQ(o["finish_reason"], c["finish_reason"]);
+    EXPECT_EQ(o["stop_reason"], c["stop_reason"]);
+    ASSERT_EQ(o["logprobs"].size(), 10u) << l.dump();
+    double sum = 0;
+    for (size_t t = 0; t < 10; ++t) {  // one engine run's floats against another's
+      const json& entry = o["logprobs"][t][std::to_string(o["token_ids"][t].get<int>())];
+      EXPECT_NEAR(entry["logprob"].get<double>(), c["logprobs"]["token_logprobs"][t].get<double>(),
+                  1e-4);
+      EXPECT_EQ(entry["decoded_token"], c["logprobs"]["tokens"][t]);
+      sum += entry["logprob"].get<double>();
+    }
+    EXPECT_NEAR(o["cumulative_logprob"].get<double>(), sum, 1e-3);
   }
   int status = server.stop();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -125,7 +138,7 @@ TEST(CliGenerate, ModelFlagIsThePositionalModel) {
                                    "--model '" + model + "' --max-tokens 3 --temperature 0");
   EXPECT_EQ(r.exit_status, 0) << r.err;
   ASSERT_EQ(r.lines.size(), 1u) << r.err;
-  EXPECT_EQ(r.lines[0]["usage"]["completion_tokens"], 3) << r.lines[0].dump();
+  EXPECT_EQ(r.lines[0]["outputs"][0]["token_ids"].size(), 3u) << r.lines[0].dump();
 
   GenerateRun both = run_generate_cli("model_flag_conflict", {"Once upon a time"},
                                       "'" + model + "' --model /nonexistent/other --max-tokens 3");
@@ -141,6 +154,142 @@ TEST(CliGenerate, ModelFlagIsThePositionalModel) {
   ASSERT_TRUE(status != -1 && WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 0);
   EXPECT_NE(read_text_file(err).find("differ"), std::string::npos) << read_text_file(err);
+}
+
+// The acceptance test: the greedy reference (llama2.c's run.c,
+// shared/testvectors/stories260K_greedy.json) from JSON lines, text and
+// token-id prompts, each line with its own max_tokens.
+TEST(CliGenerate, JsonLinesReproduceTheGreedyReference) {
+  const json ref = read_json_file(shared_path("testvectors/stories260K_greedy.json"));
+  std::vector<std::string> lines;
+  for (const json& c : ref["cases"]) {
+    lines.push_back(json{{"prompt", c["prompt"]}, {"max_tokens", c["greedy_ids"].size()}}.dump());
+    lines.push_back(
+        json{{"prompt_token_ids", c["prompt_ids"]}, {"max_tokens", c["greedy_ids"].size()}}.dump());
+  }
+  GenerateRun r = run_generate_cli("greedy_jsonl", lines, "--temperature 0");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), lines.size()) << r.err;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const json& c = ref["cases"][i / 2];
+    SCOPED_TRACE(lines[i]);
+    EXPECT_EQ(r.lines[i]["prompt_token_ids"], c["prompt_ids"]);
+    EXPECT_EQ(r.lines[i]["outputs"][0]["token_ids"], c["greedy_ids"]);
+  }
+  // Plain lines (today's input; the empty prompt has no plain line).
+  GenerateRun plain = run_generate_cli("greedy_plain", {"Once upon a time", "The little dog"},
+                                       "--temperature 0 --max-tokens 100");
+  EXPECT_EQ(plain.exit_status, 0) << plain.err;
+  ASSERT_EQ(plain.lines.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    auto want = ref["cases"][i + 1]["greedy_ids"].get<std::vector<int>>();
+    want.resize(100);
+    EXPECT_EQ(plain.lines[i]["outputs"][0]["token_ids"].get<std::vector<int>>(), want);
+  }
+}
+
+TEST(CliGenerate, PerLineSamplingFieldsOverrideTheFlags) {
+  GenerateRun r = run_generate_cli(
+      "per_line",
+      {R"({"prompt": "Once upon a time", "max_tokens": 2})",
+       R"({"prompt": "Once upon a time", "n": 2, "temperature": 1.0, "seed": 3, "logprobs": 1})",
+       R"({"prompt_token_ids": [1, 403], "stop_token_ids": [407], "max_tokens": 30})"},
+      "--max-tokens 5 --temperature 0");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 3u) << r.err;
+  EXPECT_EQ(r.lines[0]["outputs"][0]["token_ids"].size(), 2u);  // the line's max_tokens
+  ASSERT_EQ(r.lines[1]["outputs"].size(), 2u);                  // the line's n
+  EXPECT_EQ(r.lines[1]["outputs"][1]["index"], 1);
+  EXPECT_EQ(r.lines[1]["outputs"][0]["token_ids"].size(), 5u);  // the flag's max_tokens
+  EXPECT_EQ(r.lines[1]["outputs"][0]["logprobs"].size(), 5u);
+  EXPECT_TRUE(r.lines[0]["outputs"][0]["logprobs"].is_null());
+  // Greedy after [BOS, 403] is 407 (the reference's second id): stopped there.
+  EXPECT_EQ(r.lines[2]["outputs"][0]["finish_reason"], "stop") << r.lines[2].dump();
+  EXPECT_EQ(r.lines[2]["outputs"][0]["stop_reason"], 407) << r.lines[2].dump();
+}
+
+// A bad field in one line: that line's output is an error object naming the
+// field (stderr names the file's line), the other lines run, the exit
+// status is 1.
+TEST(CliGenerate, ABadFieldInOneLineNamesTheLineAndField) {
+  GenerateRun r = run_generate_cli(
+      "bad_field",
+      {R"({"prompt": "Once upon a time"})", "", R"({"prompt": "The little dog", "top_p": 2})",
+       R"({"prompt": "x", "max_token": 3})", R"({"prompt": )"},
+      "--max-tokens 3 --temperature 0");
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  ASSERT_EQ(r.lines.size(), 4u) << r.err;
+  EXPECT_EQ(r.lines[0]["outputs"][0]["token_ids"].size(), 3u);
+  EXPECT_EQ(r.lines[1]["line"], 3);
+  EXPECT_EQ(r.lines[1]["param"], "top_p");
+  EXPECT_NE(r.lines[1]["error"].get<std::string>().find("top_p must be in (0, 1]"),
+            std::string::npos);
+  EXPECT_EQ(r.lines[2]["line"], 4);
+  EXPECT_EQ(r.lines[2]["param"], "max_token");
+  EXPECT_EQ(r.lines[3]["line"], 5);
+  EXPECT_NE(r.lines[3]["error"].get<std::string>().find("not valid JSON"), std::string::npos);
+  EXPECT_NE(r.err.find(".txt:3: top_p must be in (0, 1], got 2. (field 'top_p')"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(".txt:4: 'max_token' is not a SamplingParams field"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("3 of 4 prompt(s) failed"), std::string::npos) << r.err;
+}
+
+TEST(CliGenerate, ChatMessagesUseTheChatTemplate) {
+  const std::string tmpl = shared_path("chat_templates/llama-2-chat.jinja");
+  GenerateRun r = run_generate_cli(
+      "chat",
+      {R"({"messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 4})"},
+      "--temperature 0 --chat-template '" + tmpl + "'");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  EXPECT_NE(r.lines[0]["prompt"].get<std::string>().find("[INST] Tell me a story [/INST]"),
+            std::string::npos)
+      << r.lines[0].dump();
+  EXPECT_EQ(r.lines[0]["outputs"][0]["token_ids"].size(), 4u);
+  // Without a template: that line's error says so.
+  GenerateRun none =
+      run_generate_cli("chat_none", {R"({"messages": [{"role": "user", "content": "Hi"}]})"}, "");
+  EXPECT_EQ(none.exit_status, 1);
+  ASSERT_EQ(none.lines.size(), 1u) << none.err;
+  EXPECT_EQ(none.lines[0]["param"], "messages");
+  EXPECT_NE(none.lines[0]["error"].get<std::string>().find("no chat template"), std::string::npos);
+}
+
+// stderr is not a terminal here: only the bar's final line, with vLLM's
+// figures; --disable-progress-bar: none.
+TEST(CliGenerate, ProgressBarFinalLineOnStderr) {
+  GenerateRun r = run_generate_cli("bar", {"Once upon a time", "The little dog", "A cat"},
+                                   "--max-tokens 8 --temperature 0 --ignore-eos");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  const std::regex bar(
+      R"(Processed prompts: 100%\|(?:█){10}\| 3/3 \[\d\d:\d\d<00:00, +\d+\.\d\d(it/s|s/it), )"
+      R"(est\. speed input: \d+\.\d\d toks/s, output: \d+\.\d\d toks/s\]\n)");
+  EXPECT_TRUE(std::regex_search(r.err, bar)) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  GenerateRun quiet =
+      run_generate_cli("no_bar", {"Once upon a time"}, "--max-tokens 2 --disable-progress-bar");
+  EXPECT_EQ(quiet.exit_status, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("Processed prompts"), std::string::npos) << quiet.err;
+}
+
+TEST(CliGenerate, TextOutputAndForcedTextInput) {
+  // A plain line that looks like JSON is a prompt with --input-format text.
+  GenerateRun r =
+      run_generate_cli("text_out", {R"({"prompt": "x"})", "Once upon a time"},
+                       "--input-format text --output-format text --max-tokens 3 --temperature 0",
+                       /*parse_stdout=*/false);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 2u) << r.err;
+  EXPECT_EQ(
+      r.lines[0].get<std::string>().rfind(R"(Prompt: "{\"prompt\": \"x\"}", Generated text: ")", 0),
+      0u)
+      << r.lines[0];
+  EXPECT_EQ(
+      r.lines[1].get<std::string>().rfind(R"(Prompt: "Once upon a time", Generated text: ")", 0),
+      0u)
+      << r.lines[1];
 }
 
 }  // namespace

@@ -1,0 +1,105 @@
+// _pagoda: the pybind11 extension under the `pagoda` Python package
+// (python/pagoda/__init__.py holds vLLM's classes: LLM, SamplingParams,
+// RequestOutput, CompletionOutput, Logprob). It wraps server/llm.h's
+// offline::LLM; requests and outputs cross as JSON text (the shapes of
+// offline::make_requests and offline::to_json), parsed and written in C++
+// with the GIL released, so other Python threads run while the engine does.
+// Errors: offline::LLMError and std::invalid_argument → ValueError (vLLM
+// raises ValueError for invalid requests), std::runtime_error (a model that
+// does not load) → RuntimeError.
+#include <pybind11/pybind11.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/engine_args.h"
+#include "server/llm.h"
+
+namespace py = pybind11;
+using nlohmann::json;
+
+namespace {
+
+// The engine arguments vLLM's LLM(...) takes that Pagoda has, by vLLM's
+// names (a JSON object; __init__.py refuses the others).
+pagoda::EngineArgs engine_args(const json& a) {
+  pagoda::EngineArgs e;
+  auto get = [&a](const char* k, auto& field) {
+    if (auto it = a.find(k); it != a.end() && !it->is_null())
+      field = it->get<std::decay_t<decltype(field)>>();
+  };
+  get("served_model_name", e.served_model_name);
+  get("max_model_len", e.max_model_len);
+  get("max_num_seqs", e.max_num_seqs);
+  get("max_num_batched_tokens", e.max_num_batched_tokens);
+  get("block_size", e.block_size);
+  get("seed", e.seed);
+  get("chat_template", e.chat_template);
+  get("device", e.device);
+  get("dtype", e.dtype);
+  get("load_format", e.load_format);
+  get("gpu_memory_utilization", e.gpu_memory_utilization);
+  get("num_gpu_blocks_override", e.num_gpu_blocks_override);
+  get("kv_cache_memory", e.kv_cache_memory);
+  get("enforce_eager", e.enforce_eager);
+  get("enable_prefix_caching", e.enable_prefix_caching);
+  get("disable_log_stats", e.disable_log_stats);
+  get("tensor_parallel_size", e.tensor_parallel_size);
+  get("quantization", e.quantization);
+  return e;
+}
+
+class PyLLM {
+ public:
+  PyLLM(const std::string& model, const std::string& args_json) {
+    const json args = json::parse(args_json);
+    py::gil_scoped_release release;
+    llm_ = std::make_unique<pagoda::offline::LLM>(model, engine_args(args));
+  }
+
+  // prompts_json: [request object]; params_json: [SamplingParams fields]
+  // (one for all, one per prompt, or none). Returns [RequestOutput JSON].
+  std::string generate(const std::string& prompts_json, const std::string& params_json,
+                       bool use_tqdm) {
+    py::gil_scoped_release release;
+    std::vector<pagoda::offline::Prompt> prompts;
+    for (json& r : json::parse(prompts_json))
+      prompts.push_back(pagoda::offline::Prompt::from_json(std::move(r)));
+    std::vector<pagoda::offline::SamplingParams> params;
+    for (json& f : json::parse(params_json)) params.emplace_back(std::move(f));
+    std::vector<pagoda::offline::RequestOutput> outs =
+        llm_->generate_requests(pagoda::offline::make_requests(prompts, params), use_tqdm);
+    json arr = json::array();
+    for (const auto& o : outs) arr.push_back(pagoda::offline::to_json(o));
+    return arr.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+
+  int64_t max_model_len() const { return llm_->serving_model().max_model_len; }
+  std::string model_dir() const { return llm_->serving_model().model_dir; }
+
+ private:
+  std::unique_ptr<pagoda::offline::LLM> llm_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_pagoda, m) {
+  // The engine's log lines go to stderr, as the `pagoda` binary's (stdout
+  // is the script's own output).
+  if (!spdlog::get("pagoda")) spdlog::set_default_logger(spdlog::stderr_color_mt("pagoda"));
+  m.doc() =
+      "Pagoda's offline engine (use the pagoda package: from pagoda import LLM, SamplingParams)";
+  py::register_exception<pagoda::offline::LLMError>(m, "LLMError", PyExc_ValueError);
+  py::class_<PyLLM>(m, "_LLM")
+      .def(py::init<const std::string&, const std::string&>(), py::arg("model"),
+           py::arg("engine_args_json"))
+      .def("generate", &PyLLM::generate, py::arg("prompts_json"), py::arg("params_json"),
+           py::arg("use_tqdm"))
+      .def_property_readonly("max_model_len", &PyLLM::max_model_len)
+      .def_property_readonly("model_dir", &PyLLM::model_dir);
+}

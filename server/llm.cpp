@@ -1,0 +1,345 @@
+#include "server/llm.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <variant>
+
+#include "engine/engine.h"
+#include "engine/output_channel.h"
+#include "server/engine_handle.h"
+#include "server/generation_group.h"
+#include "server/openai_prompt_logprobs.h"
+#include "server/openai_request.h"
+#include "server/version.h"
+
+namespace pagoda::offline {
+
+using nlohmann::json;
+
+namespace {
+
+double clamped(float lp) {
+  if (std::isnan(lp)) return -9999.0;
+  return std::max(static_cast<double>(lp), -9999.0);
+}
+
+json position_json(const PositionLogprobs& p) {
+  json o = json::object();
+  for (const auto& [id, lp] : p)
+    o[fmt::format("{}", id)] = {{"logprob", clamped(lp.logprob)},
+                                {"rank", lp.rank ? json(*lp.rank) : json(nullptr)},
+                                {"decoded_token", lp.decoded_token}};
+  return o;
+}
+
+// A sampled position: the token (its rank when it is among the top k) and
+// the k most likely (ranks 1..k).
+PositionLogprobs sample_position(const Tokenizer& tok, const TokenLogprob& lp) {
+  PositionLogprobs p;
+  p[lp.token_id] = Logprob{lp.logprob, std::nullopt, decoded_token(tok, lp.token_id)};
+  for (size_t i = 0; i < lp.top.size(); ++i) {
+    const auto [id, v] = lp.top[i];
+    p[id] = Logprob{v, static_cast<int64_t>(i) + 1, decoded_token(tok, id)};
+  }
+  return p;
+}
+
+// A prompt position: the prompt token with its rank (the top entry keeps
+// its top-k rank when it is the same token, as vLLM's dict update).
+PositionLogprobs prompt_position(const Tokenizer& tok, const PromptLogprob& lp) {
+  PositionLogprobs p;
+  p[lp.token_id] = Logprob{lp.logprob, lp.rank, decoded_token(tok, lp.token_id)};
+  for (size_t i = 0; i < lp.top.size(); ++i) {
+    const auto [id, v] = lp.top[i];
+    p[id] = Logprob{v, static_cast<int64_t>(i) + 1, decoded_token(tok, id)};
+  }
+  return p;
+}
+
+// What the tap collects of one choice's engine deltas.
+struct RawChoice {
+  std::vector<TokenLogprob> logprobs;
+  double cumulative_logprob = 0.0;
+};
+
+// One request in flight.
+struct Job {
+  size_t index = 0;  // into run()'s requests
+  std::unique_ptr<GenerationGroup> group;
+  std::vector<RawChoice> raw;  // per choice
+  std::optional<std::vector<PromptLogprob>> prompt_logprobs;
+  bool counted = false;  // in the progress bar
+};
+
+RequestOutput make_output(const Job& j, const Tokenizer& tok) {
+  const ParsedRequest& req = j.group->request();
+  RequestOutput out;
+  out.request_id = req.request_id;
+  out.prompt = req.prompts.front().text;
+  out.prompt_token_ids = req.prompts.front().token_ids;
+  if (req.sampling.prompt_logprobs) {
+    std::vector<std::optional<PositionLogprobs>> pl{std::nullopt};
+    if (j.prompt_logprobs)
+      for (const PromptLogprob& lp : *j.prompt_logprobs) pl.emplace_back(prompt_position(tok, lp));
+    out.prompt_logprobs = std::move(pl);
+  }
+  const bool logprobs = req.sampling.logprobs.has_value();
+  for (const ChoiceDelta& c : j.group->choices()) {
+    CompletionOutput o;
+    o.index = c.index;
+    o.text = c.text;
+    o.token_ids = c.token_ids;
+    if (logprobs) {
+      const RawChoice& r = j.raw.at(static_cast<size_t>(c.index));
+      o.cumulative_logprob = r.cumulative_logprob;
+      std::vector<PositionLogprobs> lps;
+      for (const TokenLogprob& lp : r.logprobs) lps.push_back(sample_position(tok, lp));
+      o.logprobs = std::move(lps);
+    }
+    if (c.finished) o.finish_reason = finish_reason_str(c.finish_reason);
+    o.stop_reason = c.stop_reason;
+    out.outputs.push_back(std::move(o));
+  }
+  out.finished = true;
+  return out;
+}
+
+}  // namespace
+
+json to_json(const RequestOutput& out) {
+  json outputs = json::array();
+  for (const CompletionOutput& o : out.outputs) {
+    json lps = nullptr;
+    if (o.logprobs) {
+      lps = json::array();
+      for (const PositionLogprobs& p : *o.logprobs) lps.push_back(position_json(p));
+    }
+    outputs.push_back(
+        {{"index", o.index},
+         {"text", o.text},
+         {"token_ids", o.token_ids},
+         {"cumulative_logprob", o.cumulative_logprob ? json(*o.cumulative_logprob) : json(nullptr)},
+         {"logprobs", std::move(lps)},
+         {"finish_reason", o.finish_reason ? json(*o.finish_reason) : json(nullptr)},
+         {"stop_reason", o.stop_reason}});
+  }
+  json prompt_lps = nullptr;
+  if (out.prompt_logprobs) {
+    prompt_lps = json::array();
+    for (const auto& p : *out.prompt_logprobs)
+      prompt_lps.push_back(p ? position_json(*p) : json(nullptr));
+  }
+  return {{"request_id", out.request_id},
+          {"prompt", out.prompt ? json(*out.prompt) : json(nullptr)},
+          {"prompt_token_ids", out.prompt_token_ids},
+          {"prompt_logprobs", std::move(prompt_lps)},
+          {"outputs", std::move(outputs)},
+          {"finished", out.finished}};
+}
+
+Prompt::Prompt(std::string text) { request_["prompt"] = std::move(text); }
+Prompt::Prompt(const char* text) : Prompt(std::string(text)) {}
+Prompt::Prompt(std::vector<int32_t> token_ids) {
+  request_["prompt_token_ids"] = std::move(token_ids);
+}
+
+Prompt Prompt::chat(json messages, json options) {
+  Prompt p;
+  p.request_ = options.is_object() ? std::move(options) : json::object();
+  p.request_["messages"] = std::move(messages);
+  return p;
+}
+
+Prompt Prompt::from_json(json request) {
+  if (!request.is_object()) throw std::invalid_argument("a request must be a JSON object");
+  Prompt p;
+  p.request_ = std::move(request);
+  return p;
+}
+
+LLMError::LLMError(RequestError e)
+    : std::invalid_argument(fmt::format("prompt {}: {}", e.index, e.message)),
+      error_(std::move(e)) {}
+
+std::vector<json> make_requests(const std::vector<Prompt>& prompts,
+                                const std::vector<SamplingParams>& params) {
+  if (params.size() > 1 && params.size() != prompts.size())
+    throw std::invalid_argument(
+        fmt::format("The lengths of prompts ({}) and sampling params ({}) must be the same.",
+                    prompts.size(), params.size()));
+  std::vector<json> out;
+  out.reserve(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    json r = prompts[i].request();
+    if (!params.empty()) {
+      const json& f = params[params.size() == 1 ? 0 : i].fields;
+      if (!f.is_object())
+        throw std::invalid_argument("SamplingParams fields must be a JSON object");
+      for (const auto& [k, v] : f.items())
+        if (!r.contains(k)) r[k] = v;
+      // vLLM's SamplingParams defaults, where the server would take
+      // generation_config.json's.
+      for (const auto& [k, v] : {std::pair<const char*, json>{"temperature", 1.0},
+                                 {"top_p", 1.0},
+                                 {"top_k", 0},
+                                 {"repetition_penalty", 1.0}})
+        if (!r.contains(k) || r[k].is_null()) r[k] = v;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+LLM::LLM(std::string model_dir, EngineArgs args) {
+  // vLLM serves a model under the name it was given; the bundled default
+  // (no model_dir) is "stories260K".
+  if (model_dir.empty() && args.served_model_name.empty()) args.served_model_name = "stories260K";
+  args.model_dir = resolve_model_dir(model_dir);
+  args.disable_log_stats = true;  // vLLM's LLM: unless asked
+  spdlog::info("Pagoda {} generating with {}", pagoda_version(), args.model_dir);
+  model_ = std::make_unique<LoadedModel>(load_model(args));
+  serving_ = make_serving_model(*model_, args.model_dir);
+  handle_ = std::make_unique<EngineAdapter>(*model_->engine);
+  handle_->set_running(true);
+}
+
+LLM::~LLM() = default;
+
+std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
+                                         const std::optional<SamplingParams>& params,
+                                         bool use_tqdm) {
+  std::vector<SamplingParams> p;
+  if (params) p.push_back(*params);
+  return generate_requests(make_requests(prompts, p), use_tqdm);
+}
+
+std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
+                                         const std::vector<SamplingParams>& params, bool use_tqdm) {
+  if (params.size() != prompts.size())
+    throw std::invalid_argument(
+        fmt::format("The lengths of prompts ({}) and sampling params ({}) must be the same.",
+                    prompts.size(), params.size()));
+  return generate_requests(make_requests(prompts, params), use_tqdm);
+}
+
+std::vector<RequestOutput> LLM::chat(const std::vector<json>& conversations,
+                                     const std::optional<SamplingParams>& params,
+                                     const json& options, bool use_tqdm) {
+  std::vector<Prompt> prompts;
+  for (const json& c : conversations) prompts.push_back(Prompt::chat(c, options));
+  return generate(prompts, params, use_tqdm);
+}
+
+std::vector<RequestOutput> LLM::generate_requests(std::vector<json> requests, bool use_tqdm) {
+  // vLLM validates every request before the engine runs any.
+  std::vector<ParseResult> parsed;
+  parsed.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    parsed.push_back(parse_offline_object(std::move(requests[i]), serving_));
+    if (auto* e = std::get_if<OpenAIError>(&parsed.back()))
+      throw LLMError({i, e->message, e->param});
+  }
+  std::vector<Result> results =
+      run_parsed(std::move(parsed), use_tqdm ? ProgressBar::Mode::kAuto : ProgressBar::Mode::kOff);
+  std::vector<RequestOutput> out;
+  out.reserve(results.size());
+  for (Result& r : results) {
+    if (r.error) throw LLMError(*r.error);
+    out.push_back(std::move(*r.output));
+  }
+  return out;
+}
+
+std::vector<Result> LLM::run(const std::vector<json>& requests, ProgressBar::Mode bar_mode) {
+  std::vector<ParseResult> parsed;
+  parsed.reserve(requests.size());
+  for (const json& r : requests) parsed.push_back(parse_offline_object(r, serving_));
+  return run_parsed(std::move(parsed), bar_mode);
+}
+
+std::vector<Result> LLM::run_parsed(std::vector<ParseResult> parsed, ProgressBar::Mode bar_mode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Result> results(parsed.size());
+  std::vector<std::unique_ptr<Job>> jobs;
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    if (auto* e = std::get_if<OpenAIError>(&parsed[i])) {
+      results[i].error = RequestError{i, e->message, e->param};
+      continue;
+    }
+    ParsedRequest req = std::move(std::get<ParsedRequest>(parsed[i]));
+    req.request_id = fmt::format("{}", next_request_++);
+    auto job = std::make_unique<Job>();
+    job->index = i;
+    job->raw.resize(static_cast<size_t>(req.sampling.n));
+    job->group = std::make_unique<GenerationGroup>(std::move(req), *handle_, [] {});
+    Job* jp = job.get();
+    job->group->set_delta_tap([jp](const pagoda::RequestOutput& d) {
+      if (d.prompt_logprobs) jp->prompt_logprobs = d.prompt_logprobs;
+      if (d.index < 0 || static_cast<size_t>(d.index) >= jp->raw.size()) return;
+      RawChoice& c = jp->raw[static_cast<size_t>(d.index)];
+      c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+      c.cumulative_logprob = d.cumulative_logprob;
+    });
+    jobs.push_back(std::move(job));
+  }
+
+  // No request to run: no bar (tqdm's would read "0it").
+  if (jobs.empty()) bar_mode = ProgressBar::Mode::kOff;
+  ProgressBar bar(static_cast<int64_t>(jobs.size()), bar_mode);
+  std::vector<Job*> pending;
+  for (auto& j : jobs) {
+    if (auto refusal = j->group->submit()) {
+      results[j->index].error =
+          RequestError{j->index, refusal->error.message, refusal->error.param};
+      continue;
+    }
+    pending.push_back(j.get());
+  }
+  const Tokenizer& tok = *serving_.tokenizer;
+  // Engine::add_request may reject a request at once (its error delta is
+  // already in the channel): drain before the first step.
+  for (bool worked = true; !pending.empty(); worked = model_->engine->step()) {
+    for (Job* j : pending) {
+      j->group->drain();
+      if (!j->group->done()) continue;
+      if (j->group->failed()) {
+        j->group->abort();
+        const ChoiceDelta& e = j->group->error();
+        results[j->index].error = RequestError{j->index, e.error, ""};
+      } else {
+        results[j->index].output = make_output(*j, tok);
+      }
+      // vLLM's figures: prompt tokens x n in, every choice's tokens out.
+      int64_t out_tokens = 0;
+      for (const ChoiceDelta& c : j->group->choices())
+        out_tokens += static_cast<int64_t>(c.token_ids.size());
+      const auto& req = j->group->request();
+      bar.update(1, static_cast<int64_t>(req.prompt_token_ids.size()) * req.sampling.n, out_tokens);
+      j->counted = true;
+    }
+    std::erase_if(pending, [](const Job* j) { return j->counted; });
+    if (!worked && !pending.empty()) {
+      // Nothing left to step yet requests unfinished: an engine bug; end
+      // them rather than spin.
+      for (Job* j : pending) {
+        j->group->abort();
+        results[j->index].error =
+            RequestError{j->index, "the engine went idle with this request unfinished", ""};
+      }
+      spdlog::error("the engine went idle with {} request(s) unfinished", pending.size());
+      break;
+    }
+  }
+  bar.close();
+  // Aborted requests' final deltas are consumed by the next run's steps;
+  // step until the engine holds nothing of this run.
+  while (model_->engine->step()) {
+  }
+  return results;
+}
+
+}  // namespace pagoda::offline

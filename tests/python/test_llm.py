@@ -1,0 +1,180 @@
+"""The pagoda Python module (python/): vLLM's LLM API over the C++ LLM class,
+on the bundled stories260K. Run by tests/python/run.sh (ctest: python_offline)."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from pagoda import LLM, CompletionOutput, Logprob, RequestOutput, SamplingParams
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED = os.environ.get("PAGODA_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+MODEL = os.path.join(ROOT, "models", "stories260K")
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return LLM(model=MODEL, device="cpu")
+
+
+def greedy_cases():
+    with open(os.path.join(SHARED, "testvectors", "stories260K_greedy.json")) as f:
+        return json.load(f)["cases"]
+
+
+def test_generate_reproduces_the_greedy_reference(llm):
+    cases = greedy_cases()
+    prompts, params = [], []
+    for c in cases:
+        sp = SamplingParams(temperature=0, max_tokens=len(c["greedy_ids"]))
+        prompts += [c["prompt"], {"prompt_token_ids": c["prompt_ids"]}]
+        params += [sp, sp]
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    assert len(outputs) == len(prompts)
+    for i, out in enumerate(outputs):
+        c = cases[i // 2]
+        assert isinstance(out, RequestOutput)
+        assert out.prompt_token_ids == c["prompt_ids"]
+        assert isinstance(out.outputs[0], CompletionOutput)
+        assert out.outputs[0].token_ids == c["greedy_ids"]
+        assert out.outputs[0].finish_reason == "length"
+        assert out.outputs[0].finished()
+        assert out.finished
+    assert outputs[2].prompt == "Once upon a time"
+    assert outputs[3].outputs[0].text == outputs[2].outputs[0].text
+
+
+def run_script(name):
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, os.path.join(ROOT, "tests", "python", name)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_vllm_classic_example_runs_unchanged_but_for_the_import():
+    r = run_script("vllm_offline_example.py")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 4, r.stdout
+    for line, prompt in zip(lines, ["Hello, my name is", "The president of the United States is",
+                                    "The capital of France is", "The future of AI is"]):
+        assert line.startswith(prompt + " "), line
+        assert len(line) > len(prompt) + 1
+    # vLLM's progress bar (stderr is a pipe: its final line).
+    assert "Processed prompts: 100%|██████████| 4/4 [" in r.stderr, r.stderr
+    assert "est. speed input: " in r.stderr and " toks/s, output: " in r.stderr
+
+
+def test_second_seed_script_chat_and_generate():
+    r = run_script("qwen2_offline_chat.py")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 4, r.stdout
+    assert lines[0].startswith("Prompt: '<s>[INST] <<SYS>>\\nYou are a helpful assistant."), lines[0]
+    assert lines[1].startswith("Prompt: 'Once upon a time', Generated text: '"), lines[1]
+    assert r.stderr.count("Processed prompts: 100%") == 2, r.stderr
+
+
+def test_sampling_params_names_and_defaults():
+    sp = SamplingParams(temperature=0.8, top_p=0.95)
+    assert sp.temperature == 0.8 and sp.top_p == 0.95
+    assert sp.max_tokens == 16 and sp.n == 1 and sp.top_k == 0  # vLLM's defaults
+    assert sp.to_dict() == {"temperature": 0.8, "top_p": 0.95}
+    with pytest.raises(TypeError, match="max_token"):
+        SamplingParams(max_token=3)
+
+
+def test_invalid_requests_raise_value_error_naming_prompt_and_field(llm):
+    with pytest.raises(ValueError, match=r"prompt 1: temperature must be non-negative"):
+        llm.generate(["a", "b"], [SamplingParams(), SamplingParams(temperature=-1)], use_tqdm=False)
+    with pytest.raises(ValueError, match="lengths of prompts and params"):
+        llm.generate(["a", "b", "c"], [SamplingParams(), SamplingParams()], use_tqdm=False)
+    with pytest.raises(ValueError, match="out of vocabulary"):
+        llm.generate({"prompt_token_ids": [1, 10**6]}, use_tqdm=False)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        LLM(model=MODEL, bogus=1)
+
+
+def test_logprobs_n_and_stop_in_vllms_shape(llm):
+    sp = SamplingParams(temperature=0, max_tokens=6, logprobs=2, prompt_logprobs=1, n=2)
+    (out,) = llm.generate("Once upon a time", sp, use_tqdm=False)
+    assert [c.index for c in out.outputs] == [0, 1]
+    c = out.outputs[0]
+    assert len(c.logprobs) == len(c.token_ids) == 6
+    for tok, pos in zip(c.token_ids, c.logprobs):
+        assert isinstance(pos[tok], Logprob)
+        assert pos[tok].rank == 1
+        assert isinstance(pos[tok].decoded_token, str)
+    assert c.cumulative_logprob == pytest.approx(sum(p[t].logprob for t, p in zip(c.token_ids, c.logprobs)),
+                                                 abs=1e-3)
+    assert out.prompt_logprobs[0] is None
+    assert out.prompt_token_ids[1] in out.prompt_logprobs[1]
+    stop = c.text[3:5]
+    (stopped,) = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=6, stop=[stop]),
+                              use_tqdm=False)
+    assert stopped.outputs[0].finish_reason == "stop"
+    assert stopped.outputs[0].stop_reason == stop
+
+
+def test_chat_without_a_template_says_so(llm):
+    with pytest.raises(ValueError, match="no chat template"):
+        llm.chat([{"role": "user", "content": "Hi"}], use_tqdm=False)
+
+
+def test_chat_batch_of_conversations(llm):
+    with open(os.path.join(ROOT, "configs", "chat_templates", "llama-2-chat.jinja")) as f:
+        template = f.read()
+    conv = [{"role": "user", "content": "Tell me a story"}]
+    outs = llm.chat([conv, conv], SamplingParams(temperature=0, max_tokens=5), use_tqdm=False,
+                    chat_template=template)
+    assert len(outs) == 2
+    assert "[INST] Tell me a story [/INST]" in outs[0].prompt
+    assert outs[0].outputs[0].token_ids == outs[1].outputs[0].token_ids
+
+
+def test_generate_releases_the_gil(llm, monkeypatch):
+    # Another Python thread keeps running while the C++ call generates:
+    # with the GIL held for the whole call it could run only before it
+    # (at most one switch interval), never in the call's second half.
+    import time
+    stop = threading.Event()
+    stamps = []
+
+    def ticker():
+        while not stop.is_set():
+            stamps.append(time.monotonic())
+            time.sleep(0.001)
+
+    inner = llm._llm
+    span = []
+
+    class Timed:
+        def generate(self, *args):
+            t0 = time.monotonic()
+            try:
+                return inner.generate(*args)
+            finally:
+                span.extend([t0, time.monotonic()])
+
+    monkeypatch.setattr(llm, "_llm", Timed())
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        llm.generate(["Once upon a time"] * 8, SamplingParams(max_tokens=200, ignore_eos=True),
+                     use_tqdm=False)
+    finally:
+        stop.set()
+        t.join()
+    t0, t1 = span
+    assert t1 - t0 > 0.05, "too short a call to tell"
+    assert any((t0 + t1) / 2 < s < t1 for s in stamps)
+
+
+def test_use_tqdm_false_prints_no_bar(llm, capfd):
+    llm.generate("Once upon a time", SamplingParams(max_tokens=2), use_tqdm=False)
+    assert "Processed prompts" not in capfd.readouterr().err
+    llm.generate("Once upon a time", SamplingParams(max_tokens=2))
+    assert "Processed prompts: 100%|██████████| 1/1 [" in capfd.readouterr().err
