@@ -90,7 +90,7 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestR
   j["output_throughput"] = m.output_throughput;
   j["total_token_throughput"] = m.total_token_throughput;
   for (const char* name : {"ttft", "tpot", "itl", "e2el"}) {
-    const Distribution& d = metric(m, name);
+    const Distribution d = metric(m, name);  // a copy (GCC 13's -Wdangling-reference)
     j[fmt::format("mean_{}_ms", name)] = d.mean_ms;
     j[fmt::format("median_{}_ms", name)] = d.median_ms;
     j[fmt::format("std_{}_ms", name)] = d.std_ms;
