@@ -20,6 +20,11 @@ std::vector<double> arrival_times(size_t n, double rate, double burstiness, uint
   double t = 0.0;
   for (size_t i = 1; i < n; ++i) {
     t += gap(rng);
+    if (!(t <= kMaxScheduleS))
+      throw std::invalid_argument(fmt::format(
+          "--request-rate {} is too low: request {} would be sent {:.3g} s after the start "
+          "(the schedule may span at most {:.0e} s)",
+          rate, i + 1, t, kMaxScheduleS));
     out[i] = t;
   }
   return out;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/websocket.hpp>
@@ -21,6 +23,63 @@ using loadtest::SseReader;
 using net::use_awaitable;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+bool is_client_side_error(const boost::system::error_code& ec) {
+  namespace errc = boost::system::errc;
+  return ec == errc::too_many_files_open || ec == errc::too_many_files_open_in_system ||
+         ec == errc::no_buffer_space || ec == errc::not_enough_memory ||
+         ec == errc::address_not_available;
+}
+
+BaseUrl parse_base_url(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.rfind("https://", 0) == 0)
+    throw std::invalid_argument("--base-url: https is not supported (http:// only): " + url);
+  if (url.rfind(scheme, 0) != 0)
+    throw std::invalid_argument("--base-url must start with http://, got " + url);
+  std::string rest = url.substr(scheme.size());
+  if (rest.find_first_of("?#") != std::string::npos)
+    throw std::invalid_argument("--base-url must not have a query or fragment: " + url);
+  BaseUrl out;
+  const size_t slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  if (slash != std::string::npos) out.path = rest.substr(slash);
+  while (!out.path.empty() && out.path.back() == '/') out.path.pop_back();
+  if (authority.find('@') != std::string::npos)
+    throw std::invalid_argument("--base-url must not carry user information: " + url);
+  std::string port;
+  if (!authority.empty() && authority.front() == '[') {
+    const size_t close = authority.find(']');
+    if (close == std::string::npos)
+      throw std::invalid_argument("--base-url: unclosed '[' in " + url);
+    out.host = authority.substr(1, close - 1);
+    const std::string after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') throw std::invalid_argument("--base-url: bad host in " + url);
+      port = after.substr(1);
+      if (port.empty()) throw std::invalid_argument("--base-url: empty port in " + url);
+    }
+  } else {
+    const size_t colon = authority.find(':');
+    out.host = authority.substr(0, colon);
+    if (colon != std::string::npos) {
+      port = authority.substr(colon + 1);
+      if (port.empty()) throw std::invalid_argument("--base-url: empty port in " + url);
+    }
+  }
+  if (out.host.empty()) throw std::invalid_argument("--base-url has no host: " + url);
+  if (!port.empty()) {
+    const bool digits = port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) {
+                          return c >= '0' && c <= '9';
+                        });
+    const long value = digits ? std::stol(port) : 0;
+    if (!digits || value < 1 || value > 65535)
+      throw std::invalid_argument(
+          fmt::format("--base-url: port '{}' is not a number in 1-65535: {}", port, url));
+    out.port = static_cast<uint16_t>(value);
+  }
+  return out;
+}
 
 Backend parse_backend(const std::string& name) {
   if (name == "openai") return Backend::kOpenAI;
@@ -68,11 +127,22 @@ std::string request_body(Backend b, const SampleRequest& sample, const RequestOp
   return body.dump();
 }
 
-namespace {
+namespace {}  // namespace
 
-std::string excerpt(const std::string& s, size_t n = 300) {
-  return s.size() <= n ? s : s.substr(0, n) + "...";
+std::string excerpt(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  // Back off to a character boundary: never cut a UTF-8 sequence (its
+  // continuation bytes are 10xxxxxx). Text that is not UTF-8 at all is
+  // left as it is (the result file's dump replaces invalid bytes).
+  size_t cut = n;
+  for (size_t back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80;
+       ++back)
+    --cut;
+  if ((static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) cut = n;
+  return s.substr(0, cut) + "...";
 }
+
+namespace {
 
 std::string error_message(const json& e) {
   if (e.is_object() && e.contains("message") && e["message"].is_string())
@@ -102,6 +172,8 @@ bool StreamFolder::add(const std::string& payload, double t, RequestResult& r) {
     if (u != msg.end() && u->is_object()) {
       auto c = u->find("completion_tokens");
       if (c != u->end() && c->is_number_integer()) r.output_tokens = c->get<int64_t>();
+      auto p = u->find("prompt_tokens");
+      if (p != u->end() && p->is_number_integer()) r.prompt_tokens = p->get<int64_t>();
     }
   };
   if (backend_ == Backend::kPagodaWs) {
@@ -145,25 +217,44 @@ double seconds_since(Clock::time_point origin) {
   return std::chrono::duration<double>(Clock::now() - origin).count();
 }
 
+// What is left of the request's deadline (0 once it has passed: the next
+// operation then fails at once with beast::error::timeout).
+std::chrono::milliseconds left(Clock::time_point deadline) {
+  const auto d = deadline - Clock::now();
+  if (d <= Clock::duration::zero()) return std::chrono::milliseconds(0);
+  return std::chrono::ceil<std::chrono::milliseconds>(d);
+}
+
 net::awaitable<void> run_sse(const Endpoint& ep, const std::string& body, StreamFolder& folder,
-                             Clock::time_point origin, RequestResult& r) {
+                             Clock::time_point origin, Clock::time_point deadline,
+                             RequestResult& r) {
   beast::tcp_stream stream(co_await net::this_coro::executor);
-  co_await loadtest::connect(stream, ep.address, ep.timeout);
+  // The deadline's watchdog: closes the socket when it passes, whatever the
+  // stream is waiting for (declared after the stream: destroyed first, its
+  // cancelled wait then touches nothing).
+  net::steady_timer watchdog(co_await net::this_coro::executor, deadline);
+  watchdog.async_wait([&stream, &r](const boost::system::error_code& ec) {
+    if (ec) return;
+    r.timed_out = true;
+    beast::error_code ignored;
+    stream.socket().close(ignored);
+  });
+  co_await loadtest::connect(stream, ep.address, left(deadline));
   auto req = loadtest::make_request(http::verb::post, ep.path, body);
   req.set(http::field::host, ep.host);
   req.set(http::field::accept, "text/event-stream");
   if (!ep.api_key.empty()) req.set(http::field::authorization, "Bearer " + ep.api_key);
   req.keep_alive(false);
-  co_await loadtest::send(stream, req, ep.timeout);
+  co_await loadtest::send(stream, req, left(deadline));
   beast::flat_buffer buffer;
   SseReader reader(stream, buffer, SseFraming::kLenient);
-  const int status = co_await reader.read_header(ep.timeout);
+  const int status = co_await reader.read_header(left(deadline));
   if (status != 200) {
     r.error = fmt::format("HTTP {}: {}", status, excerpt(reader.error_body()));
     co_return;
   }
   for (;;) {
-    std::optional<std::string> event = co_await reader.next(ep.timeout);
+    std::optional<std::string> event = co_await reader.next(left(deadline));
     if (!event) throw std::runtime_error("the stream ended without [DONE]");
     if (folder.add(*event, seconds_since(origin), r)) break;
   }
@@ -173,11 +264,23 @@ net::awaitable<void> run_sse(const Endpoint& ep, const std::string& body, Stream
 }
 
 net::awaitable<void> run_ws(const Endpoint& ep, const std::string& body, StreamFolder& folder,
-                            Clock::time_point origin, RequestResult& r) {
+                            Clock::time_point origin, Clock::time_point deadline,
+                            RequestResult& r) {
   websocket::stream<beast::tcp_stream> ws(co_await net::this_coro::executor);
-  co_await loadtest::connect(beast::get_lowest_layer(ws), ep.address, ep.timeout);
-  beast::get_lowest_layer(ws).expires_never();
-  ws.set_option(websocket::stream_base::timeout{ep.timeout, ep.timeout, false});
+  net::steady_timer watchdog(co_await net::this_coro::executor, deadline);  // as run_sse's
+  watchdog.async_wait([&ws, &r](const boost::system::error_code& ec) {
+    if (ec) return;
+    r.timed_out = true;
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws).socket().close(ignored);
+  });
+  co_await loadtest::connect(beast::get_lowest_layer(ws), ep.address, left(deadline));
+  // One deadline for the whole exchange: the TCP stream's expiry stays set
+  // for every later read and write (the WebSocket's own idle timeouts are
+  // left off, so they do not reset it).
+  ws.set_option(websocket::stream_base::timeout{websocket::stream_base::none(),
+                                                websocket::stream_base::none(), false});
+  beast::get_lowest_layer(ws).expires_at(deadline);
   if (!ep.api_key.empty()) {
     const std::string auth = "Bearer " + ep.api_key;
     ws.set_option(websocket::stream_base::decorator(
@@ -194,6 +297,8 @@ net::awaitable<void> run_ws(const Endpoint& ep, const std::string& body, StreamF
   }
   r.success = true;
   try {
+    // The close handshake gets a short time of its own (the result is in).
+    beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(5));
     co_await ws.async_close(websocket::close_code::normal, use_awaitable);
   } catch (const std::exception&) {
   }
@@ -207,24 +312,36 @@ net::awaitable<RequestResult> run_request(Backend b, const Endpoint& ep,
   RequestResult r;
   r.prompt_len = sample.prompt_len;
   const std::string body = request_body(b, sample, opt, ws_id);
-  r.start = seconds_since(origin);
+  const Clock::time_point sent = Clock::now();
+  const Clock::time_point deadline = sent + ep.timeout;
+  r.start = std::chrono::duration<double>(sent - origin).count();
   StreamFolder folder(b, r.start);
   try {
     if (b == Backend::kPagodaWs)
-      co_await run_ws(ep, body, folder, origin, r);
+      co_await run_ws(ep, body, folder, origin, deadline, r);
     else
-      co_await run_sse(ep, body, folder, origin, r);
+      co_await run_sse(ep, body, folder, origin, deadline, r);
     if (r.success && !folder.saw_output()) {
       r.success = false;
       r.error = "no output chunk was received";
     }
   } catch (const boost::system::system_error& e) {
     r.success = false;
-    r.error = e.code().message();  // what() adds the source location
+    if (e.code() == beast::error::timeout || r.timed_out) {
+      r.error = fmt::format("timed out: no complete response within --request-timeout ({} s)",
+                            std::chrono::duration<double>(ep.timeout).count());
+    } else {
+      r.error = e.code().message();  // what() adds the source location
+      r.client_side = is_client_side_error(e.code());
+      if (r.client_side) r.error = "client-side: " + r.error;
+    }
   } catch (const std::exception& e) {
     r.success = false;
     r.error = e.what();
   }
+  if (r.timed_out && !r.success)
+    r.error = fmt::format("timed out: no complete response within --request-timeout ({} s)",
+                          std::chrono::duration<double>(ep.timeout).count());
   if (r.success) r.latency = folder.last_s() - r.start;
   co_return r;
 }

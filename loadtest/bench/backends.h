@@ -10,10 +10,12 @@
 // Every request asks for temperature 0, max_tokens = the sample's output
 // length, stream_options.include_usage (the server's token count), and
 // ignore_eos when asked. Failures (refused connection, non-200 status, an
-// error event, a stream cut short, a timeout) are results, never thrown.
+// error event, a stream cut short, the request's deadline passing) are
+// results, never thrown.
 #pragma once
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/system/error_code.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -68,13 +70,36 @@ class StreamFolder {
   bool first_seen_ = false;
 };
 
+// s cut to at most n bytes plus "..." when longer, never inside a UTF-8
+// character (a server's error body goes into messages and the result file).
+std::string excerpt(const std::string& s, size_t n = 300);
+
+// Errors of the client's own machine, not the server's: out of file
+// descriptors (EMFILE, ENFILE: the open-file limit), buffers or memory, or
+// local ports (EADDRNOTAVAIL).
+bool is_client_side_error(const boost::system::error_code& ec);
+
+// --base-url as vLLM uses it (api_url = base_url + endpoint):
+// http://HOST[:PORT][/PATH], HOST a name, an IPv4 address or [IPv6]; PORT
+// digits only, 80 when absent; PATH (no trailing "/") goes before
+// --endpoint. Throws std::invalid_argument naming what is wrong (https,
+// a bad port, a query or fragment).
+struct BaseUrl {
+  std::string host;
+  uint16_t port = 80;
+  std::string path;  // "" or "/prefix"
+};
+BaseUrl parse_base_url(const std::string& url);
+
 struct Endpoint {
   boost::asio::ip::tcp::endpoint address;
   std::string host;     // Host header (and the WebSocket handshake's host)
   std::string path;     // --endpoint
   std::string api_key;  // "Authorization: Bearer KEY" when not empty
-  std::chrono::milliseconds timeout{
-      std::chrono::hours(6)};  // each connect, write and wait for bytes
+  // Each request's whole exchange (connect to its last byte) must end
+  // within this, as vLLM's aiohttp ClientTimeout(total=6 h); a stream kept
+  // alive by SSE comments or slow bytes still ends there.
+  std::chrono::milliseconds timeout{std::chrono::hours(6)};
 };
 
 // Sends one request and reads its whole stream. bench_start: the

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -31,6 +33,18 @@ json load_json_file(const std::string& path) {
   return j;
 }
 
+std::vector<int32_t> server_prompt_ids(const Tokenizer& tokenizer, const std::string& text) {
+  // What encode adds around any text ([], [BOS], [EOS] or [BOS, EOS]), then
+  // the text with special tokens' text read as those tokens, as the server
+  // (server/prompt_tokenizer.cpp) and HF's tokenizer(text) read a prompt.
+  std::vector<int32_t> ids = tokenizer.encode("", true);
+  const auto bos = tokenizer.bos_token_id();
+  const bool bos_first = !ids.empty() && bos && ids.front() == *bos;
+  std::vector<int32_t> body = tokenizer.encode_with_special_text(text);
+  ids.insert(bos_first ? ids.begin() + 1 : ids.begin(), body.begin(), body.end());
+  return ids;
+}
+
 std::vector<SampleRequest> sample_sharegpt(const json& data, const Tokenizer& tokenizer,
                                            int64_t num_requests, uint64_t seed,
                                            std::optional<int64_t> output_len) {
@@ -55,7 +69,7 @@ std::vector<SampleRequest> sample_sharegpt(const json& data, const Tokenizer& to
       continue;
     SampleRequest s;
     s.prompt = (*p)["value"].get<std::string>();
-    s.prompt_token_ids = tokenizer.encode(s.prompt, true);
+    s.prompt_token_ids = server_prompt_ids(tokenizer, s.prompt);
     s.prompt_len = static_cast<int64_t>(s.prompt_token_ids.size());
     s.expected_output_len =
         output_len
@@ -74,7 +88,8 @@ std::vector<SampleRequest> sample_sharegpt(const json& data, const Tokenizer& to
 }
 
 std::vector<SampleRequest> sample_random(const Tokenizer& tokenizer, int64_t num_requests,
-                                         const RandomSpec& spec, uint64_t seed) {
+                                         const RandomSpec& spec, uint64_t seed,
+                                         int64_t* token_mismatch) {
   if (!(spec.range_ratio >= 0.0 && spec.range_ratio < 1.0))
     throw std::invalid_argument(
         fmt::format("--random-range-ratio must be in [0, 1), got {}", spec.range_ratio));
@@ -82,35 +97,87 @@ std::vector<SampleRequest> sample_random(const Tokenizer& tokenizer, int64_t num
     throw std::invalid_argument("random lengths must not be negative");
   const int64_t vocab = tokenizer.vocab_size();
   if (vocab <= 0) throw std::invalid_argument("the tokenizer has an empty vocabulary");
+  // Special tokens (BOS, EOS, UNK...) are never drawn; the ones the server
+  // adds to every text prompt count towards --random-input-len.
+  std::vector<int32_t> allowed;
+  for (int64_t id = 0; id < vocab; ++id)
+    if (!tokenizer.is_special(static_cast<int32_t>(id)))
+      allowed.push_back(static_cast<int32_t>(id));
+  if (allowed.empty()) {
+    allowed.resize(static_cast<size_t>(vocab));
+    std::iota(allowed.begin(), allowed.end(), 0);
+  }
+  const auto n_allowed = static_cast<int64_t>(allowed.size());
+  const int64_t num_special = static_cast<int64_t>(tokenizer.encode("", true).size());
+  const int64_t real_input_len = std::max<int64_t>(0, spec.input_len - num_special);
+  const double r = spec.range_ratio;
+  const auto input_lo =
+      static_cast<int64_t>(std::floor(static_cast<double>(real_input_len) * (1 - r)));
+  const auto input_hi =
+      static_cast<int64_t>(std::ceil(static_cast<double>(real_input_len) * (1 + r)));
+  // As vLLM: at least 1 output token ("prevent sampling 0 tokens").
+  const int64_t output_lo = std::max<int64_t>(
+      1, static_cast<int64_t>(std::floor(static_cast<double>(spec.output_len) * (1 - r))));
+  const int64_t output_hi = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(static_cast<double>(spec.output_len) * (1 + r))));
+  if (spec.prefix_len + input_lo < 1)
+    throw std::invalid_argument(
+        fmt::format("--random-input-len is too small: with the tokenizer's {} special token(s) and "
+                    "--random-range-ratio {} a prompt could have no token of its own; increase "
+                    "--random-input-len or --random-prefix-len",
+                    num_special, r));
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> token(0, vocab - 1);
+  std::uniform_int_distribution<int64_t> pick(0, n_allowed - 1);
   std::vector<int32_t> prefix;
-  for (int64_t i = 0; i < spec.prefix_len; ++i) prefix.push_back(static_cast<int32_t>(token(rng)));
-  // int() truncates toward zero, as Python's does for these non-negative values.
-  const auto lo = [&](int64_t x) {
-    return static_cast<int64_t>(static_cast<double>(x) * (1 - spec.range_ratio));
-  };
-  const auto hi = [&](int64_t x) {
-    return static_cast<int64_t>(static_cast<double>(x) * (1 + spec.range_ratio));
-  };
-  std::uniform_int_distribution<int64_t> input_len(lo(spec.input_len), hi(spec.input_len));
-  std::uniform_int_distribution<int64_t> output_len(lo(spec.output_len), hi(spec.output_len));
+  for (int64_t i = 0; i < spec.prefix_len; ++i)
+    prefix.push_back(allowed[static_cast<size_t>(pick(rng))]);
+  std::uniform_int_distribution<int64_t> input_len(input_lo, input_hi);
+  std::uniform_int_distribution<int64_t> output_len(output_lo, output_hi);
+  std::uniform_int_distribution<int64_t> offset(0, vocab - 1);
   std::vector<int64_t> in_lens, out_lens, offsets;
   for (int64_t i = 0; i < num_requests; ++i) in_lens.push_back(input_len(rng));
   for (int64_t i = 0; i < num_requests; ++i) out_lens.push_back(output_len(rng));
-  for (int64_t i = 0; i < num_requests; ++i) offsets.push_back(token(rng));
+  for (int64_t i = 0; i < num_requests; ++i) offsets.push_back(offset(rng));
+  int64_t mismatch_total = 0;
   std::vector<SampleRequest> out;
   for (int64_t i = 0; i < num_requests; ++i) {
     const auto u = static_cast<size_t>(i);
-    SampleRequest s;
-    s.prompt_token_ids = prefix;
+    std::vector<int32_t> ids = prefix;
     for (int64_t j = 0; j < in_lens[u]; ++j)
-      s.prompt_token_ids.push_back(static_cast<int32_t>((offsets[u] + i + j) % vocab));
-    s.prompt = tokenizer.decode(s.prompt_token_ids, false);
-    s.prompt_len = spec.prefix_len + in_lens[u];
+      ids.push_back(allowed[static_cast<size_t>((offsets[u] + i + j) % n_allowed)]);
+    // vLLM's gen_prompt_decode_to_target_len: decode, re-encode, truncate
+    // or pad with random allowed ids, until the text re-encodes to the
+    // target length (at most 10 rounds; what is left is reported).
+    const auto target = static_cast<size_t>(spec.prefix_len + in_lens[u]);
+    std::string text;
+    for (int round = 0;; ++round) {
+      text = tokenizer.decode(ids, false);
+      ids = tokenizer.encode_with_special_text(text);
+      if (ids.size() == target || round == 10) break;
+      if (ids.size() > target)
+        ids.resize(target);
+      else
+        while (ids.size() < target) ids.push_back(allowed[static_cast<size_t>(pick(rng))]);
+    }
+    // Still longer (byte-fallback pieces decode to invalid UTF-8, whose
+    // U+FFFD re-encodes to three byte tokens; vLLM keeps the excess): cut
+    // the ids shorter until the text re-encodes to at most the target, so
+    // a prompt never exceeds the length asked for.
+    for (size_t cut = target; ids.size() > target && cut > 0;) {
+      cut = std::min(cut, target) - std::min(cut, ids.size() - target);
+      ids.resize(cut);
+      text = tokenizer.decode(ids, false);
+      ids = tokenizer.encode_with_special_text(text);
+    }
+    mismatch_total += static_cast<int64_t>(ids.size()) - static_cast<int64_t>(target);
+    SampleRequest s;
+    s.prompt = std::move(text);
+    s.prompt_token_ids = server_prompt_ids(tokenizer, s.prompt);
+    s.prompt_len = static_cast<int64_t>(s.prompt_token_ids.size());
     s.expected_output_len = out_lens[u];
     out.push_back(std::move(s));
   }
+  if (token_mismatch) *token_mismatch = mismatch_total;
   return out;
 }
 

@@ -33,13 +33,18 @@ bool is_valid_sequence(int64_t prompt_len, int64_t output_len,
 // when it cannot be read or is not JSON.
 nlohmann::json load_json_file(const std::string& path);
 
+// The ids the server reads a completions text prompt as: the tokenizer's
+// special tokens (BOS; EOS where configured) around the text, special-token
+// text inside it ("<s>") read as those tokens (server/prompt_tokenizer.cpp;
+// HF's tokenizer(text) does the same).
+std::vector<int32_t> server_prompt_ids(const Tokenizer& tokenizer, const std::string& text);
+
 // vLLM's ShareGPT sampling of `data` (a list of {"conversations": [{"from",
 // "value"}, ...]}): entries with fewer than two turns are dropped, the rest
 // shuffled (seed), then taken in order while fewer than num_requests: the
 // prompt is turn 0's value, prompt_len its token count with special tokens
-// (tokenizer.encode(text, true), as HF's tokenizer(text) counts, BOS
-// included); the output length is turn 1's count the same way, or
-// output_len when given; entries failing is_valid_sequence (the minimum
+// (server_prompt_ids, as HF's tokenizer(text) counts, BOS included); the output length is turn 1's
+// count the same way, or output_len when given; entries failing is_valid_sequence (the minimum
 // output check skipped when output_len is given) are skipped. Fewer valid
 // entries than num_requests: drawn again at random from the valid ones
 // (vLLM's oversampling). Throws std::runtime_error when `data` is not a list
@@ -55,14 +60,26 @@ struct RandomSpec {
   int64_t prefix_len = 0;    // fixed random tokens before each prompt
 };
 
-// vLLM's RandomDataset: input lengths drawn uniformly from the integers in
-// [int(input_len * (1 - r)), int(input_len * (1 + r))], output lengths the
-// same way from output_len; each prompt is prefix_len fixed random ids
-// followed by (offset + i + j) mod vocab for j < its input length (offset
-// drawn per request), its text the tokenizer's decode of those ids (special
-// tokens kept) and prompt_len = prefix_len + the drawn input length.
-// Throws std::invalid_argument for r outside [0, 1) or negative lengths.
+// vLLM's RandomDataset (vllm/benchmarks/datasets.py). The tokens the
+// server adds to every text prompt (BOS: tokenizer.encode("", true)) count
+// towards input_len: L = max(0, input_len - those). Input lengths are drawn
+// uniformly from the integers in [floor(L (1 - r)), ceil(L (1 + r))],
+// output lengths from [max(1, floor(output_len (1 - r))), max(1,
+// ceil(output_len (1 + r)))] (never 0); each prompt is prefix_len fixed
+// random ids, then allowed[(offset + i + j) mod |allowed|] for j < its
+// input length (allowed: the ids that are not special tokens; offset drawn
+// per request). As vLLM's gen_prompt_decode_to_target_len, those ids are
+// decoded, the text re-encoded, truncated or padded with random allowed ids
+// and decoded again until it re-encodes to prefix_len + its input length (at
+// most 10 rounds). prompt is that text, prompt_token_ids
+// server_prompt_ids(prompt) and prompt_len their count: exactly what the
+// server counts for the text (vLLM's prompt_len leaves the special tokens
+// out). *token_mismatch (when given): the sum over prompts of (re-encoded
+// length - target) left after the rounds, vLLM's warning. Throws
+// std::invalid_argument for r outside [0, 1), negative lengths, or an
+// input length that leaves a prompt no token of its own.
 std::vector<SampleRequest> sample_random(const Tokenizer& tokenizer, int64_t num_requests,
-                                         const RandomSpec& spec, uint64_t seed);
+                                         const RandomSpec& spec, uint64_t seed,
+                                         int64_t* token_mismatch = nullptr);
 
 }  // namespace pagoda::bench

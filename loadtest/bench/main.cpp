@@ -5,12 +5,15 @@
 // Exit status: 0 the benchmark ran (failed requests are counted, not
 // fatal), 1 the initial test request failed, 2 a usage or set-up error.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -24,7 +27,6 @@
 #include "loadtest/bench/report.h"
 #include "loadtest/bench/runner.h"
 #include "loadtest/common/process_stats.h"
-#include "loadtest/common/target.h"
 
 namespace {
 
@@ -92,6 +94,73 @@ std::string now_stamp() {
   return buf;
 }
 
+// --request-timeout: more than 0 and at least a millisecond (the clock's
+// unit here); past kMaxTimeoutS it is clamped (a deadline that far away is
+// "never", and now + 1e10 s would overflow the clock).
+constexpr double kMaxTimeoutS = 1e7;  // about 116 days
+std::chrono::milliseconds request_timeout(double s) {
+  if (!(s > 0))
+    throw std::invalid_argument(fmt::format("--request-timeout must be > 0 seconds, got {}", s));
+  if (s < 1e-3)
+    throw std::invalid_argument(
+        fmt::format("--request-timeout must be at least 0.001 seconds (1 ms), got {}", s));
+  if (s > kMaxTimeoutS) {
+    std::cerr << fmt::format("pagoda-bench: note: --request-timeout {} clamped to {:.0e} seconds\n",
+                             s, kMaxTimeoutS);
+    s = kMaxTimeoutS;
+  }
+  return std::chrono::milliseconds(std::llround(s * 1e3));
+}
+
+// Creates --result-dir (as vLLM's os.makedirs(exist_ok=True)) and checks
+// that the result file can be written there, so a run is not lost at its
+// end. Throws std::runtime_error naming the path.
+void check_result_location(const std::string& dir, const std::string& filename) {
+  fs::path where = dir.empty() ? fs::path(".") : fs::path(dir);
+  std::error_code ec;
+  if (!dir.empty()) {
+    fs::create_directories(where, ec);
+    if (ec || !fs::is_directory(where))
+      throw std::runtime_error(fmt::format("--result-dir {}: cannot create it ({})", dir,
+                                           ec ? ec.message() : "not a directory"));
+  }
+  fs::path file = filename.empty() ? where / fmt::format(".pagoda-bench-probe-{}", ::getpid())
+                                   : (dir.empty() ? fs::path(filename) : where / filename);
+  const bool existed = fs::exists(file, ec);
+  if (existed && fs::is_directory(file, ec))
+    throw std::runtime_error(fmt::format("result file {} is a directory", file.string()));
+  {
+    std::ofstream probe(file, std::ios::app);  // appends nothing: an existing file is unchanged
+    if (!probe)
+      throw std::runtime_error(
+          fmt::format("cannot write the result file {}: {}", file.string(), std::strerror(errno)));
+  }
+  if (!existed) fs::remove(file, ec);
+}
+
+// Warns (stderr) when the connections that may be open at once exceed the
+// open-file limit: each request holds one socket, so past the limit
+// requests fail on this machine (EMFILE) and would count as failed.
+void warn_if_file_limit_low(const pagoda::loadtest::FileLimit& lim, int64_t num_prompts,
+                            int64_t max_concurrency) {
+  constexpr uint64_t kMargin = 64;  // stdio, the tokenizer's files, epoll, ...
+  const auto in_flight = static_cast<uint64_t>(
+      max_concurrency > 0 ? std::min(max_concurrency, num_prompts) : num_prompts);
+  if (in_flight + kMargin <= lim.soft) return;
+  std::cerr << fmt::format(
+      "pagoda-bench: warning: up to {} requests may be in flight (one connection each) but the "
+      "open-file limit is {} (hard {}); requests past it fail on this machine (EMFILE) and are "
+      "counted as failed. Raise it (ulimit -n {}) or pass --max-concurrency {}\n",
+      in_flight, lim.soft, lim.hard, in_flight + kMargin,
+      lim.soft > kMargin ? lim.soft - kMargin : 1);
+}
+
+std::string first_client_side_error(const std::vector<RequestResult>& results) {
+  for (const RequestResult& r : results)
+    if (r.client_side) return r.error;
+  return "";
+}
+
 int run(const Args& a) {
   const Backend backend = parse_backend(a.backend);
   // The tokenizer: --tokenizer, else --model when it is a directory.
@@ -109,7 +178,13 @@ int run(const Args& a) {
     samples = sample_sharegpt(load_json_file(a.dataset_path), *tokenizer, a.num_prompts, a.seed,
                               a.sharegpt_output_len);
   } else if (a.dataset_name == "random") {
-    samples = sample_random(*tokenizer, a.num_prompts, a.random, a.seed);
+    int64_t mismatch = 0;
+    samples = sample_random(*tokenizer, a.num_prompts, a.random, a.seed, &mismatch);
+    if (mismatch != 0)
+      std::cerr << fmt::format(
+          "pagoda-bench: warning: across all generated prompts, there were {} {} tokens than "
+          "drawn after decoding and re-encoding (prompt_len counts the real length)\n",
+          std::abs(mismatch), mismatch > 0 ? "more" : "fewer");
   } else {
     throw std::invalid_argument("--dataset-name must be sharegpt or random");
   }
@@ -124,20 +199,40 @@ int run(const Args& a) {
   std::vector<double> percentiles;
   for (const std::string& p : split(a.metric_percentiles, ',')) {
     size_t used = 0;
-    double v = std::stod(p, &used);
+    double v = -1;
+    try {
+      v = std::stod(p, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
     if (used != p.size() || !(v >= 0 && v <= 100))
-      throw std::invalid_argument(fmt::format("--metric-percentiles: '{}' is not in [0, 100]", p));
+      throw std::invalid_argument(
+          fmt::format("--metric-percentiles: '{}' is not a number in [0, 100]", p));
     percentiles.push_back(v);
   }
   const GoodputSlo slo = parse_goodput(a.goodput);
-  arrival_times(1, a.request_rate, a.burstiness,
-                a.seed);  // validates both (throws std::invalid_argument)
+  // The whole schedule, so a rate too low for the clock fails here, before
+  // anything is sent (throws std::invalid_argument).
+  arrival_times(static_cast<size_t>(a.num_prompts), a.request_rate, a.burstiness, a.seed);
+  const std::chrono::milliseconds timeout = request_timeout(a.request_timeout_s);
 
-  pagoda::loadtest::Target target;
+  // Everything the result file needs is checked before the run, not after.
+  nlohmann::json metadata = nlohmann::json::object();
+  for (const std::string& kv : a.metadata) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw std::invalid_argument("--metadata takes KEY=VALUE, got '" + kv + "'");
+    metadata[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  const bool save = a.save_result || !a.result_filename.empty();
+  if (save) check_result_location(a.result_dir, a.result_filename);
+
+  BaseUrl target;
   if (!a.base_url.empty()) {
-    target = pagoda::loadtest::parse_target_url(a.base_url);
+    target = parse_base_url(a.base_url);
   } else {
-    if (a.port <= 0 || a.port > 65535) throw std::invalid_argument("--port out of range");
+    if (a.port <= 0 || a.port > 65535)
+      throw std::invalid_argument(fmt::format("--port must be in 1-65535, got {}", a.port));
     target.host = a.host;
     target.port = static_cast<uint16_t>(a.port);
   }
@@ -146,14 +241,20 @@ int run(const Args& a) {
   {
     boost::asio::io_context ioc;
     boost::asio::ip::tcp::resolver resolver(ioc);
-    auto found = resolver.resolve(target.host, std::to_string(target.port));
-    if (found.empty()) throw std::runtime_error("cannot resolve " + target.host);
+    boost::system::error_code ec;
+    auto found = resolver.resolve(target.host, std::to_string(target.port), ec);
+    if (ec || found.empty())
+      throw std::runtime_error(fmt::format("cannot resolve host '{}': {}", target.host,
+                                           ec ? ec.message() : "no address"));
     cfg.endpoint.address = found.begin()->endpoint();
   }
-  cfg.endpoint.host = fmt::format("{}:{}", target.host, target.port);
-  cfg.endpoint.path = a.endpoint.empty() ? default_endpoint(backend) : a.endpoint;
+  const bool v6 = target.host.find(':') != std::string::npos;
+  cfg.endpoint.host = v6 ? fmt::format("[{}]:{}", target.host, target.port)
+                         : fmt::format("{}:{}", target.host, target.port);
+  // vLLM's api_url = base_url + endpoint.
+  cfg.endpoint.path = target.path + (a.endpoint.empty() ? default_endpoint(backend) : a.endpoint);
   if (const char* key = std::getenv("OPENAI_API_KEY")) cfg.endpoint.api_key = key;
-  cfg.endpoint.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.request_timeout_s * 1e3));
+  cfg.endpoint.timeout = timeout;
   cfg.options.model = a.model;
   cfg.options.prompt_token_ids = a.prompt_token_ids;
   cfg.options.ignore_eos = a.ignore_eos;
@@ -163,7 +264,7 @@ int run(const Args& a) {
   cfg.max_concurrency = a.max_concurrency;
   cfg.seed = a.seed;
   cfg.progress = !a.disable_tqdm;
-  pagoda::loadtest::raise_file_limit();
+  warn_if_file_limit_low(pagoda::loadtest::raise_file_limit(), a.num_prompts, a.max_concurrency);
 
   if (!a.skip_test_run) {
     std::cout << "Starting initial single prompt test run..." << std::endl;
@@ -196,8 +297,13 @@ int run(const Args& a) {
   ro.burstiness = a.burstiness;
   ro.max_concurrency = a.max_concurrency;
   std::cout << format_summary(m, run.duration_s, ro) << std::flush;
+  if (m.failed_client_side > 0)
+    std::cerr << fmt::format(
+        "pagoda-bench: warning: {} of the {} failed requests failed on this machine, not the "
+        "server (first: {}); raise the open-file limit (ulimit -n) or use --max-concurrency\n",
+        m.failed_client_side, m.failed, first_client_side_error(run.results));
 
-  if (a.save_result || !a.result_filename.empty()) {
+  if (save) {
     nlohmann::json j;
     const std::string stamp = now_stamp();
     j["date"] = stamp;
@@ -205,12 +311,7 @@ int run(const Args& a) {
     j["model_id"] = a.model;
     j["tokenizer_id"] = tok_dir;
     j["num_prompts"] = a.num_prompts;
-    for (const std::string& kv : a.metadata) {
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos)
-        throw std::invalid_argument("--metadata takes KEY=VALUE, got " + kv);
-      j[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
+    j.update(metadata);
     j.update(result_json(m, run.results, run.duration_s, ro, a.save_detailed));
     std::string name = a.result_filename;
     if (name.empty()) {
@@ -223,11 +324,29 @@ int run(const Args& a) {
     }
     if (!a.result_dir.empty()) name = (fs::path(a.result_dir) / name).string();
     std::ofstream f(name);
-    f << j.dump(2) << "\n";
+    f << dump_result(j);
+    f.close();
     if (!f) throw std::runtime_error("cannot write " + name);
     std::cout << "Results written to " << name << "\n";
   }
   return 0;
+}
+
+// A readable range check for a numeric option (CLI11's own prints the
+// double limits in full): "--num-prompts: must be >= 1, got 0". CLI11
+// reports a value that is not a number itself.
+CLI::Validator at_least(double min, bool strict = false) {
+  return CLI::Validator(
+      [min, strict](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return "must be a number, got '" + text + "'";
+        if (std::isnan(v) || (strict ? !(v > min) : !(v >= min)))
+          return fmt::format("must be {} {}, got {}", strict ? ">" : ">=", min, text);
+        return "";
+      },
+      fmt::format("{}{}", strict ? ">" : ">=", min));
 }
 
 }  // namespace
@@ -255,31 +374,31 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"sharegpt", "random"}));
   serve->add_option("--dataset-path", a.dataset_path, "ShareGPT-format JSON file");
   serve->add_option("--num-prompts", a.num_prompts, "Number of prompts (default 1000)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   serve
       ->add_option("--sharegpt-output-len", a.sharegpt_output_len,
                    "Output length of every ShareGPT request")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   serve
       ->add_option("--random-input-len", a.random.input_len,
-                   "Random prompts' length (default 1024)")
-      ->check(CLI::NonNegativeNumber);
+                   "Random prompts' length in tokens, BOS included (default 1024)")
+      ->check(at_least(0));
   serve
       ->add_option("--random-output-len", a.random.output_len,
                    "Random requests' output length (default 128)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   serve->add_option("--random-range-ratio", a.random.range_ratio,
                     "Lengths drawn from [len*(1-r), len*(1+r)], r in [0, 1) (default 0)");
   serve
       ->add_option("--random-prefix-len", a.random.prefix_len,
                    "Fixed random tokens before each random prompt")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   serve->add_flag("--prompt-token-ids", a.prompt_token_ids,
                   "Send each prompt as its list of token ids (openai, pagoda-ws)");
   serve->add_option("--request-rate", a.request_rate, "Requests/s (default inf: all at once)");
   serve->add_option("--burstiness", a.burstiness, "Gamma shape of the arrival gaps (1: Poisson)");
   serve->add_option("--max-concurrency", a.max_concurrency, "Most requests in flight")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   serve->add_option("--seed", a.seed,
                     "Seed of the dataset sampling and the arrival times (default 0)");
   serve->add_flag("--ignore-eos", a.ignore_eos, "Send ignore_eos: true");
@@ -299,13 +418,21 @@ int main(int argc, char** argv) {
   serve->add_option("--metadata", a.metadata, "KEY=VALUE pairs recorded in the result file");
   serve->add_flag("--skip-initial-test", a.skip_test_run,
                   "Do not send the first prompt alone first");
-  serve
-      ->add_option("--request-timeout", a.request_timeout_s,
-                   "Seconds each connect, write and wait for bytes may take (default 21600)")
-      ->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  serve->add_option("--request-timeout", a.request_timeout_s,
+                    "Seconds each request may take in all, connect to last byte (default 21600; "
+                    ">= 0.001, values past 1e7 clamped)");
+  // Usage errors exit 2, as argparse does (CLI11's own codes are 100+);
+  // --help prints and exits 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   try {
     return run(a);
+  } catch (const boost::system::system_error& e) {
+    std::cerr << "pagoda-bench: " << e.code().message() << "\n";  // what() adds a source location
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "pagoda-bench: " << e.what() << "\n";
     return 2;

@@ -75,14 +75,17 @@ BenchmarkMetrics calculate_metrics(const std::vector<RequestResult>& results, do
   double sum_latency = 0.0, sum_per_token = 0.0, sum_per_output = 0.0;
   int64_t with_output = 0;
   for (const RequestResult& r : results) {
+    const int64_t in = r.prompt_tokens.value_or(r.prompt_len);
+    m.input_lens.push_back(in);
     if (!r.success) {
       m.output_lens.push_back(0);
       ++m.failed;
+      if (r.client_side) ++m.failed_client_side;
       continue;
     }
     const int64_t out = r.output_tokens ? *r.output_tokens : count_tokens(r.generated_text);
     m.output_lens.push_back(out);
-    m.total_input += r.prompt_len;
+    m.total_input += in;
     m.total_output += out;
     double tpot = 0.0;  // ≤ 1 output token: 0 for goodput, not in the TPOT figures
     if (out > 1) {
@@ -100,8 +103,7 @@ BenchmarkMetrics calculate_metrics(const std::vector<RequestResult>& results, do
       if (ok) ++good;
     }
     sum_latency += r.latency;
-    if (r.prompt_len + out > 0)
-      sum_per_token += r.latency / static_cast<double>(r.prompt_len + out);
+    if (in + out > 0) sum_per_token += r.latency / static_cast<double>(in + out);
     if (out > 0) {
       sum_per_output += r.latency / static_cast<double>(out);
       ++with_output;

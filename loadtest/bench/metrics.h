@@ -5,11 +5,11 @@
 //   TPOT  per request, (latency − TTFT) / (output tokens − 1), requests with
 //         more than one output token only;
 //   E2EL  send → the last output chunk (the request's latency).
-// Only successful requests count. Output tokens: the server's usage
-// (completion_tokens) when it sent one, else the tokenizer's count of the
-// generated text. Mean, median, standard deviation (population) and
-// percentiles (linear interpolation, numpy's default) in milliseconds; an
-// empty set gives 0 for each, as numpy's np.mean(ttfts or 0) does.
+// Only successful requests count. Input tokens: the server's usage
+// (prompt_tokens) when it sent one, else the dataset's prompt_len. Output tokens: the server's
+// usage (completion_tokens) when it sent one, else the tokenizer's count of the generated text.
+// Mean, median, standard deviation (population) and percentiles (linear interpolation, numpy's
+// default) in milliseconds; an empty set gives 0 for each, as numpy's np.mean(ttfts or 0) does.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,10 +28,13 @@ struct RequestResult {
   std::vector<double> itl;               // gaps between consecutive output chunks
   double latency = 0.0;                  // send → last output chunk (E2EL)
   int64_t prompt_len = 0;                // the dataset's prompt length
+  std::optional<int64_t> prompt_tokens;  // the server's usage.prompt_tokens
   std::optional<int64_t> output_tokens;  // the server's usage.completion_tokens
   std::string generated_text;
   std::string request_id;  // the response's id ("" when none was seen)
   std::string error;       // why it failed ("" on success)
+  bool client_side = false;  // failed on the client's machine (is_client_side_error)
+  bool timed_out = false;    // the request's deadline (--request-timeout) passed
 };
 
 // The p-th percentile (p in [0, 100]) of ascending `sorted` by linear
@@ -62,13 +65,15 @@ GoodputSlo parse_goodput(const std::vector<std::string>& pairs);
 struct BenchmarkMetrics {
   int64_t completed = 0;
   int64_t failed = 0;
-  int64_t total_input = 0;              // prompt_len summed over completed requests
+  int64_t failed_client_side = 0;       // of `failed`, those with client_side set
+  int64_t total_input = 0;              // input tokens summed over completed requests
   int64_t total_output = 0;             // output tokens summed over completed requests
   double request_throughput = 0.0;      // completed / duration, req/s
   double request_goodput = 0.0;         // good / duration, req/s
   double output_throughput = 0.0;       // total_output / duration, tok/s
   double total_token_throughput = 0.0;  // (total_input + total_output) / duration, tok/s
   Distribution ttft, tpot, itl, e2el;
+  std::vector<int64_t> input_lens;   // per request: usage.prompt_tokens, else prompt_len
   std::vector<int64_t> output_lens;  // per request (0 for a failed one)
   // The seed's table (vLLM's first benchmark_serving.py), completed
   // requests, seconds: mean latency, mean latency / (prompt + output

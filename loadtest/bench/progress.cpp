@@ -56,7 +56,7 @@ void ProgressBar::update(int64_t n) {
 
 void ProgressBar::close() {
   if (!enabled_ || closed_) return;
-  draw();
+  if (drawn_done_ != done_) draw();  // the last update drew the final state already
   std::fputc('\n', out_);
   std::fflush(out_);
   closed_ = true;
@@ -64,6 +64,7 @@ void ProgressBar::close() {
 
 void ProgressBar::draw() {
   last_draw_ = std::chrono::steady_clock::now();
+  drawn_done_ = done_;
   const double elapsed = std::chrono::duration<double>(last_draw_ - start_).count();
   std::fprintf(out_, "\r%s", format_progress(done_, total_, elapsed).c_str());
   std::fflush(out_);

@@ -19,13 +19,15 @@ class ProgressBar {
   ProgressBar(int64_t total, bool enabled, std::FILE* out = stderr);
   // n more items done; redraws at most every 100 ms, and at the last item.
   void update(int64_t n = 1);
-  // Draws the final state and ends the line (once).
+  // Draws the final state unless the last frame already shows it, and ends
+  // the line (once).
   void close();
 
  private:
   void draw();
   int64_t total_;
   int64_t done_ = 0;
+  int64_t drawn_done_ = -1;  // done_ when last drawn
   bool enabled_;
   bool closed_ = false;
   std::FILE* out_;

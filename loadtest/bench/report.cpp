@@ -42,6 +42,8 @@ std::string format_summary(const BenchmarkMetrics& m, double duration_s, const R
   std::string s = fmt::format("{:=^50}\n", " Serving Benchmark Result ");
   s += row("Successful requests:", fmt::format("{}", m.completed));
   s += row("Failed requests:", fmt::format("{}", m.failed));
+  if (m.failed_client_side > 0)
+    s += row("  of which client-side:", fmt::format("{}", m.failed_client_side));
   if (opt.max_concurrency > 0)
     s += row("Maximum request concurrency:", fmt::format("{}", opt.max_concurrency));
   s += row("Benchmark duration (s):", fmt::format("{:.2f}", duration_s));
@@ -83,6 +85,7 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestR
   j["duration"] = duration_s;
   j["completed"] = m.completed;
   j["failed"] = m.failed;
+  j["failed_client_side"] = m.failed_client_side;
   j["total_input_tokens"] = m.total_input;
   j["total_output_tokens"] = m.total_output;
   j["request_throughput"] = m.request_throughput;
@@ -106,7 +109,8 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestR
     reqs.push_back({{"request_id", r.request_id},
                     {"success", r.success},
                     {"start", r.start},
-                    {"prompt_len", r.prompt_len},
+                    {"prompt_len", i < m.input_lens.size() ? m.input_lens[i] : r.prompt_len},
+                    {"dataset_prompt_len", r.prompt_len},
                     {"output_len", i < m.output_lens.size() ? m.output_lens[i] : 0},
                     {"ttft", r.ttft},
                     {"itl", r.itl},
@@ -117,8 +121,9 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestR
   if (detailed) {
     json input_lens = json::array(), ttfts = json::array(), itls = json::array(),
          texts = json::array(), errors = json::array();
-    for (const RequestResult& r : results) {
-      input_lens.push_back(r.prompt_len);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const RequestResult& r = results[i];
+      input_lens.push_back(i < m.input_lens.size() ? m.input_lens[i] : r.prompt_len);
       ttfts.push_back(r.ttft);
       itls.push_back(r.itl);
       texts.push_back(r.generated_text);
@@ -132,6 +137,12 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestR
     j["errors"] = std::move(errors);
   }
   return j;
+}
+
+std::string dump_result(const nlohmann::json& j) {
+  // Servers' error texts may not be UTF-8: replace what is not (U+FFFD)
+  // rather than throw after the whole run.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace pagoda::bench

@@ -18,7 +18,8 @@ struct ReportOptions {
 };
 
 // vLLM's "============ Serving Benchmark Result ============" table
-// (successful and failed requests, duration, tokens, throughputs, then a
+// (successful and failed requests, with "  of which client-side:" when
+// some failed on the client's machine (EMFILE...), duration, tokens, throughputs, then a
 // section per selected metric: mean, median, each percentile, in ms),
 // followed by the seed's table (vLLM's first benchmark_serving.py: Total
 // time, Throughput, Average latency, per token, per output token).
@@ -26,11 +27,17 @@ std::string format_summary(const BenchmarkMetrics& m, double duration_s, const R
 
 // The result file: vLLM's keys (duration, completed, total_input_tokens,
 // ..., mean_/median_/std_/pNN_<metric>_ms for every metric) plus `failed`,
-// the seed's three averages, and `requests`: every request's request_id,
-// success, start, prompt_len, output_len, ttft, itl, latency (seconds) and
-// error. detailed: also vLLM's per-request lists (input_lens, output_lens,
-// ttfts, itls, generated_texts, errors).
+// `failed_client_side`, the seed's three averages, and `requests`: every
+// request's request_id, success, start, prompt_len (the server's
+// usage.prompt_tokens when it sent one, else the dataset's),
+// dataset_prompt_len, output_len, ttft, itl, latency (seconds) and error. detailed: also vLLM's
+// per-request lists (input_lens, output_lens, ttfts, itls, generated_texts, errors).
 nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestResult>& results,
                            double duration_s, const ReportOptions& opt, bool detailed);
+
+// The result file's text: j indented by 2, a newline at the end; bytes
+// that are not UTF-8 (a server's error body) become U+FFFD instead of
+// throwing.
+std::string dump_result(const nlohmann::json& j);
 
 }  // namespace pagoda::bench

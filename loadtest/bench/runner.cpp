@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -79,8 +80,10 @@ RunOutput run_benchmark(const std::vector<SampleRequest>& samples, const RunConf
   auto schedule = [&]() -> net::awaitable<void> {
     net::steady_timer timer(ioc);
     for (size_t i = 0; i < samples.size(); ++i) {
-      const auto at = origin + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(times[i]));
+      // times[i] <= kMaxScheduleS (arrival_times), so this fits the clock.
+      const auto at =
+          origin + std::chrono::duration_cast<Clock::duration>(
+                       std::chrono::duration<double>(std::min(times[i], kMaxScheduleS)));
       if (at > Clock::now()) {
         timer.expires_at(at);
         co_await timer.async_wait(net::use_awaitable);

@@ -97,5 +97,16 @@ TEST(BenchArrival, RejectsBadRates) {
   EXPECT_THROW(arrival_times(3, std::nan(""), 1.0, 0), std::invalid_argument);
 }
 
+// So low a rate that the send times do not fit the clock (the runner's
+// duration_cast overflowed and sent everything at once): rejected.
+TEST(BenchArrival, RejectsRatesTooLowForTheClock) {
+  EXPECT_THROW(arrival_times(2, 1e-12, 1.0, 0), std::invalid_argument);
+  EXPECT_THROW(arrival_times(2, 1e-15, 1.0, 7), std::invalid_argument);
+  EXPECT_NO_THROW(arrival_times(1, 1e-12, 1.0, 0));  // one request: sent at 0
+  const std::vector<double> slow = arrival_times(3, 1e-5, 1.0, 0);
+  EXPECT_LE(slow.back(), kMaxScheduleS);
+  EXPECT_GT(slow.back(), 0.0);
+}
+
 }  // namespace
 }  // namespace pagoda::bench

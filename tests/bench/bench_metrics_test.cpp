@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
 
 #include "loadtest/bench/metrics.h"
@@ -119,6 +121,56 @@ TEST(BenchMetrics, AllFailedGivesZerosNotNaN) {
   EXPECT_EQ(m.request_throughput, 0);
 }
 
+TEST(BenchMetrics, ServerPromptTokensPreferredAndClientSideFailuresCounted) {
+  RequestResult a;
+  a.success = true;
+  a.prompt_len = 10;
+  a.prompt_tokens = 13;  // the server's usage
+  a.output_tokens = 2;
+  a.latency = 1.0;
+  RequestResult b = a;
+  b.prompt_tokens.reset();  // no usage: the dataset's count
+  RequestResult c;
+  c.error = "client-side: Too many open files";
+  c.client_side = true;
+  RequestResult d;
+  d.error = "Connection refused";
+  BenchmarkMetrics m = calculate_metrics({a, b, c, d}, 1.0, four_tokens, {99}, {});
+  EXPECT_EQ(m.total_input, 23);
+  EXPECT_EQ(m.input_lens, (std::vector<int64_t>{13, 10, 0, 0}));
+  EXPECT_EQ(m.failed, 2);
+  EXPECT_EQ(m.failed_client_side, 1);
+  ReportOptions o;
+  o.percentile_metrics = {"ttft"};
+  const std::string s = format_summary(m, 1.0, o);
+  EXPECT_NE(s.find(fmt::format("{:<40} {:<10}\n", "  of which client-side:", "1")),
+            std::string::npos)
+      << s;
+  nlohmann::json j = result_json(m, {a, b, c, d}, 1.0, o, false);
+  EXPECT_EQ(j["failed_client_side"], 1);
+  EXPECT_EQ(j["requests"][0]["prompt_len"], 13);
+  EXPECT_EQ(j["requests"][0]["dataset_prompt_len"], 10);
+  // No client-side failure: no such row.
+  m = calculate_metrics({a, d}, 1.0, four_tokens, {99}, {});
+  EXPECT_EQ(format_summary(m, 1.0, o).find("client-side"), std::string::npos);
+}
+
+TEST(BenchReport, ResultFileSurvivesTextThatIsNotUtf8) {
+  RequestResult bad;
+  bad.error = "HTTP 500: \xff\xfe oops";  // Latin-1 bytes from a server
+  RequestResult split;
+  split.error = "HTTP 500: x\xc3";  // a two-byte character cut after its first byte
+  BenchmarkMetrics m = calculate_metrics({bad, split}, 1.0, four_tokens, {99}, {});
+  ReportOptions o;
+  nlohmann::json j = result_json(m, {bad, split}, 1.0, o, true);
+  std::string text;
+  ASSERT_NO_THROW(text = dump_result(j));
+  const nlohmann::json back = nlohmann::json::parse(text);
+  EXPECT_EQ(back["requests"][0]["error"], "HTTP 500: \xef\xbf\xbd\xef\xbf\xbd oops");
+  EXPECT_EQ(back["requests"][1]["error"], "HTTP 500: x\xef\xbf\xbd");
+  EXPECT_EQ(text.back(), '\n');
+}
+
 TEST(BenchReport, SummaryHasVllmsRowsAndTheSeedsTable) {
   BenchmarkMetrics m =
       calculate_metrics(four_requests(), 2.0, four_tokens, {99}, parse_goodput({"ttft:250"}));
@@ -178,6 +230,30 @@ TEST(BenchProgress, FormatsLikeTqdm) {
   // Half a cell: an eighth-block glyph; slow rates in s/it.
   EXPECT_EQ(format_progress(1, 80, 4.0, 10).substr(0, 8), "  1%|▏");
   EXPECT_NE(format_progress(1, 80, 4.0, 10).find("4.00s/it"), std::string::npos);
+}
+
+TEST(BenchProgress, FinalFrameDrawnOnce) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    ProgressBar bar(3, true, f);  // draws the 0/3 frame
+    bar.update();
+    bar.update();
+    bar.update();  // the last item: draws 3/3
+    bar.close();   // already drawn: only the newline
+    bar.close();
+  }
+  std::rewind(f);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  size_t finals = 0;
+  for (size_t at = out.find("3/3"); at != std::string::npos; at = out.find("3/3", at + 1)) ++finals;
+  EXPECT_EQ(finals, 1u) << out;
+  EXPECT_EQ(out.back(), '\n');
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
 }
 
 }  // namespace

@@ -85,6 +85,86 @@ TEST(BenchStream, ErrorsThrow) {
                std::runtime_error);
 }
 
+TEST(BenchStream, UsagePromptTokensAreKept) {
+  RequestResult r;
+  StreamFolder f(Backend::kOpenAI, 0.0);
+  f.add(R"({"id":"c","choices":[{"text":"a"}]})", 0.1, r);
+  f.add(R"({"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":1}})", 0.2, r);
+  EXPECT_EQ(r.prompt_tokens, 12);
+  RequestResult w;
+  StreamFolder ws(Backend::kPagodaWs, 0.0);
+  ws.add(R"({"type":"delta","id":"x","seq":1,"index":0,"text":"a"})", 0.1, w);
+  ws.add(
+      R"({"type":"done","id":"x","finish_reason":"length","usage":{"prompt_tokens":7,"completion_tokens":1}})",
+      0.2, w);
+  EXPECT_EQ(w.prompt_tokens, 7);
+  EXPECT_EQ(w.request_id, "x");  // the client's message id: /v1/ws sends no server id
+}
+
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();  // the strict handler throws on invalid UTF-8
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
+
+TEST(BenchStream, ExcerptNeverCutsACharacter) {
+  const std::string e = "\xc3\xa9";  // é: two bytes
+  const std::string text = "x" + [&] {
+    std::string s;
+    for (int i = 0; i < 400; ++i) s += e;
+    return s;
+  }();
+  // Byte 300 is the second byte of an é: cut before it.
+  const std::string cut = excerpt(text);
+  EXPECT_TRUE(valid_utf8(cut)) << cut;
+  EXPECT_EQ(cut.size(), 299u + 3u);
+  EXPECT_EQ(cut.substr(cut.size() - 3), "...");
+  EXPECT_EQ(excerpt("short"), "short");
+  // Not UTF-8 at all (Latin-1): cut at the byte count, left as it is.
+  EXPECT_EQ(excerpt(std::string(400, '\xe9')).size(), 303u);
+  // A payload that is not JSON: the error quotes it, still valid UTF-8.
+  RequestResult r;
+  StreamFolder f(Backend::kOpenAI, 0.0);
+  try {
+    f.add("x" + text, 0.1, r);
+    FAIL();
+  } catch (const std::runtime_error& err) {
+    EXPECT_TRUE(valid_utf8(err.what())) << err.what();
+  }
+}
+
+TEST(BenchStream, ClientSideErrors) {
+  namespace errc = boost::system::errc;
+  EXPECT_TRUE(is_client_side_error(errc::make_error_code(errc::too_many_files_open)));
+  EXPECT_TRUE(is_client_side_error(errc::make_error_code(errc::address_not_available)));
+  EXPECT_FALSE(is_client_side_error(errc::make_error_code(errc::connection_refused)));
+  EXPECT_FALSE(is_client_side_error(errc::make_error_code(errc::connection_reset)));
+}
+
+TEST(BenchStream, BaseUrlAsVllmJoinsIt) {
+  BaseUrl u = parse_base_url("http://127.0.0.1:8123");
+  EXPECT_EQ(u.host, "127.0.0.1");
+  EXPECT_EQ(u.port, 8123);
+  EXPECT_EQ(u.path, "");
+  u = parse_base_url("http://h:9000/v1/");
+  EXPECT_EQ(u.host, "h");
+  EXPECT_EQ(u.port, 9000);
+  EXPECT_EQ(u.path, "/v1");
+  u = parse_base_url("http://example.com");
+  EXPECT_EQ(u.port, 80);
+  u = parse_base_url("http://[::1]:8000/x");
+  EXPECT_EQ(u.host, "::1");
+  EXPECT_EQ(u.port, 8000);
+  EXPECT_EQ(u.path, "/x");
+  for (const char* bad :
+       {"http://127.0.0.1:8123abc", "http://h:0", "http://h:65536", "http://h:", "http://:80",
+        "https://h:443", "h:80", "http://h:80?x=1", "http://[::1", "http://h:-1"})
+    EXPECT_THROW(parse_base_url(bad), std::invalid_argument) << bad;
+}
+
 TEST(BenchStream, RequestBodies) {
   SampleRequest s;
   s.prompt = "Once upon";

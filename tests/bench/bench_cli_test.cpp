@@ -1,0 +1,124 @@
+// pagoda-bench's command line: usage errors exit 2 with a readable message
+// (argparse's status; CLI11's own codes are 100+), and options the result
+// file needs are checked before anything is sent. Runs the binary.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModel = PAGODA_SOURCE_DIR "/models/stories260K";
+
+struct Ran {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+Ran bench(const std::string& args, const std::string& prefix = "") {
+  const std::string cmd = fmt::format("{}'{}' serve --model '{}' --disable-tqdm {} 2>&1", prefix,
+                                      PAGODA_BENCH_BIN, kModel, args);
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  Ran r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// A port with nothing listening (bound, then closed).
+uint16_t closed_port() {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+const std::string kRandom = "--dataset-name random --random-input-len 16 --random-output-len 4";
+
+TEST(BenchCli, UsageErrorsExit2WithReadableMessages) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--random-output-len 0", "--random-output-len: must be >= 1, got 0"},
+      {"--random-input-len x1", "--random-input-len: must be a number, got 'x1'"},
+      {"--no-such-option", "no-such-option"},
+      {"--backend nope", "--backend"},
+      {"--max-concurrency -1", "--max-concurrency: must be >= 0, got -1"},
+      {"--request-timeout 0", "--request-timeout must be > 0"},
+      {"--request-timeout -5", "--request-timeout must be > 0"},
+      {"--request-timeout 0.0001", "at least 0.001 seconds"},
+      {"--metric-percentiles abc", "--metric-percentiles: 'abc' is not a number"},
+      {"--metadata foo", "--metadata takes KEY=VALUE, got 'foo'"},
+      {"--base-url http://127.0.0.1:8123abc", "port '8123abc'"},
+      {"--base-url https://127.0.0.1:8123", "https is not supported"},
+      {"--request-rate 1e-12", "--request-rate 1e-12 is too low"},
+      {"--base-url http://no-such-host.invalid:80", "cannot resolve host 'no-such-host.invalid'"},
+  };
+  for (const Case& c : cases) {
+    const Ran r = bench(kRandom + " --num-prompts 2 " + c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("1797693"), std::string::npos) << r.out;           // no DBL_MAX
+    EXPECT_EQ(r.out.find("boost/"), std::string::npos) << r.out;            // no source location
+    EXPECT_EQ(r.out.find("Starting initial"), std::string::npos) << r.out;  // nothing sent
+  }
+  Ran r = bench("--num-prompts 0");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--num-prompts: must be >= 1, got 0"), std::string::npos) << r.out;
+  EXPECT_EQ(bench("--help").status, 0);
+}
+
+TEST(BenchCli, ResultLocationCheckedBeforeTheRun) {
+  const std::string port = std::to_string(closed_port());
+  const std::string base =
+      kRandom + " --num-prompts 2 --skip-initial-test --base-url http://127.0.0.1:" + port;
+  // Unwritable: a file inside a directory that does not exist (and cannot,
+  // under a regular file).
+  const fs::path dir = fs::temp_directory_path() / fmt::format("pagoda_bench_cli_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    std::FILE* f = std::fopen((dir / "plain").c_str(), "w");
+    std::fclose(f);
+  }
+  Ran r = bench(base + " --result-filename " + (dir / "plain" / "x.json").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot write the result file"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Serving Benchmark Result"), std::string::npos) << r.out;
+  // A missing --result-dir is created (vLLM's os.makedirs), the file lands there.
+  const fs::path made = dir / "a" / "b";
+  r = bench(base + " --result-dir " + made.string() + " --result-filename out.json");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(fs::exists(made / "out.json")) << r.out;
+  // --metadata is checked first too (and then recorded).
+  r = bench(base + " --metadata foo --result-filename " + (dir / "m.json").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "m.json"));
+  fs::remove_all(dir);
+}
+
+TEST(BenchCli, LowOpenFileLimitWarnsAndCountsClientSideFailures) {
+  const std::string port = std::to_string(closed_port());
+  // 300 requests at once under a limit of 64: a warning first; the
+  // requests that find no descriptor are counted as client-side.
+  const Ran r =
+      bench(kRandom + " --num-prompts 300 --skip-initial-test --base-url http://127.0.0.1:" + port,
+            "ulimit -n 64 && ");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("open-file limit is 64"), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("open-file limit is 64"), r.out.find("Serving Benchmark Result")) << r.out;
+  EXPECT_NE(r.out.find("of which client-side:"), std::string::npos) << r.out;
+}
+
+}  // namespace
