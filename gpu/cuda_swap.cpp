@@ -39,18 +39,11 @@ void CudaBackend::free_host_kv_cache(HostKVCache& h) {
 
 void CudaBackend::swap(std::span<const LayerKVCache> device, const HostKVCache& host,
                        std::span<const BlockSwap> pairs, bool to_host) {
-  const size_t bb = host.block_bytes;
-  for (const BlockRun& r : block_runs(pairs))
-    for (size_t l = 0; l < device.size(); ++l)
-      for (int kv = 0; kv < 2; ++kv) {
-        std::byte* dev = static_cast<std::byte*>(kv == 0 ? device[l].k.data : device[l].v.data) +
-                         static_cast<size_t>(r.device) * bb;
-        std::byte* hst = host.at(static_cast<int64_t>(l), kv, r.host);
-        const size_t n = static_cast<size_t>(r.count) * bb;
-        PAGODA_CUDA_CHECK(cudaMemcpyAsync(
-            to_host ? static_cast<void*>(hst) : dev, to_host ? static_cast<void*>(dev) : hst, n,
-            to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream_));
-      }
+  for_each_swap_range(device, host, pairs, [&](std::byte* dev, std::byte* hst, size_t n) {
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(
+        to_host ? static_cast<void*>(hst) : dev, to_host ? static_cast<void*>(dev) : hst, n,
+        to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream_));
+  });
 }
 
 void CudaBackend::swap_out(std::span<const LayerKVCache> device, const HostKVCache& host,

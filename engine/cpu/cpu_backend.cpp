@@ -42,19 +42,12 @@ void expect_2d(const std::string& op, const char* arg, const Tensor& t, int64_t 
 class CpuBackend final : public Backend {
   static void swap(std::span<const LayerKVCache> device, const HostKVCache& host,
                    std::span<const BlockSwap> pairs, bool to_host) {
-    const size_t bb = host.block_bytes;
-    for (const BlockRun& r : block_runs(pairs))
-      for (size_t l = 0; l < device.size(); ++l)
-        for (int kv = 0; kv < 2; ++kv) {
-          std::byte* dev = static_cast<std::byte*>(kv == 0 ? device[l].k.data : device[l].v.data) +
-                           static_cast<size_t>(r.device) * bb;
-          std::byte* hst = host.at(static_cast<int64_t>(l), kv, r.host);
-          const size_t n = static_cast<size_t>(r.count) * bb;
-          if (to_host)
-            std::memcpy(hst, dev, n);
-          else
-            std::memcpy(dev, hst, n);
-        }
+    for_each_swap_range(device, host, pairs, [to_host](std::byte* dev, std::byte* hst, size_t n) {
+      if (to_host)
+        std::memcpy(hst, dev, n);
+      else
+        std::memcpy(dev, hst, n);
+    });
   }
 
  public:

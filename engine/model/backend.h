@@ -88,6 +88,21 @@ struct HostKVCache {
   }
 };
 
+// Calls copy(device_bytes, host_bytes, n) for every contiguous range a
+// swap moves: per run of consecutive pairs (block_runs), per layer, K then
+// V (the backends' swap_out / swap_in copy each range their own way).
+template <typename Copy>
+void for_each_swap_range(std::span<const LayerKVCache> device, const HostKVCache& host,
+                         std::span<const BlockSwap> pairs, Copy&& copy) {
+  const size_t bb = host.block_bytes;
+  for (const BlockRun& r : block_runs(pairs))
+    for (size_t l = 0; l < device.size(); ++l)
+      for (int kv = 0; kv < 2; ++kv)
+        copy(static_cast<std::byte*>(kv == 0 ? device[l].k.data : device[l].v.data) +
+                 static_cast<size_t>(r.device) * bb,
+             host.at(static_cast<int64_t>(l), kv, r.host), static_cast<size_t>(r.count) * bb);
+}
+
 // Checks a swap's arguments (Backend::swap_out / swap_in): one device cache
 // per host layer, block sizes equal, every id in range. Throws
 // std::invalid_argument naming `op` and the first problem.
