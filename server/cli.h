@@ -25,7 +25,8 @@ struct ServeArgs {
   double slow_reader_timeout_s = 30.0;
   // Preprocessing (issue 12): the worker pool and the per-request bounds.
   int preprocess_threads = 2;
-  int max_preprocess_queue = 128;
+  int max_preprocess_queue = 65536;  // vLLM has no such bound: a rate-inf benchmark_serving run
+                                     // queues every prompt at once
   int64_t max_seqs_per_request = 1024;
   int64_t max_chat_messages = 2048;
   double shutdown_timeout_s = 0.0;      // --shutdown-timeout: running requests may finish (vLLM's)

@@ -296,7 +296,7 @@ int run(const Args& a) {
   ro.request_rate = a.request_rate;
   ro.burstiness = a.burstiness;
   ro.max_concurrency = a.max_concurrency;
-  std::cout << format_summary(m, run.duration_s, ro) << std::flush;
+  std::cout << format_summary(m, run.duration_s, ro) << format_errors(run.results) << std::flush;
   if (m.failed_client_side > 0)
     std::cerr << fmt::format(
         "pagoda-bench: warning: {} of the {} failed requests failed on this machine, not the "

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace pagoda::bench {
 
@@ -137,6 +139,21 @@ nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestR
     j["errors"] = std::move(errors);
   }
   return j;
+}
+
+std::string format_errors(const std::vector<RequestResult>& results, size_t limit) {
+  std::map<std::string, int64_t> counts;
+  for (const RequestResult& r : results)
+    if (!r.success) ++counts[r.error.substr(0, 200)];
+  if (counts.empty()) return "";
+  std::vector<std::pair<std::string, int64_t>> sorted(counts.begin(), counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string s = "Errors of the failed requests (most common first):\n";
+  for (size_t i = 0; i < sorted.size() && i < limit; ++i)
+    s += fmt::format("  {} x {}\n", sorted[i].second, sorted[i].first);
+  if (sorted.size() > limit) s += fmt::format("  ... and {} other texts\n", sorted.size() - limit);
+  return s;
 }
 
 std::string dump_result(const nlohmann::json& j) {

@@ -35,6 +35,13 @@ std::string format_summary(const BenchmarkMetrics& m, double duration_s, const R
 nlohmann::json result_json(const BenchmarkMetrics& m, const std::vector<RequestResult>& results,
                            double duration_s, const ReportOptions& opt, bool detailed);
 
+// The failed requests' errors, most common first, one line each
+// ("  780 × HTTP 503: ..."; each text cut to 200 bytes), at most `limit`
+// distinct texts and a last line counting the others; "" when none failed.
+// Printed after the summary so a run with failures says why (vLLM keeps
+// them only in the result file).
+std::string format_errors(const std::vector<RequestResult>& results, size_t limit = 3);
+
 // The result file's text: j indented by 2, a newline at the end; bytes
 // that are not UTF-8 (a server's error body) become U+FFFD instead of
 // throwing.

@@ -155,6 +155,24 @@ TEST(BenchMetrics, ServerPromptTokensPreferredAndClientSideFailuresCounted) {
   EXPECT_EQ(format_summary(m, 1.0, o).find("client-side"), std::string::npos);
 }
 
+TEST(BenchReport, ErrorsAreListedMostCommonFirst) {
+  RequestResult ok;
+  ok.success = true;
+  RequestResult busy;
+  busy.error = "HTTP 503: queue full";
+  RequestResult refused;
+  refused.error = "Connection refused";
+  EXPECT_EQ(format_errors({ok, ok}), "");
+  EXPECT_EQ(format_errors({refused, busy, ok, busy}),
+            "Errors of the failed requests (most common first):\n  2 x HTTP 503: queue full\n"
+            "  1 x Connection refused\n");
+  RequestResult other;
+  other.error = "HTTP 500: x";
+  EXPECT_EQ(format_errors({refused, busy, other}, 2),
+            "Errors of the failed requests (most common first):\n  1 x Connection refused\n"
+            "  1 x HTTP 500: x\n  ... and 1 other texts\n");
+}
+
 TEST(BenchReport, ResultFileSurvivesTextThatIsNotUtf8) {
   RequestResult bad;
   bad.error = "HTTP 500: \xff\xfe oops";  // Latin-1 bytes from a server
