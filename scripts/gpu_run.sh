@@ -97,6 +97,16 @@ if [ "$BENCH" = 1 ] && [ "$SINGLE" = 1 ] && [ -d "$PRESETS" ]; then
   note_rc $? "sampler bench"
   grep -E "^\| GpuSampler" "$OUT/sampler.md" >> "$OUT/engine.md"
   engine_bench engine.md chinese-alpaca-2-7b Chinese-Alpaca-2-7B chinese-alpaca-2-7b chinese-llama-2 --no-prefill
+  # Issue 14's table: the served decode step at batch 1..256, contexts 512 / 2048, against its roofline.
+  for p in "llama-2-7b Llama-2-7B" "qwen2-7b-instruct Qwen2-7B"; do
+    set -- $p
+    timeout 240 "$BUILD/pagoda_gpu_bench" --only decode-table --model-dir "$PRESETS/$1" --label "$2" \
+      --out "$OUT/decode-table-$1.md" > "$OUT/decode-table-$1.log" 2>&1
+    note_rc $? "decode table $2"
+  done
+  echo
+  echo "== decode step against its roofline (weights + KV bytes / copy bandwidth)"
+  cat "$OUT"/decode-table-*.md 2>/dev/null | grep -E "decode step|ceiling"
   echo
   echo "== per-op time of one step (Llama-2-7B shape, bf16, CUDA events)"
   cat "$OUT/ops.md"

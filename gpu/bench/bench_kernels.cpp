@@ -3,7 +3,7 @@
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
 //   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only
-//   kernels|model|ops|engine|allreduce|sampler|qgemm]
+//   kernels|model|ops|engine|allreduce|sampler|qgemm|decode-table]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +14,7 @@
 
 #include "engine/model/model_config.h"
 #include "gpu/bench/bench_allreduce.h"
+#include "gpu/bench/bench_decode_table.h"
 #include "gpu/bench/bench_engine.h"
 #include "gpu/bench/bench_model.h"
 #include "gpu/bench/bench_ops.h"
@@ -214,7 +215,9 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--out FILE] [--model-dir DIR] [--only "
-          "kernels|model|ops|engine|allreduce|sampler|qgemm]\n"
+          "kernels|model|ops|engine|allreduce|sampler|qgemm|decode-table]\n"
+          "  decode-table: --model-dir DIR [--label NAME]: the served decode step at batch 1..256,\n"
+          "          contexts 512 and 2048, against weight + KV bytes / copy bandwidth\n"
           "  qgemm: int4 linears against cuBLASLt bf16 on Llama-2-7B's shapes, M = 64 .. 2048\n"
           "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] "
           "[--enforce-eager]\n"
@@ -239,7 +242,8 @@ int main(int argc, char** argv) {
     print_table(rows, stdout);
     return 0;
   }
-  if (only == "engine" || only == "ops" || only == "allreduce" || only == "sampler") {
+  if (only == "engine" || only == "ops" || only == "allreduce" || only == "sampler" ||
+      only == "decode-table") {
     if (model_dir.empty()) {
       std::fprintf(stderr, "--only %s needs --model-dir\n", only.c_str());
       return 2;
@@ -249,6 +253,8 @@ int main(int argc, char** argv) {
     try {
       if (only == "ops") {
         bench_ops(model_dir, rows);
+      } else if (only == "decode-table") {
+        bench_decode_table(model_dir, eb.label.empty() ? model_dir : eb.label, rows);
       } else if (only == "sampler") {
         bench_sampler(ModelConfig::from_dir(model_dir).vocab_size, 256, rows);
       } else if (only == "allreduce") {
