@@ -35,6 +35,7 @@ SchedulerConfig scheduler_config(const EngineConfig& c, const Tokenizer& tok) {
   s.max_num_batched_tokens = c.max_num_batched_tokens;
   s.max_model_len = c.max_model_len;
   s.max_prompt_logprob_tokens = c.max_prompt_logprob_tokens;
+  s.long_prefill_token_threshold = c.long_prefill_token_threshold;
   s.eos_token_ids = c.eos_token_ids;
   s.preemption_mode = c.preemption_mode;
   if (s.eos_token_ids.empty() && tok.eos_token_id()) s.eos_token_ids.push_back(*tok.eos_token_id());
@@ -61,6 +62,8 @@ class EngineImpl {
       throw std::invalid_argument(
           "EngineConfig: max_num_seqs, max_num_batched_tokens, "
           "max_model_len and max_prompt_logprob_tokens must be > 0");
+    if (config.long_prefill_token_threshold < 0)
+      throw std::invalid_argument("EngineConfig: long_prefill_token_threshold must be >= 0");
     published.kv_blocks_total = blocks.num_blocks();
     local.kv_blocks_total = blocks.num_blocks();
     published.cpu_kv_blocks_total = host_blocks.num_blocks();

@@ -52,6 +52,9 @@ struct EngineConfig {
   // the CPU backend scores them (one 4000-token Qwen2 prompt took 2.4 GB at
   // once; 256 rows are ~155 MB), on the device as score rows with CUDA.
   int64_t max_prompt_logprob_tokens = 256;
+  // --long-prefill-token-threshold (SchedulerConfig): > 0 caps one
+  // sequence's prefill tokens per step; 0 = off.
+  int64_t long_prefill_token_threshold = 0;
   // --enable-prefix-caching / --no-enable-prefix-caching (vLLM v1: on by
   // default): full KV blocks are kept by the hash of their tokens and every
   // token before them, and a new sequence starts from the longest cached

@@ -37,6 +37,9 @@ pagoda::EngineArgs engine_args(const json& a) {
   get("max_model_len", e.max_model_len);
   get("max_num_seqs", e.max_num_seqs);
   get("max_num_batched_tokens", e.max_num_batched_tokens);
+  get("long_prefill_token_threshold", e.long_prefill_token_threshold);
+  get("swap_space", e.swap_space);
+  get("preemption_mode", e.preemption_mode);
   get("block_size", e.block_size);
   get("seed", e.seed);
   get("chat_template", e.chat_template);

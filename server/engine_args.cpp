@@ -23,6 +23,11 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_option("--max-model-len", a.max_model_len, "Context length (default: config max_position_embeddings)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-num-seqs", a.max_num_seqs, "Most sequences per step")->check(CLI::PositiveNumber);
+  app.add_option("--long-prefill-token-threshold", a.long_prefill_token_threshold,
+                 "Most prompt tokens one request prefills per step (vLLM's flag; 0: off, only "
+                 "--max-num-batched-tokens caps it): bounds how long a step carrying a prefill "
+                 "chunk stalls the decodes batched with it")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step")
       ->check(CLI::PositiveNumber);
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block")->check(CLI::PositiveNumber);
@@ -238,6 +243,7 @@ LoadedModel load_model(const EngineArgs& a) {
   EngineConfig ec;
   ec.max_num_seqs = a.max_num_seqs;
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.long_prefill_token_threshold = a.long_prefill_token_threshold;
   ec.max_model_len = m.max_model_len;
   ec.log_stats = !a.disable_log_stats;
   ec.log_requests = a.enable_log_requests;

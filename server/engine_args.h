@@ -30,6 +30,7 @@ struct EngineArgs {
   int64_t max_model_len = 0;             // 0 → config.max_position_embeddings
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 8192;
+  int64_t long_prefill_token_threshold = 0;  // vLLM's flag; 0 = off
   int64_t block_size = 16;
   uint64_t seed = 0;
   std::string chat_template;             // file path or inline Jinja ("" → tokenizer_config's)

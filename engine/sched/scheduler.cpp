@@ -263,10 +263,18 @@ SchedulerOutput Scheduler::schedule() {
     return c;
   };
 
+  // A prefill longer than long_prefill_token_threshold goes in chunks of
+  // that many (vLLM v1: before the step's budget is applied).
+  const auto cap_long = [&](const Sequence* seq) {
+    const int64_t left = seq->num_tokens() - seq->num_computed_tokens;
+    const int64_t t = config_.long_prefill_token_threshold;
+    return t > 0 ? std::min(left, t) : left;
+  };
+
   // 1. Running sequences: decodes and continuing prefill chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    int64_t n = cap_scored(seq, std::min(seq->num_tokens() - seq->num_computed_tokens, budget));
+    int64_t n = cap_scored(seq, std::min(cap_long(seq), budget));
     if (n == 0) {  // its next chunk waits for the next step
       ++i;
       continue;
@@ -313,7 +321,7 @@ SchedulerOutput Scheduler::schedule() {
          seats_taken + seats(swapped_.front()) <= config_.max_num_seqs) {
     Sequence* seq = swapped_.front();
     const int64_t computed = seq->num_computed_tokens;
-    const int64_t n = cap_scored(seq, std::min(seq->num_tokens() - computed, budget));
+    const int64_t n = cap_scored(seq, std::min(cap_long(seq), budget));
     if (n == 0 || !swap_in(seq, n, out)) break;
     swapped_.pop_front();
     running_.push_back(seq);
@@ -342,7 +350,7 @@ SchedulerOutput Scheduler::schedule() {
       seq->num_computed_tokens = hit;
       seq->num_cached_blocks = hit / blocks_.block_size();
     }
-    int64_t n = cap_scored(seq, std::min(seq->num_tokens() - seq->num_computed_tokens, budget));
+    int64_t n = cap_scored(seq, std::min(cap_long(seq), budget));
     if (n == 0) {
       if (lookup) release_blocks(seq);
       break;

@@ -86,6 +86,11 @@ struct SchedulerConfig {
   // Prompt tokens of prompt_logprobs sequences prefilled per step, in all
   // (EngineConfig::max_prompt_logprob_tokens).
   int64_t max_prompt_logprob_tokens = 256;
+  // vLLM's long_prefill_token_threshold (v1 scheduler): > 0 caps the tokens
+  // one sequence prefills in a step (a longer prompt goes in chunks of this
+  // many), bounding how long a step that carries a prefill chunk stalls the
+  // decodes batched with it; 0: only max_num_batched_tokens caps it.
+  int64_t long_prefill_token_threshold = 0;
   std::vector<int32_t> eos_token_ids;
   // --preemption-mode; unset: vLLM v0's rule (preemption_mode.h). Swap
   // needs the Scheduler's HostBlockPool (without one: recompute).

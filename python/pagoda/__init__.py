@@ -165,11 +165,12 @@ _ENGINE_ARGS = {
     "served_model_name", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
     "seed", "chat_template", "device", "dtype", "load_format", "gpu_memory_utilization",
     "num_gpu_blocks_override", "kv_cache_memory", "enforce_eager", "enable_prefix_caching",
-    "disable_log_stats", "tensor_parallel_size", "quantization",
+    "disable_log_stats", "tensor_parallel_size", "quantization", "long_prefill_token_threshold",
+    "swap_space", "preemption_mode",
 }
 # vLLM's that change nothing here (a local model directory, one process).
 _ENGINE_ARGS_NO_EFFECT = {
-    "tokenizer_mode", "trust_remote_code", "revision", "tokenizer_revision", "swap_space",
+    "tokenizer_mode", "trust_remote_code", "revision", "tokenizer_revision",
     "cpu_offload_gb", "max_seq_len_to_capture", "disable_custom_all_reduce",
     "disable_async_output_proc", "task", "hf_token", "compilation_config",
 }
@@ -206,7 +207,7 @@ class LLM:
     (max_model_len, max_num_seqs, gpu_memory_utilization, tensor_parallel_size,
     quantization, dtype, seed, chat_template, enforce_eager, ...). Arguments
     vLLM has that do nothing for a local model here (trust_remote_code,
-    swap_space, ...) are accepted with a warning; unknown ones raise TypeError.
+    cpu_offload_gb, ...) are accepted with a warning; unknown ones raise TypeError.
     """
 
     def __init__(self, model: str = "", **kwargs: Any) -> None:

@@ -178,3 +178,24 @@ def test_use_tqdm_false_prints_no_bar(llm, capfd):
     assert "Processed prompts" not in capfd.readouterr().err
     llm.generate("Once upon a time", SamplingParams(max_tokens=2))
     assert "Processed prompts: 100%|██████████| 1/1 [" in capfd.readouterr().err
+
+
+def test_scheduling_engine_args_change_the_schedule_not_the_greedy_text():
+    # vLLM's swap_space / preemption_mode / long_prefill_token_threshold are
+    # real engine arguments here (no "no effect" warning): under a KV pool
+    # small enough to preempt and 8-token prefill chunks, greedy output is
+    # the reference's.
+    import warnings
+    cases = greedy_cases()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        small = LLM(model=MODEL, device="cpu", swap_space=0.01, preemption_mode="swap",
+                    long_prefill_token_threshold=8, num_gpu_blocks_override=0,
+                    kv_cache_memory=40 * 20480)  # 40 blocks: one 512-token sequence needs 32
+    prompts = [{"prompt_token_ids": c["prompt_ids"]} for c in cases]
+    params = [SamplingParams(temperature=0, max_tokens=len(c["greedy_ids"])) for c in cases]
+    outs = small.generate(prompts, params, use_tqdm=False)
+    for c, out in zip(cases, outs):
+        assert out.outputs[0].token_ids == c["greedy_ids"]
+    with pytest.raises(Exception, match="preemption"):
+        LLM(model=MODEL, device="cpu", preemption_mode="evict")

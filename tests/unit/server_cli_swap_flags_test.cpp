@@ -71,3 +71,24 @@ TEST(ServerCli, BadSwapFlagValuesAreClearErrors) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// vLLM's --long-prefill-token-threshold (SchedulerConfig): default 0 (off),
+// a value on serve and generate, negative refused naming the flag.
+TEST(ServerCli, LongPrefillTokenThreshold) {
+  Parsed a;
+  parse({"serve"}, a);
+  EXPECT_EQ(a.serve.engine.long_prefill_token_threshold, 0);
+  parse({"serve", "--long-prefill-token-threshold", "512"}, a);
+  EXPECT_EQ(a.serve.engine.long_prefill_token_threshold, 512);
+  Parsed b;
+  parse({"generate", "--prompt", "hi", "--long-prefill-token-threshold=64"}, b);
+  EXPECT_EQ(b.gen.engine.long_prefill_token_threshold, 64);
+  const std::string neg = parse_error({"serve", "--long-prefill-token-threshold", "-1"});
+  EXPECT_NE(neg.find("--long-prefill-token-threshold"), std::string::npos) << neg;
+}
+
+}  // namespace
+}  // namespace pagoda
