@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -251,6 +252,57 @@ class CpuBackend final : public Backend {
     }
   }
 
+  bool implements(BackendOp /*op*/) const override { return true; }
+
+  void attention_ext(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                     const AttentionOptions& opts, Tensor& out) override;
+
+  void head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, int64_t Hq, int64_t Hk,
+                     int64_t D, float eps) override {
+    const std::string op = "head_rms_norm";
+    expect_f32(op, "qkv", qkv);
+    expect_f32(op, "q_w", q_w);
+    expect_f32(op, "k_w", k_w);
+    const int64_t W = (Hq + 2 * Hk) * D;
+    if (qkv.cols() != W)
+      bad(op, "qkv " + qkv.shape_str() + " for " + std::to_string(W) + " columns");
+    if (q_w.numel() != D || k_w.numel() != D)
+      bad(op, "q_w " + q_w.shape_str() + " / k_w " + k_w.shape_str() + " for head_dim " +
+                  std::to_string(D));
+    for (int64_t t = 0; t < qkv.rows(); ++t) {
+      float* row = qkv.ptr<float>() + t * W;
+      cpu::rms_norm_f32(row, q_w.ptr<float>(), eps, row, Hq, D);
+      cpu::rms_norm_f32(row + Hq * D, k_w.ptr<float>(), eps, row + Hq * D, Hk, D);
+    }
+  }
+
+  void gated_act(const Tensor& gate_up, GatedActivation act, Tensor& out) override {
+    if (act == GatedActivation::SiLU) return silu_mul(gate_up, out);
+    expect_f32("gated_act", "gate_up", gate_up);
+    expect_f32("gated_act", "out", out);
+    if (gate_up.cols() % 2 != 0)
+      bad("gated_act", "gate_up " + gate_up.shape_str() + " has an odd width");
+    const int64_t T = gate_up.rows(), I = gate_up.cols() / 2;
+    expect_2d("gated_act", "out", out, T, I);
+    cpu::gelu_tanh_mul_f32(gate_up.ptr<float>(), out.ptr<float>(), T, I);
+  }
+
+  void softcap(Tensor& x, float cap) override {
+    expect_f32("softcap", "x", x);
+    if (!(cap > 0.0f)) bad("softcap", "cap must be positive");
+    float* v = x.ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) v[i] = cap * std::tanh(v[i] / cap);
+  }
+
+  void scale(Tensor& x, float s) override {
+    expect_f32("scale", "x", x);
+    float* v = x.ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) v[i] *= s;
+  }
+
+  void moe(const Tensor& x, const MoeWeights& w, const MoeOptions& opts, Tensor& out) override;
+
  private:
   ThreadPool pool_;
   // Host copies of the last uploaded batch; DeviceBatch tensors point here.
@@ -338,7 +390,59 @@ void CpuBackend::rope_and_cache(const Tensor& qkv, const RopeTable& rope, const 
 
 void CpuBackend::attention(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
                            int64_t Hq, int64_t Hk, int64_t D, float scale, Tensor& out) {
+  attention_ext(q, cache, batch, Hq, Hk, D, scale, AttentionOptions{}, out);
+}
+
+void CpuBackend::moe(const Tensor& x, const MoeWeights& w, const MoeOptions& opts, Tensor& out) {
+  const std::string op = "moe";
+  expect_f32(op, "x", x);
+  expect_f32(op, "out", out);
+  expect_f32(op, "router", w.router);
+  expect_f32(op, "gate_up", w.gate_up);
+  expect_f32(op, "down", w.down);
+  const int64_t T = x.rows(), H = x.cols(), E = w.router.rows();
+  expect_2d(op, "out", out, T, H);
+  expect_2d(op, "router", w.router, E, H);
+  if (w.gate_up.ndim != 3 || w.gate_up.dim(0) != E || w.gate_up.dim(2) != H ||
+      w.gate_up.dim(1) % 2 != 0)
+    bad(op, "gate_up " + w.gate_up.shape_str() + " for " + std::to_string(E) +
+                " experts of hidden " + std::to_string(H));
+  const int64_t I = w.gate_up.dim(1) / 2;
+  if (w.down.ndim != 3 || w.down.dim(0) != E || w.down.dim(1) != H || w.down.dim(2) != I)
+    bad(op, "down " + w.down.shape_str() + " does not match gate_up " + w.gate_up.shape_str());
+  if (opts.top_k < 1 || opts.top_k > E)
+    bad(op, "top_k " + std::to_string(opts.top_k) + " of " + std::to_string(E) + " experts");
+  cpu::MoeArgs a{};
+  a.router = w.router.ptr<float>();
+  a.gate_up = w.gate_up.ptr<float>();
+  a.down = w.down.ptr<float>();
+  a.hidden = H;
+  a.num_experts = E;
+  a.intermediate = I;
+  a.top_k = opts.top_k;
+  a.renormalize = opts.renormalize;
+  if (!w.shared_gate_up.empty()) {
+    expect_f32(op, "shared_gate_up", w.shared_gate_up);
+    expect_f32(op, "shared_down", w.shared_down);
+    expect_f32(op, "shared_gate", w.shared_gate);
+    const int64_t Is = w.shared_gate_up.rows() / 2;
+    expect_2d(op, "shared_gate_up", w.shared_gate_up, 2 * Is, H);
+    expect_2d(op, "shared_down", w.shared_down, H, Is);
+    if (w.shared_gate.numel() != H) bad(op, "shared_gate " + w.shared_gate.shape_str());
+    a.shared_gate_up = w.shared_gate_up.ptr<float>();
+    a.shared_down = w.shared_down.ptr<float>();
+    a.shared_gate = w.shared_gate.ptr<float>();
+    a.shared_intermediate = Is;
+  }
+  cpu::moe_f32(pool_, a, x.ptr<float>(), out.ptr<float>(), T);
+}
+
+void CpuBackend::attention_ext(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                               int64_t Hq, int64_t Hk, int64_t D, float scale,
+                               const AttentionOptions& opts, Tensor& out) {
   const std::string op = "attention";
+  if (opts.sliding_window < 0 || opts.logit_softcap < 0.0f)
+    bad(op, "negative sliding window or soft-cap");
   expect_f32(op, "q", q);
   expect_f32(op, "out", out);
   expect_f32(op, "k cache", cache.k);
@@ -362,6 +466,8 @@ void CpuBackend::attention(const Tensor& q, const LayerKVCache& cache, const Dev
   a.num_kv_heads = Hk;
   a.head_dim = D;
   a.scale = scale;
+  a.sliding_window = opts.sliding_window;
+  a.softcap = opts.logit_softcap;
   // Every block a query reads must be inside its table row and the cache.
   int64_t max_ctx = 0;
   for (int64_t s = 0; s < a.num_seqs; ++s) {

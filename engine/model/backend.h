@@ -129,6 +129,58 @@ inline void check_swap(const char* op, std::span<const LayerKVCache> device,
   }
 }
 
+// Options of Backend::attention_ext beyond plain causal attention.
+struct AttentionOptions {
+  // > 0: the query at position p sees only keys at positions > p - window
+  // (the last `window` positions, itself included), as HF transformers'
+  // sliding_window_overlay (Mistral, Gemma 2's sliding layers). 0: all 0..p.
+  int64_t sliding_window = 0;
+  // > 0: scores s = q·k·scale become cap * tanh(s / cap) before the softmax
+  // (Gemma 2's attn_logit_softcapping). 0: none.
+  float logit_softcap = 0.0f;
+  bool plain() const { return sliding_window == 0 && logit_softcap == 0.0f; }
+};
+
+// Activations of Backend::gated_act (the MLP's gate, HF ACT2FN names).
+enum class GatedActivation {
+  SiLU,      // "silu": x * sigmoid(x) (SwiGLU)
+  GeluTanh,  // "gelu_pytorch_tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeGLU)
+};
+
+// One mixture-of-experts layer's weights (Mixtral's block_sparse_moe,
+// Qwen2-MoE's mlp), E experts of I units each, in act_dtype():
+//  * router [E, H] (nn.Linear layout);
+//  * gate_up [E, 2I, H]: expert e's gate (w1 / gate_proj) rows then its up
+//    (w3 / up_proj) rows; down [E, H, I] (w2 / down_proj);
+//  * optional shared expert (Qwen2-MoE): shared_gate_up [2Is, H],
+//    shared_down [H, Is], shared_gate [1, H]; empty tensors when absent.
+struct MoeWeights {
+  Tensor router, gate_up, down;
+  Tensor shared_gate_up, shared_down, shared_gate;
+};
+
+// Routing of Backend::moe.
+struct MoeOptions {
+  int64_t top_k = 2;
+  // true: the top-k softmax probabilities are divided by their sum
+  // (Mixtral; Qwen2-MoE's norm_topk_prob); false: used as they are.
+  bool renormalize = true;
+};
+
+// Ops beyond the Llama set that a backend may lack; the model asks
+// Backend::implements for each one its config needs and refuses to load,
+// naming them, when one is missing (never a silently wrong result).
+enum class BackendOp {
+  AttentionSlidingWindow,
+  AttentionSoftcap,
+  HeadRmsNorm,
+  GeluTanhMul,
+  Softcap,
+  Scale,
+  Moe,
+};
+const char* backend_op_name(BackendOp op);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -240,7 +292,7 @@ class Backend {
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
 
   // RMSNorm (Zhang & Sennrich 2019): out = x / sqrt(mean(x^2) + eps) * w,
-  // computed in fp32. x, out [T, H]; w [H].
+  // computed in fp32. x, out [T, H]; w [H]. out may alias x.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
 
   // Fused residual add + RMSNorm: residual += x; out = rms_norm(residual).
@@ -276,6 +328,57 @@ class Backend {
 
   // out[l, :] = x[indices[l], :]. x [T, H], indices [L] I32, out [L, H].
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
+
+  // ---- ops of the wider model family (BackendOp) ----------------------
+  // Which of them this backend implements. Default: none; each one below
+  // throws std::logic_error naming the backend unless overridden.
+  virtual bool implements(BackendOp /*op*/) const { return false; }
+
+  // attention() with AttentionOptions (sliding window, score soft-capping);
+  // same shapes. With opts.plain() this is attention().
+  virtual void attention_ext(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                             const AttentionOptions& opts, Tensor& out) {
+    if (opts.plain())
+      return attention(q, cache, batch, num_heads, num_kv_heads, head_dim, scale, out);
+    missing("attention_ext");
+  }
+  // Per-head RMSNorm of q and k inside the fused projection output, in
+  // place (Qwen3's q_norm / k_norm, before rotary): every head vector of
+  // D values of the q part (Hq heads) is normalised and scaled by q_w [D],
+  // every head of the k part (Hk heads) by k_w [D]; the v part is left.
+  // qkv [T, (Hq + 2*Hk) * D]; computed in fp32.
+  virtual void head_rms_norm(Tensor& /*qkv*/, const Tensor& /*q_w*/, const Tensor& /*k_w*/,
+                             int64_t /*num_heads*/, int64_t /*num_kv_heads*/, int64_t /*head_dim*/,
+                             float /*eps*/) {
+    missing("head_rms_norm");
+  }
+  // out = act(gate_up[:, :I]) * gate_up[:, I:]. gate_up [T, 2I], out [T, I].
+  // SiLU is silu_mul().
+  virtual void gated_act(const Tensor& gate_up, GatedActivation act, Tensor& out) {
+    if (act == GatedActivation::SiLU) return silu_mul(gate_up, out);
+    missing("gated_act");
+  }
+  // x = cap * tanh(x / cap), elementwise in place (Gemma 2's final logit
+  // soft-capping). x: any shape, F32 or act_dtype(); cap > 0.
+  virtual void softcap(Tensor& /*x*/, float /*cap*/) { missing("softcap"); }
+  // x *= s, elementwise in place (Gemma's embedding * sqrt(hidden_size)).
+  virtual void scale(Tensor& /*x*/, float /*s*/) { missing("scale"); }
+  // A mixture-of-experts MLP (Mixtral, arXiv:2401.04088; Qwen2-MoE), as HF
+  // transformers computes it: per token, p = softmax(x · routerᵀ) over E
+  // experts in fp32, the top_k largest (renormalised to sum 1 when
+  // opts.renormalize), out = sum_k p_k * down_e(silu(gate_e x) * up_e x);
+  // with a shared expert, out += sigmoid(x · shared_gateᵀ) * shared(x).
+  // x, out [T, H].
+  virtual void moe(const Tensor& /*x*/, const MoeWeights& /*w*/, const MoeOptions& /*opts*/,
+                   Tensor& /*out*/) {
+    missing("moe");
+  }
+
+ protected:
+  [[noreturn]] void missing(const char* op) const {
+    throw std::logic_error(op + std::string(": not implemented on the ") + name() + " backend");
+  }
 };
 
 // The CPU reference backend (fp32; engine/cpu/). num_threads 0 = all cores.

@@ -1,6 +1,13 @@
 // LlamaModel: the one definition of the Llama family's forward (Llama 2/3,
-// TinyLlama, Mistral-style, Chinese-LLaMA; Qwen2 as a row of options:
-// q/k/v bias, rope_theta, untied lm_head), written against Backend ops.
+// TinyLlama, Chinese-LLaMA; Qwen2 as a row of options: q/k/v bias,
+// rope_theta, untied lm_head), written against Backend ops. Further rows of
+// options (ModelConfig, issue 18): sliding-window attention per layer
+// (Mistral, Gemma 2), per-head q/k RMSNorm (Qwen3), fused qkv_proj /
+// gate_up_proj checkpoints (Phi-3), mixture-of-experts MLPs (Mixtral,
+// Qwen2-MoE with its shared expert), Gemma 2's (1 + w) norms, sandwich norms,
+// GELU(tanh) MLP, embedding scaling, attention and final logit soft-capping.
+// The constructor refuses (std::runtime_error, naming them) a config that
+// needs ops the backend does not implement (Backend::implements).
 //
 // Per layer (HF transformers' LlamaDecoderLayer, pre-norm):
 //   h = rms_norm(x); qkv = h·Wqkvᵀ(+b); rope + cache write; a = attn(q, KV);
@@ -117,7 +124,14 @@ class LlamaModel {
 
  private:
   struct Layer {
-    Tensor input_norm, post_attn_norm;  // [H]
+    // input_norm: before attention; post_attn_norm: before the MLP (HF's
+    // post_attention_layernorm in Llama, pre_feedforward_layernorm in
+    // Gemma 2). With sandwich_norm, attn_out_norm (Gemma 2's
+    // post_attention_layernorm) normalises the attention output and
+    // mlp_out_norm (post_feedforward_layernorm) the MLP's. [H]
+    Tensor input_norm, post_attn_norm, attn_out_norm, mlp_out_norm;
+    Tensor q_norm, k_norm;  // [D] (Qwen3) or empty
+    MoeWeights moe;         // experts (num_experts > 0) instead of gate_up_w / down_w
     // Hq, Hk, I below are this rank's share (the config's / tp.size).
     Tensor qkv_w, qkv_b;                // [(Hq+2Hk)*D, H], [(Hq+2Hk)*D] or empty
     Tensor o_w;                         // [H, Hq*D]
@@ -136,6 +150,7 @@ class LlamaModel {
   };
 
   void free_all();
+  std::vector<Tensor*> layer_tensors(Layer& L);  // every tensor a layer owns
   std::vector<LayerKVCache> kv_caches() const;  // the layers' caches, in order
   // The part of an HF tensor this rank holds: all of it (dim -1), rows
   // [begin, begin+count) (dim 0) or columns [begin, begin+count) (dim 1).
@@ -150,6 +165,8 @@ class LlamaModel {
   using FillFn = std::function<void(const std::string& name, const std::vector<int64_t>& shape,
                                     const Shard& shard, Tensor dst)>;
   void load_from(const FillFn& fill);
+  // A mixture-of-experts layer's router, experts and shared expert.
+  void load_moe(Layer& L, int64_t l, const FillFn& fill);
 
   ModelConfig config_;
   Backend& backend_;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "engine/cpu/half.h"
+
 namespace pagoda {
 
 std::vector<double> rope_inv_freq(const ModelConfig& c) {
@@ -29,6 +31,8 @@ std::vector<double> rope_inv_freq(const ModelConfig& c) {
       f = g;
     }
   }
+  if (c.rope_inv_freq_bf16)  // as a bf16-cast model's inv_freq buffer holds them
+    for (double& f : inv) f = cpu::bf16_to_f32(cpu::f32_to_bf16(static_cast<float>(f)));
   return inv;
 }
 

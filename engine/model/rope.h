@@ -12,7 +12,8 @@ namespace pagoda {
 // config.rope_scaling says: "linear" divides by factor (transformers'
 // _compute_linear_scaling_rope_parameters), "llama3" follows transformers'
 // _compute_llama3_parameters (Llama 3.1: long wavelengths / factor, short
-// ones kept, a smooth blend between).
+// ones kept, a smooth blend between). With config.rope_inv_freq_bf16 each
+// frequency is then rounded to bf16 (round to nearest even).
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 
 // The table RopeTable::cos_sin holds: [max_positions, D] row-major F32 with
