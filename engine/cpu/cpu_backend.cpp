@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -303,6 +304,57 @@ class CpuBackend final : public Backend {
 
   void moe(const Tensor& x, const MoeWeights& w, const MoeOptions& opts, Tensor& out) override;
 
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                  Tensor& out) override {
+    const std::string op = "layer_norm";
+    expect_f32(op, "x", x);
+    expect_f32(op, "w", w);
+    expect_f32(op, "b", b);
+    expect_f32(op, "out", out);
+    const int64_t H = x.cols();
+    if (w.numel() != H || b.numel() != H)
+      bad(op, "w " + w.shape_str() + " / b " + b.shape_str() + " for x " + x.shape_str());
+    expect_2d(op, "out", out, x.rows(), H);
+    cpu::layer_norm_f32(x.ptr<float>(), w.ptr<float>(), b.ptr<float>(), eps, out.ptr<float>(),
+                        x.rows(), H);
+  }
+
+  void add_layer_norm(const Tensor& x, Tensor& residual, const Tensor& w, const Tensor& b,
+                      float eps, Tensor& out) override {
+    add(x, residual);
+    layer_norm(residual, w, b, eps, out);
+  }
+
+  void add(const Tensor& x, Tensor& y) override {
+    expect_f32("add", "x", x);
+    expect_f32("add", "y", y);
+    if (x.shape != y.shape)
+      bad("add", "x " + x.shape_str() + " and y " + y.shape_str() + " differ");
+    const float* xs = x.ptr<float>();
+    float* ys = y.ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) ys[i] += xs[i];
+  }
+
+  void activation(const Tensor& x, Activation act, Tensor& out) override {
+    expect_f32("activation", "x", x);
+    expect_f32("activation", "out", out);
+    if (x.shape != out.shape)
+      bad("activation", "x " + x.shape_str() + " and out " + out.shape_str() + " differ");
+    const float* xs = x.ptr<float>();
+    float* o = out.ptr<float>();
+    const int64_t n = x.numel();
+    if (act == Activation::Gelu) {
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = 0.5f * xs[i] * (1.0f + std::erf(xs[i] * 0.7071067811865476f));
+    } else {
+      const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = xs[i];
+        o[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+      }
+    }
+  }
+
  private:
   ThreadPool pool_;
   // Host copies of the last uploaded batch; DeviceBatch tensors point here.
@@ -362,11 +414,23 @@ void CpuBackend::rope_and_cache(const Tensor& qkv, const RopeTable& rope, const 
   const int64_t T = batch.num_tokens, W = (Hq + 2 * Hk) * D;
   expect_2d(op, "qkv", qkv, T, W);
   expect_2d(op, "q_out", q_out, T, Hq * D);
-  if (rope.cos_sin.cols() != D || rope.rotary_dim != D)
-    bad(op, "rope table " + rope.cos_sin.shape_str() + " does not match head_dim " + std::to_string(D));
+  const int64_t R = rope.rotary_dim;
+  if (R < 0 || R > D || R % 2 != 0 || (R > 0 && rope.cos_sin.cols() != R))
+    bad(op, "rope table " + rope.cos_sin.shape_str() + " of rotary_dim " + std::to_string(R) +
+                " does not match head_dim " + std::to_string(D));
   if (cache.k.ndim != 4 || cache.k.dim(2) != Hk || cache.k.dim(3) != D || cache.v.shape != cache.k.shape)
     bad(op, "cache " + cache.k.shape_str() + " does not match [*, *, " + std::to_string(Hk) + ", " + std::to_string(D) + "]");
-  const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1), max_pos = rope.cos_sin.rows();
+  const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
+  const int64_t max_pos = R > 0 ? rope.cos_sin.rows() : INT64_MAX;
+  // Rotates (or, for R < D, partly rotates) one head vector.
+  const auto rotate = [&](const float* x, const float* cs, float* out) {
+    if (R == D && !rope.interleaved)
+      cpu::rope_rotate_f32(x, cs, out, D);
+    else if (R == 0)
+      std::memcpy(out, x, static_cast<size_t>(D) * 4);
+    else
+      cpu::rope_partial_f32(x, cs, out, D, R, rope.interleaved);
+  };
   const int32_t* pos = batch.positions.ptr<int32_t>();
   const int32_t* slots = batch.slot_mapping.ptr<int32_t>();
   float* kc = cache.k.ptr<float>();
@@ -377,12 +441,13 @@ void CpuBackend::rope_and_cache(const Tensor& qkv, const RopeTable& rope, const 
     if (slots[t] >= num_slots)
       bad(op, "slot " + std::to_string(slots[t]) + " outside the cache (" + std::to_string(num_slots) + " slots)");
     const float* row = qkv.ptr<float>() + t * W;
-    const float* cs = rope.cos_sin.ptr<float>() + static_cast<int64_t>(pos[t]) * D;
-    for (int64_t h = 0; h < Hq; ++h) cpu::rope_rotate_f32(row + h * D, cs, q_out.ptr<float>() + (t * Hq + h) * D, D);
+    const float* cs =
+        R > 0 ? rope.cos_sin.ptr<float>() + static_cast<int64_t>(pos[t]) * R : nullptr;
+    for (int64_t h = 0; h < Hq; ++h) rotate(row + h * D, cs, q_out.ptr<float>() + (t * Hq + h) * D);
     if (slots[t] < 0) continue;  // padding token: no cache write
     const int64_t base = static_cast<int64_t>(slots[t]) * Hk * D;
     for (int64_t h = 0; h < Hk; ++h) {
-      cpu::rope_rotate_f32(row + (Hq + h) * D, cs, kc + base + h * D, D);
+      rotate(row + (Hq + h) * D, cs, kc + base + h * D);
       std::memcpy(vc + base + h * D, row + (Hq + Hk + h) * D, static_cast<size_t>(D) * 4);
     }
   }
@@ -468,6 +533,13 @@ void CpuBackend::attention_ext(const Tensor& q, const LayerKVCache& cache, const
   a.scale = scale;
   a.sliding_window = opts.sliding_window;
   a.softcap = opts.logit_softcap;
+  if (!opts.alibi_slopes.empty()) {
+    expect_f32(op, "alibi_slopes", opts.alibi_slopes);
+    if (opts.alibi_slopes.numel() != Hq)
+      bad(op, "alibi_slopes " + opts.alibi_slopes.shape_str() + " for " + std::to_string(Hq) +
+                  " heads");
+    a.alibi = opts.alibi_slopes.ptr<float>();
+  }
   // Every block a query reads must be inside its table row and the cache.
   int64_t max_ctx = 0;
   for (int64_t s = 0; s < a.num_seqs; ++s) {

@@ -79,6 +79,7 @@ void paged_attention_f32(ThreadPool& pool, const PagedAttnArgs& a, const float* 
         const int64_t slot = static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
         float s = dot(qv, k_cache + (slot * Hk + kvh) * D, D) * a.scale;
         if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
+        if (a.alibi) s += a.alibi[h] * static_cast<float>(p);
         scores[static_cast<size_t>(p)] = s;
         mx = std::max(mx, s);
       }
@@ -122,6 +123,43 @@ void gelu_tanh_mul_f32(const float* gate_up, float* out, int64_t T, int64_t I) {
       o[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))) * u[i];
     }
   }
+}
+
+void layer_norm_f32(const float* x, const float* w, const float* b, float eps, float* out,
+                    int64_t T, int64_t H) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xr = x + t * H;
+    float* o = out + t * H;
+    float mean = 0.0f;
+    for (int64_t i = 0; i < H; ++i) mean += xr[i];
+    mean /= static_cast<float>(H);
+    float var = 0.0f;
+    for (int64_t i = 0; i < H; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= static_cast<float>(H);
+    const float inv = 1.0f / std::sqrt(var + eps);
+    for (int64_t i = 0; i < H; ++i) o[i] = (xr[i] - mean) * inv * w[i] + b[i];
+  }
+}
+
+void rope_partial_f32(const float* x, const float* cs, float* out, int64_t D, int64_t rotary_dim,
+                      bool interleaved) {
+  const int64_t half = rotary_dim / 2;
+  const float* c = cs;
+  const float* s = cs + half;
+  if (interleaved) {
+    for (int64_t j = 0; j < half; ++j) {
+      const float x1 = x[2 * j], x2 = x[2 * j + 1];
+      out[2 * j] = x1 * c[j] - x2 * s[j];
+      out[2 * j + 1] = x2 * c[j] + x1 * s[j];
+    }
+  } else {
+    for (int64_t j = 0; j < half; ++j) {
+      const float x1 = x[j], x2 = x[j + half];
+      out[j] = x1 * c[j] - x2 * s[j];
+      out[j + half] = x2 * c[j] + x1 * s[j];
+    }
+  }
+  for (int64_t i = rotary_dim; i < D; ++i) out[i] = x[i];
 }
 
 void rope_rotate_f32(const float* x, const float* cs, float* out, int64_t D) {

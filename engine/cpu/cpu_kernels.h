@@ -33,6 +33,8 @@ struct PagedAttnArgs {
   int64_t sliding_window = 0;
   // > 0: scores capped as cap * tanh(s / cap) before the softmax (Gemma 2).
   float softcap = 0.0f;
+  // Non-null: [Hq], score of head h at key position j += alibi[h] * j.
+  const float* alibi = nullptr;
 };
 
 // out[t, h*D:(h+1)*D] for every token t and query head h; q, out [T, Hq*D];
@@ -60,6 +62,17 @@ struct MoeArgs {
   bool renormalize;
 };
 void moe_f32(ThreadPool& pool, const MoeArgs& a, const float* x, float* out, int64_t T);
+
+// LayerNorm per row: out = (x - mean) / sqrt(var + eps) * w + b (biased
+// variance); x, out [T, H] (may alias).
+void layer_norm_f32(const float* x, const float* w, const float* b, float eps, float* out,
+                    int64_t T, int64_t H);
+
+// Rotary on the first rotary_dim values of a head (the rest copied):
+// rotate-half pairs (j, j + rotary_dim/2), or with interleaved GPT-J's pairs
+// (2j, 2j+1); cs = (cos[0..rotary_dim/2), sin[0..rotary_dim/2)).
+void rope_partial_f32(const float* x, const float* cs, float* out, int64_t D, int64_t rotary_dim,
+                      bool interleaved);
 
 // Rotates one head vector x[D] in place-free fashion: out = x*cos + rotate_half(x)*sin,
 // with cs = (cos[0..D/2), sin[0..D/2)).

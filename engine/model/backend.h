@@ -52,9 +52,16 @@ struct DeviceBatch {
 // (RoFormer, arXiv:2104.09864; rotate-half layout as in HF transformers):
 // cos_sin[p, j] = cos(p * inv_freq[j]) for j < D/2 and
 // cos_sin[p, D/2 + j] = sin(p * inv_freq[j]); shape [max_positions, D], F32.
+// Partial rotary (GPT-NeoX's rotary_pct, GPT-J's rotary_dim): only the first
+// rotary_dim values of each head rotate, the rest pass through; the table is
+// then [max_positions, rotary_dim]. rotary_dim 0: no rotary at all (learned
+// or ALiBi positions), q and k pass through. interleaved: GPT-J's
+// rotate_every_two (pairs (x[2j], x[2j+1]) rotate by angle j) instead of
+// rotate-half (pairs (x[j], x[j + rotary_dim/2])).
 struct RopeTable {
   Tensor cos_sin;
   int64_t rotary_dim = 0;  // == head_dim for the Llama family
+  bool interleaved = false;
 };
 
 // One layer's paged KV cache: k and v each [num_blocks, block_size, Hk, D]
@@ -138,13 +145,25 @@ struct AttentionOptions {
   // > 0: scores s = q·k·scale become cap * tanh(s / cap) before the softmax
   // (Gemma 2's attn_logit_softcapping). 0: none.
   float logit_softcap = 0.0f;
-  bool plain() const { return sliding_window == 0 && logit_softcap == 0.0f; }
+  // Non-empty: ALiBi (Press et al., arXiv:2108.12409; BLOOM): F32 [Hq], and
+  // every score of head h gains alibi_slopes[h] * (the key's position), as
+  // HF transformers' build_alibi_tensor adds it.
+  Tensor alibi_slopes;
+  bool plain() const {
+    return sliding_window == 0 && logit_softcap == 0.0f && alibi_slopes.empty();
+  }
 };
 
 // Activations of Backend::gated_act (the MLP's gate, HF ACT2FN names).
 enum class GatedActivation {
   SiLU,      // "silu": x * sigmoid(x) (SwiGLU)
   GeluTanh,  // "gelu_pytorch_tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeGLU)
+};
+
+// Activations of Backend::activation (ungated MLPs: GPT-2, GPT-NeoX, ...).
+enum class Activation {
+  Gelu,      // "gelu": 0.5 x (1 + erf(x / sqrt(2)))
+  GeluTanh,  // "gelu_new", "gelu_pytorch_tanh", BLOOM's gelu: the tanh approximation above
 };
 
 // One mixture-of-experts layer's weights (Mixtral's block_sparse_moe,
@@ -178,6 +197,12 @@ enum class BackendOp {
   Softcap,
   Scale,
   Moe,
+  LayerNorm,
+  Activation,
+  Add,
+  PartialRotary,      // rotary_dim < head_dim, or 0 (no rotary)
+  InterleavedRotary,  // GPT-J's rotate_every_two
+  Alibi,
 };
 const char* backend_op_name(BackendOp op);
 
@@ -373,6 +398,24 @@ class Backend {
   virtual void moe(const Tensor& /*x*/, const MoeWeights& /*w*/, const MoeOptions& /*opts*/,
                    Tensor& /*out*/) {
     missing("moe");
+  }
+  // LayerNorm (Ba et al. 2016): out = (x - mean) / sqrt(var + eps) * w + b
+  // per row, var the biased variance, in fp32. x, out [T, H] (out may alias
+  // x); w, b [H].
+  virtual void layer_norm(const Tensor& /*x*/, const Tensor& /*w*/, const Tensor& /*b*/,
+                          float /*eps*/, Tensor& /*out*/) {
+    missing("layer_norm");
+  }
+  // residual += x; out = layer_norm(residual). out may alias x.
+  virtual void add_layer_norm(const Tensor& /*x*/, Tensor& /*residual*/, const Tensor& /*w*/,
+                              const Tensor& /*b*/, float /*eps*/, Tensor& /*out*/) {
+    missing("add_layer_norm");
+  }
+  // y += x, elementwise; same shapes.
+  virtual void add(const Tensor& /*x*/, Tensor& /*y*/) { missing("add"); }
+  // out = act(x), elementwise; out may alias x.
+  virtual void activation(const Tensor& /*x*/, Activation /*act*/, Tensor& /*out*/) {
+    missing("activation");
   }
 
  protected:

@@ -20,6 +20,18 @@ const char* backend_op_name(BackendOp op) {
       return "embedding scaling";
     case BackendOp::Moe:
       return "mixture-of-experts MLP";
+    case BackendOp::LayerNorm:
+      return "LayerNorm";
+    case BackendOp::Activation:
+      return "GELU MLP";
+    case BackendOp::Add:
+      return "parallel-residual add";
+    case BackendOp::PartialRotary:
+      return "partial or no rotary embedding";
+    case BackendOp::InterleavedRotary:
+      return "interleaved (GPT-J) rotary embedding";
+    case BackendOp::Alibi:
+      return "ALiBi attention";
   }
   return "unknown op";
 }

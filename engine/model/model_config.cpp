@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "engine/model/config_reader.h"
+#include "engine/model/model_config_gpt.h"
 
 namespace pagoda {
 namespace {
@@ -63,58 +64,10 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
   return out;
 }
 
-}  // namespace
-
-ModelConfig ModelConfig::from_dir(const std::string& model_dir) {
-  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("config " + path + ": cannot open (missing model directory or config.json?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json_text(ss.str(), path);
-}
-
-ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& ex) {
-    throw std::runtime_error("config " + source + ": bad JSON: " + ex.what());
-  }
-  if (!j.is_object()) throw std::runtime_error("config " + source + ": not a JSON object");
-  Reader r{j, source};
-  ModelConfig c;
-
-  c.model_type = r.get_string("model_type", "");
-  // Architectures the one model definition covers, with their model_type.
-  static const std::pair<const char*, const char*> kArchs[] = {
-      {"LlamaForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
-      {"MistralForCausalLM", "mistral"}, {"Qwen3ForCausalLM", "qwen3"},
-      {"Phi3ForCausalLM", "phi3"},       {"MixtralForCausalLM", "mixtral"},
-      {"Gemma2ForCausalLM", "gemma2"},   {"Qwen2MoeForCausalLM", "qwen2_moe"}};
-  std::string supported;
-  for (const auto& [a, t] : kArchs) supported += std::string(supported.empty() ? "" : ", ") + a;
-  if (r.has("architectures")) {
-    if (!j["architectures"].is_array() || j["architectures"].empty() ||
-        !j["architectures"][0].is_string())
-      r.fail("architectures", "must be a non-empty list of strings");
-    c.architecture = j["architectures"][0].get<std::string>();
-  } else {
-    for (const auto& [a, t] : kArchs)
-      if (c.model_type == t) c.architecture = a;
-    if (c.architecture.empty())
-      r.fail("architectures",
-             "missing (and model_type '" + c.model_type + "' is not one of the supported ones)");
-  }
-  bool known = false;
-  for (const auto& [a, t] : kArchs)
-    if (c.architecture == a) {
-      known = true;
-      if (c.model_type.empty()) c.model_type = t;
-    }
-  if (!known)
-    r.fail("architectures",
-           "unsupported architecture '" + c.architecture + "' (supported: " + supported + ")");
+// The Llama family's fields (Llama, Qwen2/3, Mistral, Phi-3, Mixtral,
+// Gemma 2, Qwen2-MoE): HF's LlamaConfig names and each one's additions.
+void parse_llama_family(const Reader& r, ModelConfig& c) {
+  const json& j = r.j;
   const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
   const bool qwen3 = c.architecture == "Qwen3ForCausalLM";
   const bool qwen2_moe = c.architecture == "Qwen2MoeForCausalLM";
@@ -256,6 +209,69 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   }
   if (c.num_experts > 0 && c.num_experts_per_tok > c.num_experts)
     r.fail("num_experts_per_tok", "exceeds the number of experts");
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_dir(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("config " + path +
+                             ": cannot open (missing model directory or config.json?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_json_text(ss.str(), path);
+}
+
+ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& ex) {
+    throw std::runtime_error("config " + source + ": bad JSON: " + ex.what());
+  }
+  if (!j.is_object()) throw std::runtime_error("config " + source + ": not a JSON object");
+  Reader r{j, source};
+  ModelConfig c;
+
+  c.model_type = r.get_string("model_type", "");
+  // Architectures the one model definition covers, with their model_type.
+  static const std::pair<const char*, const char*> kArchs[] = {
+      {"LlamaForCausalLM", "llama"},      {"Qwen2ForCausalLM", "qwen2"},
+      {"MistralForCausalLM", "mistral"},  {"Qwen3ForCausalLM", "qwen3"},
+      {"Phi3ForCausalLM", "phi3"},        {"MixtralForCausalLM", "mixtral"},
+      {"Gemma2ForCausalLM", "gemma2"},    {"Qwen2MoeForCausalLM", "qwen2_moe"},
+      {"GPTNeoXForCausalLM", "gpt_neox"}, {"GPT2LMHeadModel", "gpt2"},
+      {"FalconForCausalLM", "falcon"},    {"GPTJForCausalLM", "gptj"},
+      {"BloomForCausalLM", "bloom"}};
+  std::string supported;
+  for (const auto& [a, t] : kArchs) supported += std::string(supported.empty() ? "" : ", ") + a;
+  if (r.has("architectures")) {
+    if (!j["architectures"].is_array() || j["architectures"].empty() ||
+        !j["architectures"][0].is_string())
+      r.fail("architectures", "must be a non-empty list of strings");
+    c.architecture = j["architectures"][0].get<std::string>();
+  } else {
+    for (const auto& [a, t] : kArchs)
+      if (c.model_type == t) c.architecture = a;
+    if (c.architecture.empty())
+      r.fail("architectures",
+             "missing (and model_type '" + c.model_type + "' is not one of the supported ones)");
+  }
+  bool known = false;
+  for (const auto& [a, t] : kArchs)
+    if (c.architecture == a) {
+      known = true;
+      if (c.model_type.empty()) c.model_type = t;
+    }
+  if (!known)
+    r.fail("architectures",
+           "unsupported architecture '" + c.architecture + "' (supported: " + supported + ")");
+  if (is_gpt_family(c.architecture))
+    parse_gpt_family(r, c);
+  else
+    parse_llama_family(r, c);
 
   if (r.has("torch_dtype")) c.torch_dtype = parse_torch_dtype(r, "torch_dtype", r.get_string("torch_dtype", ""));
   else if (r.has("dtype")) c.torch_dtype = parse_torch_dtype(r, "dtype", r.get_string("dtype", ""));

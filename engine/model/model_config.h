@@ -38,8 +38,9 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections have biases (Qwen2: always)
-  bool mlp_bias = false;
-  std::string hidden_act = "silu";  // "silu" or "gelu_pytorch_tanh" (Gemma 2)
+  bool mlp_bias = false;        // the MLP's linears have biases (GPT family)
+  // "silu", "gelu_pytorch_tanh" (Gemma 2, BLOOM), "gelu" (erf), "gelu_new" (tanh)
+  std::string hidden_act = "silu";
   DType torch_dtype = DType::F32;  // the checkpoint's dtype
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json's eos_token_id (int or list)
@@ -79,6 +80,30 @@ struct ModelConfig {
   int64_t shared_expert_intermediate_size = 0;
   bool norm_topk_prob = true;
   bool qwen2_moe_names = false;  // Qwen2-MoE's tensor names (else Mixtral's)
+  // ---- the GPT-style families (GPT-2, GPT-NeoX, GPT-J, Falcon, BLOOM) ----
+  // Which checkpoint naming and fused-q/k/v layout the weights follow:
+  // "llama" (model.layers.N.*) or the architecture's model_type.
+  std::string family = "llama";
+  // LayerNorm with bias (eps: rms_norm_eps, read from layer_norm_epsilon /
+  // layer_norm_eps) instead of RMSNorm.
+  bool layer_norm = false;
+  // x += attn(norm(x)) + mlp(norm'(x)) (GPT-J, GPT-NeoX's
+  // use_parallel_residual, Falcon's parallel_attn); parallel_two_norms:
+  // norm' is a second LayerNorm (NeoX), else the same output (GPT-J, Falcon).
+  bool parallel_residual = false;
+  bool parallel_two_norms = false;
+  // Rotary dims per head: -1 all head_dim (the Llama family, Falcon), 0 none
+  // (GPT-2, BLOOM), else the first rotary_dim (GPT-NeoX, GPT-J); GPT-J's
+  // rotate_every_two when rope_interleaved. rotary_dims() resolves -1.
+  int64_t rotary_dim = -1;
+  int64_t rotary_dims() const { return rotary_dim < 0 ? head_dim : rotary_dim; }
+  bool rope_interleaved = false;
+  bool alibi = false;              // BLOOM
+  bool learned_positions = false;  // GPT-2's wpe [max_position_embeddings, H]
+  bool embedding_norm = false;     // BLOOM's word_embeddings_layernorm
+  bool gated_mlp = true;           // false: down(act(up x + b) ) (GPT family)
+  bool o_bias = false;             // attention output projection bias
+  bool lm_head_bias = false;       // GPT-J
   // Not read from config.json: rounds the rotary inverse frequencies to
   // bf16 (rope_inv_freq), as they are in an HF model cast to bf16 (the
   // inv_freq buffer is cast with the weights) and then upcast to float32.
@@ -86,6 +111,9 @@ struct ModelConfig {
   // this to reproduce them exactly. Serving keeps float frequencies (vLLM's
   // and HF's float32 behaviour).
   bool rope_inv_freq_bf16 = false;
+  // Likewise for a model whose precomputed sin/cos table is the buffer cast
+  // to bf16 (GPT-J's embed_positions): rounds the table's values.
+  bool rope_table_bf16 = false;
   bool has_sliding_window() const {
     for (int64_t w : layer_sliding_window)
       if (w > 0) return true;

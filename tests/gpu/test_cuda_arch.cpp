@@ -1,6 +1,8 @@
 // Issue 18's architectures on the CUDA backend. The CUDA kernels implement
 // none of the ops beyond the Llama set (sliding window, attention and final
-// soft-capping, per-head q/k norm, GELU(tanh) MLP, embedding scaling, MoE),
+// soft-capping, per-head q/k norm, GELU(tanh) MLP, embedding scaling, MoE,
+// LayerNorm, ungated GELU, residual add, partial/interleaved/no rotary,
+// ALiBi),
 // so LlamaModel refuses those models at construction, naming what is
 // missing; Phi-3 (fused checkpoint tensors, Llama ops only) runs, and its
 // bf16 logits are held against HF's float32 reference as HF's own bf16 run
@@ -30,7 +32,12 @@ TEST(CudaArch, ModelsNeedingMissingOpsAreRefusedByName) {
       {"tiny-random-qwen3", "per-head q/k RMSNorm"},
       {"tiny-random-mixtral", "mixture-of-experts MLP"},
       {"tiny-random-qwen2-moe", "mixture-of-experts MLP"},
-      {"tiny-random-gemma2", "attention logit soft-capping"}};
+      {"tiny-random-gemma2", "attention logit soft-capping"},
+      {"tiny-random-gpt-neox", "LayerNorm"},
+      {"tiny-random-gpt2", "partial or no rotary embedding"},
+      {"tiny-random-falcon", "GELU MLP"},
+      {"tiny-random-gptj", "interleaved (GPT-J) rotary embedding"},
+      {"tiny-random-bloom", "ALiBi attention"}};
   for (const auto& [name, op] : cases) {
     auto b = make_cuda_backend(0, DType::BF16);
     const ModelConfig c = ModelConfig::from_dir(arch_dir(name));

@@ -1,6 +1,7 @@
 // Issue 18's architectures served end to end on the CPU: `pagoda serve` on
-// shared/models/arch/tiny-random-{mistral, gemma2, mixtral} (sliding window,
-// Gemma 2's soft-capping and alternating windows, top-2 MoE) answers each
+// shared/models/arch/tiny-random-{mistral, gemma2, mixtral, bloom, gpt2}
+// (sliding window, Gemma 2's soft-capping and alternating windows, top-2
+// MoE, ALiBi, learned positions and LayerNorm) answers each
 // reference prompt (as token ids, 1 to 200 tokens) with HF transformers'
 // 24 greedy ids, non-streamed and streamed (the stream's token ids, joined,
 // are the same and it ends with [DONE]). The reference's EOS is not
@@ -59,6 +60,8 @@ TEST(ServeArch, MistralSlidingWindowGreedyMatchesTransformers) {
 }
 TEST(ServeArch, Gemma2GreedyMatchesTransformers) { expect_served_greedy("tiny-random-gemma2"); }
 TEST(ServeArch, MixtralGreedyMatchesTransformers) { expect_served_greedy("tiny-random-mixtral"); }
+TEST(ServeArch, BloomAlibiGreedyMatchesTransformers) { expect_served_greedy("tiny-random-bloom"); }
+TEST(ServeArch, Gpt2GreedyMatchesTransformers) { expect_served_greedy("tiny-random-gpt2"); }
 
 }  // namespace
 }  // namespace pagoda::testing_http
