@@ -307,6 +307,10 @@ void validate_tensor_parallel(const ModelConfig& c, int64_t tp) {
   check("num_attention_heads", c.num_attention_heads, "whole attention heads");
   check("num_key_value_heads", c.num_key_value_heads, "whole KV heads");
   check("intermediate_size", c.intermediate_size, "an equal share of the MLP's columns");
+  if (tp > 1 && c.family != "llama")
+    throw std::runtime_error(
+        "tensor_parallel_size " + std::to_string(tp) + ": " + c.architecture +
+        " runs on one rank only (its biases and parallel residual are not sharded)");
   if (tp > 1 && c.num_experts > 0)
     throw std::runtime_error("tensor_parallel_size " + std::to_string(tp) +
                              ": mixture-of-experts models (" + c.architecture +
