@@ -492,6 +492,20 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   launch_silu_mul(act_, gate_up.data, out.data, out.rows(), I, stream_);
 }
 
+void CudaBackend::head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, int64_t Hq,
+                                int64_t Hk, int64_t D, float eps) {
+  check_act(qkv, "head_rms_norm", "qkv");
+  check_act(q_w, "head_rms_norm", "q_w");
+  check_act(k_w, "head_rms_norm", "k_w");
+  if (Hq <= 0 || Hk <= 0 || D <= 0 || qkv.cols() != (Hq + 2 * Hk) * D || q_w.numel() != D ||
+      k_w.numel() != D)
+    bad("head_rms_norm", "shapes qkv " + qkv.shape_str() + " q_w " + q_w.shape_str() + " k_w " +
+                             k_w.shape_str() + " for " + std::to_string(Hq) + "+" +
+                             std::to_string(Hk) + " heads of " + std::to_string(D));
+  launch_head_rms_norm(act_, qkv.data, q_w.data, k_w.data, qkv.rows(), static_cast<int>(Hq),
+                       static_cast<int>(Hk), static_cast<int>(D), eps, stream_);
+}
+
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) {
   require_cuda(x, "gather_rows", "x");
   require_cuda(indices, "gather_rows", "indices");

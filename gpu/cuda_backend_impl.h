@@ -59,6 +59,10 @@ class CudaBackend final : public Backend {
                  Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
+  // Of the optional ops (BackendOp), only the per-head q/k RMSNorm.
+  bool implements(BackendOp op) const override { return op == BackendOp::HeadRmsNorm; }
+  void head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, int64_t num_heads,
+                     int64_t num_kv_heads, int64_t head_dim, float eps) override;
   void fill_normal(Tensor& t, float mean, float std, uint64_t seed) override;
   // GPTQ / AWQ linears kept packed (gpu/quant_linear.h) with F16 / BF16
   // activations; F32 runs dequantize at load (Backend's default).

@@ -27,6 +27,11 @@ void launch_add_rms_norm(DType dt, const void* x, void* residual, const void* w,
 void launch_silu_mul(DType dt, const void* gate_up, void* out, int64_t T, int64_t I,
                      cudaStream_t stream);
 
+// Per-head RMSNorm in place of the q heads (weights q_w [D]) and k heads
+// (k_w [D]) of qkv [T, (Hq+2Hk)*D]; v untouched. fp32 math (head_norm.cu).
+void launch_head_rms_norm(DType dt, void* qkv, const void* q_w, const void* k_w, int64_t T, int Hq,
+                          int Hk, int D, float eps, cudaStream_t stream);
+
 // out[l, :] = x[idx[l], :] for rows of row_bytes bytes; x has T rows
 // (indices outside [0, T) give a zero row).
 void launch_gather_rows(const void* x, const int32_t* idx, void* out, int64_t L,

@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -251,6 +253,108 @@ class CpuBackend final : public Backend {
     }
   }
 
+  bool implements(BackendOp /*op*/) const override { return true; }
+
+  void attention_ext(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                     const AttentionOptions& opts, Tensor& out) override;
+
+  void head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, int64_t Hq, int64_t Hk,
+                     int64_t D, float eps) override {
+    const std::string op = "head_rms_norm";
+    expect_f32(op, "qkv", qkv);
+    expect_f32(op, "q_w", q_w);
+    expect_f32(op, "k_w", k_w);
+    const int64_t W = (Hq + 2 * Hk) * D;
+    if (qkv.cols() != W)
+      bad(op, "qkv " + qkv.shape_str() + " for " + std::to_string(W) + " columns");
+    if (q_w.numel() != D || k_w.numel() != D)
+      bad(op, "q_w " + q_w.shape_str() + " / k_w " + k_w.shape_str() + " for head_dim " +
+                  std::to_string(D));
+    for (int64_t t = 0; t < qkv.rows(); ++t) {
+      float* row = qkv.ptr<float>() + t * W;
+      cpu::rms_norm_f32(row, q_w.ptr<float>(), eps, row, Hq, D);
+      cpu::rms_norm_f32(row + Hq * D, k_w.ptr<float>(), eps, row + Hq * D, Hk, D);
+    }
+  }
+
+  void gated_act(const Tensor& gate_up, GatedActivation act, Tensor& out) override {
+    if (act == GatedActivation::SiLU) return silu_mul(gate_up, out);
+    expect_f32("gated_act", "gate_up", gate_up);
+    expect_f32("gated_act", "out", out);
+    if (gate_up.cols() % 2 != 0)
+      bad("gated_act", "gate_up " + gate_up.shape_str() + " has an odd width");
+    const int64_t T = gate_up.rows(), I = gate_up.cols() / 2;
+    expect_2d("gated_act", "out", out, T, I);
+    cpu::gelu_tanh_mul_f32(gate_up.ptr<float>(), out.ptr<float>(), T, I);
+  }
+
+  void softcap(Tensor& x, float cap) override {
+    expect_f32("softcap", "x", x);
+    if (!(cap > 0.0f)) bad("softcap", "cap must be positive");
+    float* v = x.ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) v[i] = cap * std::tanh(v[i] / cap);
+  }
+
+  void scale(Tensor& x, float s) override {
+    expect_f32("scale", "x", x);
+    float* v = x.ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) v[i] *= s;
+  }
+
+  void moe(const Tensor& x, const MoeWeights& w, const MoeOptions& opts, Tensor& out) override;
+
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                  Tensor& out) override {
+    const std::string op = "layer_norm";
+    expect_f32(op, "x", x);
+    expect_f32(op, "w", w);
+    expect_f32(op, "b", b);
+    expect_f32(op, "out", out);
+    const int64_t H = x.cols();
+    if (w.numel() != H || b.numel() != H)
+      bad(op, "w " + w.shape_str() + " / b " + b.shape_str() + " for x " + x.shape_str());
+    expect_2d(op, "out", out, x.rows(), H);
+    cpu::layer_norm_f32(x.ptr<float>(), w.ptr<float>(), b.ptr<float>(), eps, out.ptr<float>(),
+                        x.rows(), H);
+  }
+
+  void add_layer_norm(const Tensor& x, Tensor& residual, const Tensor& w, const Tensor& b,
+                      float eps, Tensor& out) override {
+    add(x, residual);
+    layer_norm(residual, w, b, eps, out);
+  }
+
+  void add(const Tensor& x, Tensor& y) override {
+    expect_f32("add", "x", x);
+    expect_f32("add", "y", y);
+    if (x.shape != y.shape)
+      bad("add", "x " + x.shape_str() + " and y " + y.shape_str() + " differ");
+    const float* xs = x.ptr<float>();
+    float* ys = y.ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) ys[i] += xs[i];
+  }
+
+  void activation(const Tensor& x, Activation act, Tensor& out) override {
+    expect_f32("activation", "x", x);
+    expect_f32("activation", "out", out);
+    if (x.shape != out.shape)
+      bad("activation", "x " + x.shape_str() + " and out " + out.shape_str() + " differ");
+    const float* xs = x.ptr<float>();
+    float* o = out.ptr<float>();
+    const int64_t n = x.numel();
+    if (act == Activation::Gelu) {
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = 0.5f * xs[i] * (1.0f + std::erf(xs[i] * 0.7071067811865476f));
+    } else {
+      const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = xs[i];
+        o[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+      }
+    }
+  }
+
  private:
   ThreadPool pool_;
   // Host copies of the last uploaded batch; DeviceBatch tensors point here.
@@ -310,11 +414,23 @@ void CpuBackend::rope_and_cache(const Tensor& qkv, const RopeTable& rope, const 
   const int64_t T = batch.num_tokens, W = (Hq + 2 * Hk) * D;
   expect_2d(op, "qkv", qkv, T, W);
   expect_2d(op, "q_out", q_out, T, Hq * D);
-  if (rope.cos_sin.cols() != D || rope.rotary_dim != D)
-    bad(op, "rope table " + rope.cos_sin.shape_str() + " does not match head_dim " + std::to_string(D));
+  const int64_t R = rope.rotary_dim;
+  if (R < 0 || R > D || R % 2 != 0 || (R > 0 && rope.cos_sin.cols() != R))
+    bad(op, "rope table " + rope.cos_sin.shape_str() + " of rotary_dim " + std::to_string(R) +
+                " does not match head_dim " + std::to_string(D));
   if (cache.k.ndim != 4 || cache.k.dim(2) != Hk || cache.k.dim(3) != D || cache.v.shape != cache.k.shape)
     bad(op, "cache " + cache.k.shape_str() + " does not match [*, *, " + std::to_string(Hk) + ", " + std::to_string(D) + "]");
-  const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1), max_pos = rope.cos_sin.rows();
+  const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
+  const int64_t max_pos = R > 0 ? rope.cos_sin.rows() : INT64_MAX;
+  // Rotates (or, for R < D, partly rotates) one head vector.
+  const auto rotate = [&](const float* x, const float* cs, float* out) {
+    if (R == D && !rope.interleaved)
+      cpu::rope_rotate_f32(x, cs, out, D);
+    else if (R == 0)
+      std::memcpy(out, x, static_cast<size_t>(D) * 4);
+    else
+      cpu::rope_partial_f32(x, cs, out, D, R, rope.interleaved);
+  };
   const int32_t* pos = batch.positions.ptr<int32_t>();
   const int32_t* slots = batch.slot_mapping.ptr<int32_t>();
   float* kc = cache.k.ptr<float>();
@@ -325,12 +441,13 @@ void CpuBackend::rope_and_cache(const Tensor& qkv, const RopeTable& rope, const 
     if (slots[t] >= num_slots)
       bad(op, "slot " + std::to_string(slots[t]) + " outside the cache (" + std::to_string(num_slots) + " slots)");
     const float* row = qkv.ptr<float>() + t * W;
-    const float* cs = rope.cos_sin.ptr<float>() + static_cast<int64_t>(pos[t]) * D;
-    for (int64_t h = 0; h < Hq; ++h) cpu::rope_rotate_f32(row + h * D, cs, q_out.ptr<float>() + (t * Hq + h) * D, D);
+    const float* cs =
+        R > 0 ? rope.cos_sin.ptr<float>() + static_cast<int64_t>(pos[t]) * R : nullptr;
+    for (int64_t h = 0; h < Hq; ++h) rotate(row + h * D, cs, q_out.ptr<float>() + (t * Hq + h) * D);
     if (slots[t] < 0) continue;  // padding token: no cache write
     const int64_t base = static_cast<int64_t>(slots[t]) * Hk * D;
     for (int64_t h = 0; h < Hk; ++h) {
-      cpu::rope_rotate_f32(row + (Hq + h) * D, cs, kc + base + h * D, D);
+      rotate(row + (Hq + h) * D, cs, kc + base + h * D);
       std::memcpy(vc + base + h * D, row + (Hq + Hk + h) * D, static_cast<size_t>(D) * 4);
     }
   }
@@ -338,7 +455,59 @@ void CpuBackend::rope_and_cache(const Tensor& qkv, const RopeTable& rope, const 
 
 void CpuBackend::attention(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
                            int64_t Hq, int64_t Hk, int64_t D, float scale, Tensor& out) {
+  attention_ext(q, cache, batch, Hq, Hk, D, scale, AttentionOptions{}, out);
+}
+
+void CpuBackend::moe(const Tensor& x, const MoeWeights& w, const MoeOptions& opts, Tensor& out) {
+  const std::string op = "moe";
+  expect_f32(op, "x", x);
+  expect_f32(op, "out", out);
+  expect_f32(op, "router", w.router);
+  expect_f32(op, "gate_up", w.gate_up);
+  expect_f32(op, "down", w.down);
+  const int64_t T = x.rows(), H = x.cols(), E = w.router.rows();
+  expect_2d(op, "out", out, T, H);
+  expect_2d(op, "router", w.router, E, H);
+  if (w.gate_up.ndim != 3 || w.gate_up.dim(0) != E || w.gate_up.dim(2) != H ||
+      w.gate_up.dim(1) % 2 != 0)
+    bad(op, "gate_up " + w.gate_up.shape_str() + " for " + std::to_string(E) +
+                " experts of hidden " + std::to_string(H));
+  const int64_t I = w.gate_up.dim(1) / 2;
+  if (w.down.ndim != 3 || w.down.dim(0) != E || w.down.dim(1) != H || w.down.dim(2) != I)
+    bad(op, "down " + w.down.shape_str() + " does not match gate_up " + w.gate_up.shape_str());
+  if (opts.top_k < 1 || opts.top_k > E)
+    bad(op, "top_k " + std::to_string(opts.top_k) + " of " + std::to_string(E) + " experts");
+  cpu::MoeArgs a{};
+  a.router = w.router.ptr<float>();
+  a.gate_up = w.gate_up.ptr<float>();
+  a.down = w.down.ptr<float>();
+  a.hidden = H;
+  a.num_experts = E;
+  a.intermediate = I;
+  a.top_k = opts.top_k;
+  a.renormalize = opts.renormalize;
+  if (!w.shared_gate_up.empty()) {
+    expect_f32(op, "shared_gate_up", w.shared_gate_up);
+    expect_f32(op, "shared_down", w.shared_down);
+    expect_f32(op, "shared_gate", w.shared_gate);
+    const int64_t Is = w.shared_gate_up.rows() / 2;
+    expect_2d(op, "shared_gate_up", w.shared_gate_up, 2 * Is, H);
+    expect_2d(op, "shared_down", w.shared_down, H, Is);
+    if (w.shared_gate.numel() != H) bad(op, "shared_gate " + w.shared_gate.shape_str());
+    a.shared_gate_up = w.shared_gate_up.ptr<float>();
+    a.shared_down = w.shared_down.ptr<float>();
+    a.shared_gate = w.shared_gate.ptr<float>();
+    a.shared_intermediate = Is;
+  }
+  cpu::moe_f32(pool_, a, x.ptr<float>(), out.ptr<float>(), T);
+}
+
+void CpuBackend::attention_ext(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                               int64_t Hq, int64_t Hk, int64_t D, float scale,
+                               const AttentionOptions& opts, Tensor& out) {
   const std::string op = "attention";
+  if (opts.sliding_window < 0 || opts.logit_softcap < 0.0f)
+    bad(op, "negative sliding window or soft-cap");
   expect_f32(op, "q", q);
   expect_f32(op, "out", out);
   expect_f32(op, "k cache", cache.k);
@@ -362,6 +531,15 @@ void CpuBackend::attention(const Tensor& q, const LayerKVCache& cache, const Dev
   a.num_kv_heads = Hk;
   a.head_dim = D;
   a.scale = scale;
+  a.sliding_window = opts.sliding_window;
+  a.softcap = opts.logit_softcap;
+  if (!opts.alibi_slopes.empty()) {
+    expect_f32(op, "alibi_slopes", opts.alibi_slopes);
+    if (opts.alibi_slopes.numel() != Hq)
+      bad(op, "alibi_slopes " + opts.alibi_slopes.shape_str() + " for " + std::to_string(Hq) +
+                  " heads");
+    a.alibi = opts.alibi_slopes.ptr<float>();
+  }
   // Every block a query reads must be inside its table row and the cache.
   int64_t max_ctx = 0;
   for (int64_t s = 0; s < a.num_seqs; ++s) {

@@ -70,22 +70,27 @@ void paged_attention_f32(ThreadPool& pool, const PagedAttnArgs& a, const float* 
       const int64_t t = wi / Hq, h = wi % Hq, kvh = h / group;
       const int32_t* table = a.block_tables + seq_of[static_cast<size_t>(t)] * a.max_blocks_per_seq;
       const int64_t n_ctx = static_cast<int64_t>(a.positions[t]) + 1;  // causal: 0..p
+      // Sliding window: keys p' with p' > p - window, i.e. from n_ctx - window.
+      const int64_t first =
+          a.sliding_window > 0 ? std::max<int64_t>(0, n_ctx - a.sliding_window) : 0;
       const float* qv = q + (t * Hq + h) * D;
       float mx = -INFINITY;
-      for (int64_t p = 0; p < n_ctx; ++p) {
+      for (int64_t p = first; p < n_ctx; ++p) {
         const int64_t slot = static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
-        const float s = dot(qv, k_cache + (slot * Hk + kvh) * D, D) * a.scale;
+        float s = dot(qv, k_cache + (slot * Hk + kvh) * D, D) * a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
+        if (a.alibi) s += a.alibi[h] * static_cast<float>(p);
         scores[static_cast<size_t>(p)] = s;
         mx = std::max(mx, s);
       }
       float sum = 0.0f;
-      for (int64_t p = 0; p < n_ctx; ++p) {
+      for (int64_t p = first; p < n_ctx; ++p) {
         const float e = std::exp(scores[static_cast<size_t>(p)] - mx);
         scores[static_cast<size_t>(p)] = e;
         sum += e;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = 0; p < n_ctx; ++p) {
+      for (int64_t p = first; p < n_ctx; ++p) {
         const int64_t slot = static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
         const float* vv = v_cache + (slot * Hk + kvh) * D;
         const float pr = scores[static_cast<size_t>(p)];
@@ -105,6 +110,56 @@ void silu_mul_f32(const float* gate_up, float* out, int64_t T, int64_t I) {
     float* o = out + t * I;
     for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
+}
+
+void gelu_tanh_mul_f32(const float* gate_up, float* out, int64_t T, int64_t I) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (int64_t t = 0; t < T; ++t) {
+    const float* g = gate_up + t * 2 * I;
+    const float* u = g + I;
+    float* o = out + t * I;
+    for (int64_t i = 0; i < I; ++i) {
+      const float x = g[i];
+      o[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))) * u[i];
+    }
+  }
+}
+
+void layer_norm_f32(const float* x, const float* w, const float* b, float eps, float* out,
+                    int64_t T, int64_t H) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xr = x + t * H;
+    float* o = out + t * H;
+    float mean = 0.0f;
+    for (int64_t i = 0; i < H; ++i) mean += xr[i];
+    mean /= static_cast<float>(H);
+    float var = 0.0f;
+    for (int64_t i = 0; i < H; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= static_cast<float>(H);
+    const float inv = 1.0f / std::sqrt(var + eps);
+    for (int64_t i = 0; i < H; ++i) o[i] = (xr[i] - mean) * inv * w[i] + b[i];
+  }
+}
+
+void rope_partial_f32(const float* x, const float* cs, float* out, int64_t D, int64_t rotary_dim,
+                      bool interleaved) {
+  const int64_t half = rotary_dim / 2;
+  const float* c = cs;
+  const float* s = cs + half;
+  if (interleaved) {
+    for (int64_t j = 0; j < half; ++j) {
+      const float x1 = x[2 * j], x2 = x[2 * j + 1];
+      out[2 * j] = x1 * c[j] - x2 * s[j];
+      out[2 * j + 1] = x2 * c[j] + x1 * s[j];
+    }
+  } else {
+    for (int64_t j = 0; j < half; ++j) {
+      const float x1 = x[j], x2 = x[j + half];
+      out[j] = x1 * c[j] - x2 * s[j];
+      out[j + half] = x2 * c[j] + x1 * s[j];
+    }
+  }
+  for (int64_t i = rotary_dim; i < D; ++i) out[i] = x[i];
 }
 
 void rope_rotate_f32(const float* x, const float* cs, float* out, int64_t D) {

@@ -29,6 +29,12 @@ struct PagedAttnArgs {
   int64_t num_heads, num_kv_heads, head_dim;
   int64_t max_context_len;
   float scale;
+  // > 0: keys at positions > p - sliding_window only (HF's sliding window).
+  int64_t sliding_window = 0;
+  // > 0: scores capped as cap * tanh(s / cap) before the softmax (Gemma 2).
+  float softcap = 0.0f;
+  // Non-null: [Hq], score of head h at key position j += alibi[h] * j.
+  const float* alibi = nullptr;
 };
 
 // out[t, h*D:(h+1)*D] for every token t and query head h; q, out [T, Hq*D];
@@ -39,6 +45,34 @@ void paged_attention_f32(ThreadPool& pool, const PagedAttnArgs& a, const float* 
 
 // out[t, i] = silu(gate_up[t, i]) * gate_up[t, I + i]; gate_up [T, 2I], out [T, I].
 void silu_mul_f32(const float* gate_up, float* out, int64_t T, int64_t I);
+
+// out[t, i] = gelu_tanh(gate_up[t, i]) * gate_up[t, I + i] (GeGLU with
+// PyTorch's tanh-approximate GELU); gate_up [T, 2I], out [T, I].
+void gelu_tanh_mul_f32(const float* gate_up, float* out, int64_t T, int64_t I);
+
+// Mixture-of-experts MLP on one token row x[H] into out[H] (see
+// Backend::moe for the algorithm): router [E, H], gate_up [E, 2I, H],
+// down [E, H, I]; shared_* null when there is no shared expert
+// (shared_gate_up [2Is, H], shared_down [H, Is], shared_gate [H]).
+struct MoeArgs {
+  const float *router, *gate_up, *down;
+  const float *shared_gate_up = nullptr, *shared_down = nullptr, *shared_gate = nullptr;
+  int64_t hidden, num_experts, intermediate, shared_intermediate = 0;
+  int64_t top_k;
+  bool renormalize;
+};
+void moe_f32(ThreadPool& pool, const MoeArgs& a, const float* x, float* out, int64_t T);
+
+// LayerNorm per row: out = (x - mean) / sqrt(var + eps) * w + b (biased
+// variance); x, out [T, H] (may alias).
+void layer_norm_f32(const float* x, const float* w, const float* b, float eps, float* out,
+                    int64_t T, int64_t H);
+
+// Rotary on the first rotary_dim values of a head (the rest copied):
+// rotate-half pairs (j, j + rotary_dim/2), or with interleaved GPT-J's pairs
+// (2j, 2j+1); cs = (cos[0..rotary_dim/2), sin[0..rotary_dim/2)).
+void rope_partial_f32(const float* x, const float* cs, float* out, int64_t D, int64_t rotary_dim,
+                      bool interleaved);
 
 // Rotates one head vector x[D] in place-free fashion: out = x*cos + rotate_half(x)*sin,
 // with cs = (cos[0..D/2), sin[0..D/2)).

@@ -52,9 +52,16 @@ struct DeviceBatch {
 // (RoFormer, arXiv:2104.09864; rotate-half layout as in HF transformers):
 // cos_sin[p, j] = cos(p * inv_freq[j]) for j < D/2 and
 // cos_sin[p, D/2 + j] = sin(p * inv_freq[j]); shape [max_positions, D], F32.
+// Partial rotary (GPT-NeoX's rotary_pct, GPT-J's rotary_dim): only the first
+// rotary_dim values of each head rotate, the rest pass through; the table is
+// then [max_positions, rotary_dim]. rotary_dim 0: no rotary at all (learned
+// or ALiBi positions), q and k pass through. interleaved: GPT-J's
+// rotate_every_two (pairs (x[2j], x[2j+1]) rotate by angle j) instead of
+// rotate-half (pairs (x[j], x[j + rotary_dim/2])).
 struct RopeTable {
   Tensor cos_sin;
   int64_t rotary_dim = 0;  // == head_dim for the Llama family
+  bool interleaved = false;
 };
 
 // One layer's paged KV cache: k and v each [num_blocks, block_size, Hk, D]
@@ -128,6 +135,76 @@ inline void check_swap(const char* op, std::span<const LayerKVCache> device,
             ") out of range");
   }
 }
+
+// Options of Backend::attention_ext beyond plain causal attention.
+struct AttentionOptions {
+  // > 0: the query at position p sees only keys at positions > p - window
+  // (the last `window` positions, itself included), as HF transformers'
+  // sliding_window_overlay (Mistral, Gemma 2's sliding layers). 0: all 0..p.
+  int64_t sliding_window = 0;
+  // > 0: scores s = q·k·scale become cap * tanh(s / cap) before the softmax
+  // (Gemma 2's attn_logit_softcapping). 0: none.
+  float logit_softcap = 0.0f;
+  // Non-empty: ALiBi (Press et al., arXiv:2108.12409; BLOOM): F32 [Hq], and
+  // every score of head h gains alibi_slopes[h] * (the key's position), as
+  // HF transformers' build_alibi_tensor adds it.
+  Tensor alibi_slopes;
+  bool plain() const {
+    return sliding_window == 0 && logit_softcap == 0.0f && alibi_slopes.empty();
+  }
+};
+
+// Activations of Backend::gated_act (the MLP's gate, HF ACT2FN names).
+enum class GatedActivation {
+  SiLU,      // "silu": x * sigmoid(x) (SwiGLU)
+  GeluTanh,  // "gelu_pytorch_tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeGLU)
+};
+
+// Activations of Backend::activation (ungated MLPs: GPT-2, GPT-NeoX, ...).
+enum class Activation {
+  Gelu,      // "gelu": 0.5 x (1 + erf(x / sqrt(2)))
+  GeluTanh,  // "gelu_new", "gelu_pytorch_tanh", BLOOM's gelu: the tanh approximation above
+};
+
+// One mixture-of-experts layer's weights (Mixtral's block_sparse_moe,
+// Qwen2-MoE's mlp), E experts of I units each, in act_dtype():
+//  * router [E, H] (nn.Linear layout);
+//  * gate_up [E, 2I, H]: expert e's gate (w1 / gate_proj) rows then its up
+//    (w3 / up_proj) rows; down [E, H, I] (w2 / down_proj);
+//  * optional shared expert (Qwen2-MoE): shared_gate_up [2Is, H],
+//    shared_down [H, Is], shared_gate [1, H]; empty tensors when absent.
+struct MoeWeights {
+  Tensor router, gate_up, down;
+  Tensor shared_gate_up, shared_down, shared_gate;
+};
+
+// Routing of Backend::moe.
+struct MoeOptions {
+  int64_t top_k = 2;
+  // true: the top-k softmax probabilities are divided by their sum
+  // (Mixtral; Qwen2-MoE's norm_topk_prob); false: used as they are.
+  bool renormalize = true;
+};
+
+// Ops beyond the Llama set that a backend may lack; the model asks
+// Backend::implements for each one its config needs and refuses to load,
+// naming them, when one is missing (never a silently wrong result).
+enum class BackendOp {
+  AttentionSlidingWindow,
+  AttentionSoftcap,
+  HeadRmsNorm,
+  GeluTanhMul,
+  Softcap,
+  Scale,
+  Moe,
+  LayerNorm,
+  Activation,
+  Add,
+  PartialRotary,      // rotary_dim < head_dim, or 0 (no rotary)
+  InterleavedRotary,  // GPT-J's rotate_every_two
+  Alibi,
+};
+const char* backend_op_name(BackendOp op);
 
 class Backend {
  public:
@@ -240,7 +317,7 @@ class Backend {
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
 
   // RMSNorm (Zhang & Sennrich 2019): out = x / sqrt(mean(x^2) + eps) * w,
-  // computed in fp32. x, out [T, H]; w [H].
+  // computed in fp32. x, out [T, H]; w [H]. out may alias x.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
 
   // Fused residual add + RMSNorm: residual += x; out = rms_norm(residual).
@@ -276,6 +353,75 @@ class Backend {
 
   // out[l, :] = x[indices[l], :]. x [T, H], indices [L] I32, out [L, H].
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
+
+  // ---- ops of the wider model family (BackendOp) ----------------------
+  // Which of them this backend implements. Default: none; each one below
+  // throws std::logic_error naming the backend unless overridden.
+  virtual bool implements(BackendOp /*op*/) const { return false; }
+
+  // attention() with AttentionOptions (sliding window, score soft-capping);
+  // same shapes. With opts.plain() this is attention().
+  virtual void attention_ext(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                             const AttentionOptions& opts, Tensor& out) {
+    if (opts.plain())
+      return attention(q, cache, batch, num_heads, num_kv_heads, head_dim, scale, out);
+    missing("attention_ext");
+  }
+  // Per-head RMSNorm of q and k inside the fused projection output, in
+  // place (Qwen3's q_norm / k_norm, before rotary): every head vector of
+  // D values of the q part (Hq heads) is normalised and scaled by q_w [D],
+  // every head of the k part (Hk heads) by k_w [D]; the v part is left.
+  // qkv [T, (Hq + 2*Hk) * D]; computed in fp32.
+  virtual void head_rms_norm(Tensor& /*qkv*/, const Tensor& /*q_w*/, const Tensor& /*k_w*/,
+                             int64_t /*num_heads*/, int64_t /*num_kv_heads*/, int64_t /*head_dim*/,
+                             float /*eps*/) {
+    missing("head_rms_norm");
+  }
+  // out = act(gate_up[:, :I]) * gate_up[:, I:]. gate_up [T, 2I], out [T, I].
+  // SiLU is silu_mul().
+  virtual void gated_act(const Tensor& gate_up, GatedActivation act, Tensor& out) {
+    if (act == GatedActivation::SiLU) return silu_mul(gate_up, out);
+    missing("gated_act");
+  }
+  // x = cap * tanh(x / cap), elementwise in place (Gemma 2's final logit
+  // soft-capping). x: any shape, F32 or act_dtype(); cap > 0.
+  virtual void softcap(Tensor& /*x*/, float /*cap*/) { missing("softcap"); }
+  // x *= s, elementwise in place (Gemma's embedding * sqrt(hidden_size)).
+  virtual void scale(Tensor& /*x*/, float /*s*/) { missing("scale"); }
+  // A mixture-of-experts MLP (Mixtral, arXiv:2401.04088; Qwen2-MoE), as HF
+  // transformers computes it: per token, p = softmax(x · routerᵀ) over E
+  // experts in fp32, the top_k largest (renormalised to sum 1 when
+  // opts.renormalize), out = sum_k p_k * down_e(silu(gate_e x) * up_e x);
+  // with a shared expert, out += sigmoid(x · shared_gateᵀ) * shared(x).
+  // x, out [T, H].
+  virtual void moe(const Tensor& /*x*/, const MoeWeights& /*w*/, const MoeOptions& /*opts*/,
+                   Tensor& /*out*/) {
+    missing("moe");
+  }
+  // LayerNorm (Ba et al. 2016): out = (x - mean) / sqrt(var + eps) * w + b
+  // per row, var the biased variance, in fp32. x, out [T, H] (out may alias
+  // x); w, b [H].
+  virtual void layer_norm(const Tensor& /*x*/, const Tensor& /*w*/, const Tensor& /*b*/,
+                          float /*eps*/, Tensor& /*out*/) {
+    missing("layer_norm");
+  }
+  // residual += x; out = layer_norm(residual). out may alias x.
+  virtual void add_layer_norm(const Tensor& /*x*/, Tensor& /*residual*/, const Tensor& /*w*/,
+                              const Tensor& /*b*/, float /*eps*/, Tensor& /*out*/) {
+    missing("add_layer_norm");
+  }
+  // y += x, elementwise; same shapes.
+  virtual void add(const Tensor& /*x*/, Tensor& /*y*/) { missing("add"); }
+  // out = act(x), elementwise; out may alias x.
+  virtual void activation(const Tensor& /*x*/, Activation /*act*/, Tensor& /*out*/) {
+    missing("activation");
+  }
+
+ protected:
+  [[noreturn]] void missing(const char* op) const {
+    throw std::logic_error(op + std::string(": not implemented on the ") + name() + " backend");
+  }
 };
 
 // The CPU reference backend (fp32; engine/cpu/). num_threads 0 = all cores.

@@ -2,15 +2,59 @@
 // forward of engine/model/llama.h, written only against Backend ops.
 #include "engine/model/llama.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 
+#include "engine/cpu/half.h"
 #include "engine/model/rope.h"
 #include "engine/weights/safetensors.h"
 
 namespace pagoda {
 namespace {
+
+// n values of a checkpoint dtype (F32, BF16, F16) as floats.
+void host_to_f32(const void* src, DType dt, float* out, int64_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    if (dt == DType::F32) {
+      std::memcpy(&out[i], bytes + 4 * i, 4);
+      continue;
+    }
+    uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, 2);
+    if (dt == DType::BF16)
+      out[i] = cpu::bf16_to_f32(h);
+    else if (dt == DType::F16)
+      out[i] = cpu::f16_to_f32(h);
+    else
+      throw std::runtime_error(std::string("weights: unsupported dtype ") + dtype_name(dt) +
+                               " for a transposed tensor");
+  }
+}
+
+// ALiBi slopes of n heads as HF transformers' build_alibi_tensor computes
+// them (Press et al., arXiv:2108.12409): the geometric series 2^(-8k/m) of
+// the largest power of two m <= n, then every other term of the series of
+// 2m for the remaining heads.
+std::vector<float> alibi_slopes(int64_t n) {
+  int64_t m = 1;
+  while (m * 2 <= n) m *= 2;
+  std::vector<float> s;
+  const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(m)) - 3)));
+  for (int64_t k = 1; k <= m; ++k)
+    s.push_back(static_cast<float>(std::pow(base, static_cast<double>(k))));
+  if (m != n) {
+    const double extra =
+        std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(2 * m)) - 3)));
+    const int64_t rest = std::min(m, n - m);
+    for (int64_t k = 1; k <= 2 * rest; k += 2)
+      s.push_back(static_cast<float>(std::pow(extra, static_cast<double>(k))));
+  }
+  return s;
+}
 
 std::string layer_name(int64_t l, const char* rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
@@ -27,6 +71,35 @@ LlamaModel::LlamaModel(const ModelConfig& config, Backend& backend, TensorParall
   if (tp_.size > 1 && (!comm_ || comm_->world_size() != tp_.size || comm_->rank() != tp_.rank))
     throw std::invalid_argument("LlamaModel: tensor-parallel size " + std::to_string(tp_.size) +
                                 " needs a communicator of that size for rank " + std::to_string(tp_.rank));
+  // Ops beyond the Llama set this config needs, refused by name when the
+  // backend lacks them (never run with a silently wrong op).
+  std::vector<BackendOp> need;
+  if (config_.has_sliding_window()) need.push_back(BackendOp::AttentionSlidingWindow);
+  if (config_.attn_logit_softcap > 0) need.push_back(BackendOp::AttentionSoftcap);
+  if (config_.qk_norm) need.push_back(BackendOp::HeadRmsNorm);
+  if (config_.hidden_act == "gelu_pytorch_tanh") need.push_back(BackendOp::GeluTanhMul);
+  if (config_.final_logit_softcap > 0) need.push_back(BackendOp::Softcap);
+  if (config_.embedding_scale != 1.0) need.push_back(BackendOp::Scale);
+  if (config_.num_experts > 0) need.push_back(BackendOp::Moe);
+  if (config_.layer_norm) need.push_back(BackendOp::LayerNorm);
+  if (!config_.gated_mlp) need.push_back(BackendOp::Activation);
+  if (config_.parallel_residual || config_.learned_positions) need.push_back(BackendOp::Add);
+  if (config_.rotary_dims() != config_.head_dim) need.push_back(BackendOp::PartialRotary);
+  if (config_.rope_interleaved) need.push_back(BackendOp::InterleavedRotary);
+  if (config_.alibi) need.push_back(BackendOp::Alibi);
+  std::string missing;
+  for (BackendOp op : need)
+    if (!backend_.implements(op))
+      missing += std::string(missing.empty() ? "" : ", ") + backend_op_name(op);
+  if (!missing.empty())
+    throw std::runtime_error(config_.architecture + " needs ops the " + backend_.name() +
+                             " backend does not implement: " + missing);
+  if (config_.quantization.enabled() && config_.architecture != "LlamaForCausalLM" &&
+      config_.architecture != "Qwen2ForCausalLM")
+    throw std::runtime_error(
+        "quantized checkpoints are supported for LlamaForCausalLM and "
+        "Qwen2ForCausalLM only, not " +
+        config_.architecture);
   local_heads_ = config_.num_attention_heads / tp_.size;
   local_kv_heads_ = config_.num_key_value_heads / tp_.size;
   local_intermediate_ = config_.intermediate_size / tp_.size;
@@ -42,19 +115,46 @@ void LlamaModel::free_all() {
   f(embed_tokens_);
   f(final_norm_);
   f(lm_head_);
-  for (Layer& L : layers_) {
-    for (Tensor* t : {&L.input_norm, &L.post_attn_norm, &L.qkv_w, &L.qkv_b, &L.o_w, &L.gate_up_w,
-                      &L.down_w, &L.kv.k, &L.kv.v})
-      f(*t);
-  }
+  for (Tensor* t :
+       {&final_norm_b_, &lm_head_b_, &embed_norm_w_, &embed_norm_b_, &wpe_, &alibi_slopes_})
+    f(*t);
+  for (Layer& L : layers_)
+    for (Tensor* t : layer_tensors(L)) f(*t);
   layers_.clear();
   backend_.free_host_kv_cache(host_kv_);
   f(rope_.cos_sin);
   for (Tensor* t : {&ws_.hidden, &ws_.residual, &ws_.normed, &ws_.qkv, &ws_.q, &ws_.attn_out,
-                    &ws_.gate_up, &ws_.mlp_act, &ws_.last_hidden, &ws_.logits})
+                    &ws_.gate_up, &ws_.mlp_act, &ws_.mlp_out, &ws_.last_hidden, &ws_.logits})
     f(*t);
   num_kv_blocks_ = 0;
   max_num_tokens_ = max_num_logits_ = 0;
+}
+
+std::vector<Tensor*> LlamaModel::layer_tensors(Layer& L) {
+  return {&L.input_norm_b,
+          &L.post_attn_norm_b,
+          &L.o_b,
+          &L.gate_up_b,
+          &L.down_b,
+          &L.input_norm,
+          &L.post_attn_norm,
+          &L.attn_out_norm,
+          &L.mlp_out_norm,
+          &L.q_norm,
+          &L.k_norm,
+          &L.qkv_w,
+          &L.qkv_b,
+          &L.o_w,
+          &L.gate_up_w,
+          &L.down_w,
+          &L.moe.router,
+          &L.moe.gate_up,
+          &L.moe.down,
+          &L.moe.shared_gate_up,
+          &L.moe.shared_down,
+          &L.moe.shared_gate,
+          &L.kv.k,
+          &L.kv.v};
 }
 
 void LlamaModel::load_from(const FillFn& fill) {
@@ -80,13 +180,34 @@ void LlamaModel::load_from(const FillFn& fill) {
     for (const char* m : modules) packed = packed && !qc.skips(layer_name(l, m));
     return packed ? backend_.alloc_quantized_linear(n, k, qc) : backend_.alloc(dt, {n, k});
   };
+  // A norm weight [n]: Gemma's (1 + w) is folded in after the fill.
+  auto norm = [&](const std::string& name, int64_t n) {
+    Tensor t = backend_.alloc(dt, {n});
+    fill(name, {n}, whole, t);
+    if (c.norm_one_plus) {
+      std::vector<float> w(static_cast<size_t>(n));
+      backend_.copy_to_host(w.data(), t);
+      for (float& v : w) v += 1.0f;
+      backend_.copy_from_host(t, w.data(), DType::F32);
+      backend_.synchronize();
+    }
+    return t;
+  };
   free_all();
+  if (c.family != "llama") {
+    try {
+      load_gpt(fill);
+    } catch (...) {
+      free_all();
+      throw;
+    }
+    return;
+  }
   try {
     // Replicated on every rank (vocab-parallel is a later optimisation).
     embed_tokens_ = backend_.alloc(dt, {V, H});
     fill("model.embed_tokens.weight", {V, H}, whole, embed_tokens_);
-    final_norm_ = backend_.alloc(dt, {H});
-    fill("model.norm.weight", {H}, whole, final_norm_);
+    final_norm_ = norm("model.norm.weight", H);
     if (c.tie_word_embeddings) {
       lm_head_ = embed_tokens_;
     } else {
@@ -96,20 +217,40 @@ void LlamaModel::load_from(const FillFn& fill) {
     layers_.resize(static_cast<size_t>(c.num_hidden_layers));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       Layer& L = layers_[static_cast<size_t>(l)];
-      L.input_norm = backend_.alloc(dt, {H});
-      fill(layer_name(l, "input_layernorm.weight"), {H}, whole, L.input_norm);
-      L.post_attn_norm = backend_.alloc(dt, {H});
-      fill(layer_name(l, "post_attention_layernorm.weight"), {H}, whole, L.post_attn_norm);
+      L.input_norm = norm(layer_name(l, "input_layernorm.weight"), H);
+      if (c.sandwich_norm) {
+        L.attn_out_norm = norm(layer_name(l, "post_attention_layernorm.weight"), H);
+        L.post_attn_norm = norm(layer_name(l, "pre_feedforward_layernorm.weight"), H);
+        L.mlp_out_norm = norm(layer_name(l, "post_feedforward_layernorm.weight"), H);
+      } else {
+        L.post_attn_norm = norm(layer_name(l, "post_attention_layernorm.weight"), H);
+      }
+      if (c.qk_norm) {
+        L.q_norm = norm(layer_name(l, "self_attn.q_norm.weight"), D);
+        L.k_norm = norm(layer_name(l, "self_attn.k_norm.weight"), D);
+      }
       // Column-parallel q/k/v: this rank's heads are contiguous output rows.
       L.qkv_w = alloc_linear({"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, l,
                              (hq + 2 * hk) * D, H, false);
-      fill(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, H}, rows(r * hq * D, hq * D),
-           L.qkv_w.slice_rows(0, hq * D));
-      fill(layer_name(l, "self_attn.k_proj.weight"), {Hk * D, H}, rows(r * hk * D, hk * D),
-           L.qkv_w.slice_rows(hq * D, hk * D));
-      fill(layer_name(l, "self_attn.v_proj.weight"), {Hk * D, H}, rows(r * hk * D, hk * D),
-           L.qkv_w.slice_rows((hq + hk) * D, hk * D));
+      if (c.fused_checkpoint) {  // Phi-3: one [(Hq+2Hk)*D, H] tensor, rows q, k, v
+        const std::string n = layer_name(l, "self_attn.qkv_proj.weight");
+        const std::vector<int64_t> shape{(Hq + 2 * Hk) * D, H};
+        fill(n, shape, rows(r * hq * D, hq * D), L.qkv_w.slice_rows(0, hq * D));
+        fill(n, shape, rows(Hq * D + r * hk * D, hk * D), L.qkv_w.slice_rows(hq * D, hk * D));
+        fill(n, shape, rows((Hq + Hk) * D + r * hk * D, hk * D),
+             L.qkv_w.slice_rows((hq + hk) * D, hk * D));
+      } else {
+        fill(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, H}, rows(r * hq * D, hq * D),
+             L.qkv_w.slice_rows(0, hq * D));
+        fill(layer_name(l, "self_attn.k_proj.weight"), {Hk * D, H}, rows(r * hk * D, hk * D),
+             L.qkv_w.slice_rows(hq * D, hk * D));
+        fill(layer_name(l, "self_attn.v_proj.weight"), {Hk * D, H}, rows(r * hk * D, hk * D),
+             L.qkv_w.slice_rows((hq + hk) * D, hk * D));
+      }
       if (c.attention_bias) {
+        if (c.fused_checkpoint)
+          throw std::runtime_error(c.architecture +
+                                   ": attention_bias with a fused qkv_proj is not supported");
         L.qkv_b = backend_.alloc(dt, {(hq + 2 * hk) * D});
         fill(layer_name(l, "self_attn.q_proj.bias"), {Hq * D}, rows(r * hq * D, hq * D), L.qkv_b.slice_rows(0, hq * D));
         fill(layer_name(l, "self_attn.k_proj.bias"), {Hk * D}, rows(r * hk * D, hk * D),
@@ -120,15 +261,63 @@ void LlamaModel::load_from(const FillFn& fill) {
       // Row-parallel o_proj: the input columns of this rank's heads.
       L.o_w = alloc_linear({"self_attn.o_proj"}, l, H, hq * D, true);
       fill(layer_name(l, "self_attn.o_proj.weight"), {H, Hq * D}, cols(r * hq * D, hq * D), L.o_w);
+      if (c.num_experts > 0) {
+        load_moe(L, l, fill);
+        continue;
+      }
       L.gate_up_w = alloc_linear({"mlp.gate_proj", "mlp.up_proj"}, l, 2 * il, H, false);
-      fill(layer_name(l, "mlp.gate_proj.weight"), {I, H}, rows(r * il, il), L.gate_up_w.slice_rows(0, il));
-      fill(layer_name(l, "mlp.up_proj.weight"), {I, H}, rows(r * il, il), L.gate_up_w.slice_rows(il, il));
+      if (c.fused_checkpoint) {  // Phi-3: one [2I, H] tensor, gate rows then up rows
+        const std::string n = layer_name(l, "mlp.gate_up_proj.weight");
+        fill(n, {2 * I, H}, rows(r * il, il), L.gate_up_w.slice_rows(0, il));
+        fill(n, {2 * I, H}, rows(I + r * il, il), L.gate_up_w.slice_rows(il, il));
+      } else {
+        fill(layer_name(l, "mlp.gate_proj.weight"), {I, H}, rows(r * il, il),
+             L.gate_up_w.slice_rows(0, il));
+        fill(layer_name(l, "mlp.up_proj.weight"), {I, H}, rows(r * il, il),
+             L.gate_up_w.slice_rows(il, il));
+      }
       L.down_w = alloc_linear({"mlp.down_proj"}, l, H, il, true);
       fill(layer_name(l, "mlp.down_proj.weight"), {H, I}, cols(r * il, il), L.down_w);
     }
   } catch (...) {
     free_all();
     throw;
+  }
+}
+
+void LlamaModel::load_moe(Layer& L, int64_t l, const FillFn& fill) {
+  // One rank holds every expert (validate_tensor_parallel refuses TP > 1).
+  const ModelConfig& c = config_;
+  const DType dt = backend_.act_dtype();
+  const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+  const Shard whole{};
+  const bool q = c.qwen2_moe_names;
+  const std::string base = q ? "mlp." : "block_sparse_moe.";
+  L.moe.router = backend_.alloc(dt, {E, H});
+  fill(layer_name(l, (base + "gate.weight").c_str()), {E, H}, whole, L.moe.router);
+  L.moe.gate_up = backend_.alloc(dt, {E, 2 * I, H});
+  L.moe.down = backend_.alloc(dt, {E, H, I});
+  const Tensor gu = L.moe.gate_up.view({E * 2 * I, H}), dn = L.moe.down.view({E * H, I});
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string ex = base + "experts." + std::to_string(e) + ".";
+    fill(layer_name(l, (ex + (q ? "gate_proj" : "w1") + ".weight").c_str()), {I, H}, whole,
+         gu.slice_rows(e * 2 * I, I));
+    fill(layer_name(l, (ex + (q ? "up_proj" : "w3") + ".weight").c_str()), {I, H}, whole,
+         gu.slice_rows(e * 2 * I + I, I));
+    fill(layer_name(l, (ex + (q ? "down_proj" : "w2") + ".weight").c_str()), {H, I}, whole,
+         dn.slice_rows(e * H, H));
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    const int64_t Is = c.shared_expert_intermediate_size;
+    L.moe.shared_gate_up = backend_.alloc(dt, {2 * Is, H});
+    fill(layer_name(l, "mlp.shared_expert.gate_proj.weight"), {Is, H}, whole,
+         L.moe.shared_gate_up.slice_rows(0, Is));
+    fill(layer_name(l, "mlp.shared_expert.up_proj.weight"), {Is, H}, whole,
+         L.moe.shared_gate_up.slice_rows(Is, Is));
+    L.moe.shared_down = backend_.alloc(dt, {H, Is});
+    fill(layer_name(l, "mlp.shared_expert.down_proj.weight"), {H, Is}, whole, L.moe.shared_down);
+    L.moe.shared_gate = backend_.alloc(dt, {1, H});
+    fill(layer_name(l, "mlp.shared_expert_gate.weight"), {1, H}, whole, L.moe.shared_gate);
   }
 }
 
@@ -168,7 +357,20 @@ void LlamaModel::load_weights(const std::string& model_dir) {
                                t.shape_str() + ", config expects " + ws + "]");
     }
     const size_t bytes = static_cast<size_t>(dst.numel()) * dtype_size(t.dtype);
-    if (shard.dim < 0 || tp_.size == 1) {
+    const bool all =
+        shard.dim < 0 || (shard.begin == 0 && shard.count == shape[static_cast<size_t>(shard.dim)]);
+    if (shard.transposed) {  // [in, out] -> this destination's [count, in], on the host
+      const int64_t in = shape[0], out = shape[1];
+      std::vector<float> full(static_cast<size_t>(in * out)),
+          mine(static_cast<size_t>(shard.count * in));
+      host_to_f32(t.data, t.dtype, full.data(), in * out);
+      for (int64_t o = 0; o < shard.count; ++o)
+        for (int64_t i = 0; i < in; ++i)
+          mine[static_cast<size_t>(o * in + i)] =
+              full[static_cast<size_t>(i * out + shard.begin + o)];
+      backend_.copy_from_host(dst, mine.data(), DType::F32);
+      backend_.synchronize();  // `mine` goes away
+    } else if (all) {
       backend_.copy_from_host(dst, t.data, t.dtype);
     } else if (shard.dim == 0) {  // a contiguous range of the mapping
       backend_.copy_from_host(dst, safetensors_rows(t, shard.begin, shard.count), t.dtype);
@@ -277,8 +479,9 @@ void LlamaModel::allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs
   const int64_t T = max_num_tokens, L = std::min(max_num_seqs, max_num_tokens);
   const int64_t H = c.hidden_size, I = local_intermediate_, D = c.head_dim;
   const int64_t Hq = local_heads_, Hk = local_kv_heads_;
-  for (Tensor* t : {&ws_.hidden, &ws_.residual, &ws_.normed, &ws_.qkv, &ws_.q, &ws_.attn_out,
-                    &ws_.gate_up, &ws_.mlp_act, &ws_.last_hidden, &ws_.logits, &rope_.cos_sin})
+  for (Tensor* t :
+       {&ws_.hidden, &ws_.residual, &ws_.normed, &ws_.qkv, &ws_.q, &ws_.attn_out, &ws_.gate_up,
+        &ws_.mlp_act, &ws_.mlp_out, &ws_.last_hidden, &ws_.logits, &rope_.cos_sin, &alibi_slopes_})
     if (!t->empty()) backend_.free(*t);
   ws_.hidden = backend_.alloc(dt, {T, H});
   ws_.residual = backend_.alloc(dt, {T, H});
@@ -288,15 +491,25 @@ void LlamaModel::allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs
   ws_.attn_out = backend_.alloc(dt, {T, Hq * D});
   ws_.gate_up = backend_.alloc(dt, {T, 2 * I});
   ws_.mlp_act = backend_.alloc(dt, {T, I});
+  if (c.parallel_residual) ws_.mlp_out = backend_.alloc(dt, {T, H});
   ws_.last_hidden = backend_.alloc(dt, {L, H});
   ws_.logits = backend_.alloc(DType::F32, {L, c.vocab_size});
   max_num_tokens_ = T;
   max_num_logits_ = L;
 
-  const std::vector<float> table = rope_cos_sin_table(c, max_positions);
-  rope_.cos_sin = backend_.alloc(DType::F32, {max_positions, D});
-  backend_.copy_from_host(rope_.cos_sin, table.data(), DType::F32);
-  rope_.rotary_dim = D;
+  const int64_t R = c.rotary_dims();
+  rope_.rotary_dim = R;
+  rope_.interleaved = c.rope_interleaved;
+  if (R > 0) {
+    const std::vector<float> table = rope_cos_sin_table(c, max_positions);
+    rope_.cos_sin = backend_.alloc(DType::F32, {max_positions, R});
+    backend_.copy_from_host(rope_.cos_sin, table.data(), DType::F32);
+  }
+  if (c.alibi) {
+    const std::vector<float> slopes = alibi_slopes(c.num_attention_heads);
+    alibi_slopes_ = backend_.alloc(DType::F32, {c.num_attention_heads});
+    backend_.copy_from_host(alibi_slopes_, slopes.data(), DType::F32);
+  }
   backend_.synchronize();
 }
 
@@ -311,27 +524,91 @@ Tensor LlamaModel::forward(const DeviceBatch& b) {
   const int64_t Hq = local_heads_, Hk = local_kv_heads_, D = c.head_dim;  // this rank's heads
   const bool reduce = tp_.size > 1;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const float scale =
+      static_cast<float>(c.attn_scale > 0 ? c.attn_scale : 1.0 / std::sqrt(static_cast<double>(D)));
+  const GatedActivation act_kind =
+      c.hidden_act == "gelu_pytorch_tanh" ? GatedActivation::GeluTanh : GatedActivation::SiLU;
+  const MoeOptions moe_opts{c.num_experts_per_tok, c.norm_topk_prob};
+  const Activation ungated_act = c.hidden_act == "gelu" ? Activation::Gelu : Activation::GeluTanh;
   Tensor hidden = ws_.hidden.first_rows(T), residual = ws_.residual.first_rows(T);
   Tensor normed = ws_.normed.first_rows(T), qkv = ws_.qkv.first_rows(T);
   Tensor q = ws_.q.first_rows(T), attn = ws_.attn_out.first_rows(T);
   Tensor gate_up = ws_.gate_up.first_rows(T), act = ws_.mlp_act.first_rows(T);
 
+  // RMSNorm or LayerNorm (with bias) as the config says; out may alias x.
+  auto norm = [&](const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+    if (c.layer_norm)
+      backend_.layer_norm(x, w, bias, eps, out);
+    else
+      backend_.rms_norm(x, w, eps, out);
+  };
+  auto add_norm = [&](const Tensor& x, Tensor& res, const Tensor& w, const Tensor& bias,
+                      Tensor& out) {
+    if (c.layer_norm)
+      backend_.add_layer_norm(x, res, w, bias, eps, out);
+    else
+      backend_.add_rms_norm(x, res, w, eps, out);
+  };
+  auto opt = [](const Tensor& t) { return t.empty() ? nullptr : &t; };
+  // The MLP of layer ly on `in` into `out` [T, H] (this rank's partial sum
+  // under tensor parallelism: the caller reduces).
+  auto mlp = [&](Layer& ly, const Tensor& in, Tensor& out) {
+    if (c.num_experts > 0) {
+      backend_.moe(in, ly.moe, moe_opts, out);
+    } else if (c.gated_mlp) {
+      backend_.linear(in, ly.gate_up_w, nullptr, gate_up);
+      backend_.gated_act(gate_up, act_kind, act);
+      backend_.linear(act, ly.down_w, nullptr, out);
+    } else {
+      backend_.linear(in, ly.gate_up_w, opt(ly.gate_up_b), act);
+      backend_.activation(act, ungated_act, act);
+      backend_.linear(act, ly.down_w, opt(ly.down_b), out);
+    }
+  };
+
   backend_.embedding(b.input_ids, embed_tokens_, residual);
+  if (c.learned_positions) {  // GPT-2: + wpe[position]
+    backend_.embedding(b.positions, wpe_, normed);
+    backend_.add(normed, residual);
+  }
+  if (c.embedding_scale != 1.0) backend_.scale(residual, static_cast<float>(c.embedding_scale));
+  if (c.embedding_norm) backend_.layer_norm(residual, embed_norm_w_, embed_norm_b_, eps, residual);
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& ly = layers_[l];
-    if (l == 0) backend_.rms_norm(residual, ly.input_norm, eps, normed);
-    else backend_.add_rms_norm(hidden, residual, ly.input_norm, eps, normed);  // += previous MLP out
-    backend_.linear(normed, ly.qkv_w, ly.qkv_b.empty() ? nullptr : &ly.qkv_b, qkv);
+    if (l == 0)
+      norm(residual, ly.input_norm, ly.input_norm_b, normed);
+    else
+      add_norm(hidden, residual, ly.input_norm, ly.input_norm_b,
+               normed);  // += previous layer's out
+    backend_.linear(normed, ly.qkv_w, opt(ly.qkv_b), qkv);
+    if (c.qk_norm) backend_.head_rms_norm(qkv, ly.q_norm, ly.k_norm, Hq, Hk, D, eps);
     backend_.rope_and_cache(qkv, rope_, b, Hq, Hk, D, q, ly.kv);
-    backend_.attention(q, ly.kv, b, Hq, Hk, D, scale, attn);
-    backend_.linear(attn, ly.o_w, nullptr, hidden);
+    const AttentionOptions ao{c.layer_sliding_window[l], static_cast<float>(c.attn_logit_softcap),
+                              alibi_slopes_};
+    if (ao.plain())
+      backend_.attention(q, ly.kv, b, Hq, Hk, D, scale, attn);
+    else
+      backend_.attention_ext(q, ly.kv, b, Hq, Hk, D, scale, ao, attn);
+    backend_.linear(attn, ly.o_w, opt(ly.o_b), hidden);
     if (reduce) comm_->all_reduce_sum(hidden);  // row-parallel o_proj: sum the ranks' partials
-    backend_.add_rms_norm(hidden, residual, ly.post_attn_norm, eps, normed);
-    backend_.linear(normed, ly.gate_up_w, nullptr, gate_up);
-    backend_.silu_mul(gate_up, act);
-    backend_.linear(act, ly.down_w, nullptr, hidden);
-    if (reduce) comm_->all_reduce_sum(hidden);  // row-parallel down_proj
+    if (c.parallel_residual) {  // x += attn(norm(x)) + mlp(norm'(x)): `hidden` gets both
+      if (c.parallel_two_norms) norm(residual, ly.post_attn_norm, ly.post_attn_norm_b, normed);
+      Tensor mlp_out = ws_.mlp_out.first_rows(T);
+      mlp(ly, normed, mlp_out);
+      backend_.add(mlp_out, hidden);
+      continue;
+    }
+    if (c.sandwich_norm) {  // Gemma 2: norm the attention output before the residual add
+      backend_.rms_norm(hidden, ly.attn_out_norm, eps, normed);
+      backend_.add_rms_norm(normed, residual, ly.post_attn_norm, eps, normed);
+    } else {
+      add_norm(hidden, residual, ly.post_attn_norm, ly.post_attn_norm_b, normed);
+    }
+    mlp(ly, normed, hidden);
+    if (reduce && c.num_experts == 0) comm_->all_reduce_sum(hidden);  // row-parallel down_proj
+    if (c.sandwich_norm) {  // Gemma 2: norm the MLP output (kept in `hidden` for the next add)
+      backend_.rms_norm(hidden, ly.mlp_out_norm, eps, hidden);
+    }
   }
   last_num_tokens_ = T;
   const int64_t n = std::min(L, max_num_logits_);
@@ -354,8 +631,13 @@ Tensor LlamaModel::logits_for(const Tensor& indices) {
   Tensor last_res = ws_.last_hidden.first_rows(L), last_x = ws_.normed.first_rows(L);
   backend_.gather_rows(ws_.residual.first_rows(T), indices, last_res);
   backend_.gather_rows(ws_.hidden.first_rows(T), indices, last_x);
-  backend_.add_rms_norm(last_x, last_res, final_norm_, eps, last_x);
-  backend_.linear(last_x, lm_head_, nullptr, logits);
+  if (config_.layer_norm)
+    backend_.add_layer_norm(last_x, last_res, final_norm_, final_norm_b_, eps, last_x);
+  else
+    backend_.add_rms_norm(last_x, last_res, final_norm_, eps, last_x);
+  backend_.linear(last_x, lm_head_, lm_head_b_.empty() ? nullptr : &lm_head_b_, logits);
+  if (config_.final_logit_softcap > 0)
+    backend_.softcap(logits, static_cast<float>(config_.final_logit_softcap));
   return logits;
 }
 

@@ -1,6 +1,13 @@
 // LlamaModel: the one definition of the Llama family's forward (Llama 2/3,
-// TinyLlama, Mistral-style, Chinese-LLaMA; Qwen2 as a row of options:
-// q/k/v bias, rope_theta, untied lm_head), written against Backend ops.
+// TinyLlama, Chinese-LLaMA; Qwen2 as a row of options: q/k/v bias,
+// rope_theta, untied lm_head), written against Backend ops. Further rows of
+// options (ModelConfig, issue 18): sliding-window attention per layer
+// (Mistral, Gemma 2), per-head q/k RMSNorm (Qwen3), fused qkv_proj /
+// gate_up_proj checkpoints (Phi-3), mixture-of-experts MLPs (Mixtral,
+// Qwen2-MoE with its shared expert), Gemma 2's (1 + w) norms, sandwich norms,
+// GELU(tanh) MLP, embedding scaling, attention and final logit soft-capping.
+// The constructor refuses (std::runtime_error, naming them) a config that
+// needs ops the backend does not implement (Backend::implements).
 //
 // Per layer (HF transformers' LlamaDecoderLayer, pre-norm):
 //   h = rms_norm(x); qkv = h·Wqkvᵀ(+b); rope + cache write; a = attn(q, KV);
@@ -117,11 +124,20 @@ class LlamaModel {
 
  private:
   struct Layer {
-    Tensor input_norm, post_attn_norm;  // [H]
+    // input_norm: before attention; post_attn_norm: before the MLP (HF's
+    // post_attention_layernorm in Llama, pre_feedforward_layernorm in
+    // Gemma 2). With sandwich_norm, attn_out_norm (Gemma 2's
+    // post_attention_layernorm) normalises the attention output and
+    // mlp_out_norm (post_feedforward_layernorm) the MLP's. [H]
+    Tensor input_norm, post_attn_norm, attn_out_norm, mlp_out_norm;
+    Tensor input_norm_b, post_attn_norm_b;  // LayerNorm biases [H] (GPT family) or empty
+    Tensor q_norm, k_norm;  // [D] (Qwen3) or empty
+    Tensor o_b, gate_up_b, down_b;  // biases [H], [I] (ungated up), [H] (GPT family) or empty
+    MoeWeights moe;         // experts (num_experts > 0) instead of gate_up_w / down_w
     // Hq, Hk, I below are this rank's share (the config's / tp.size).
     Tensor qkv_w, qkv_b;                // [(Hq+2Hk)*D, H], [(Hq+2Hk)*D] or empty
     Tensor o_w;                         // [H, Hq*D]
-    Tensor gate_up_w;                   // [2I, H]
+    Tensor gate_up_w;                   // [2I, H]; ungated MLP (gated_mlp false): up [I, H]
     Tensor down_w;                      // [H, I]
     LayerKVCache kv;
   };
@@ -131,17 +147,23 @@ class LlamaModel {
     Tensor q, attn_out;               // [Tmax, Hq*D]
     Tensor gate_up;                   // [Tmax, 2I]
     Tensor mlp_act;                   // [Tmax, I]
+    Tensor mlp_out;                   // [Tmax, H] (parallel residual only)
     Tensor last_hidden;               // [Lmax, H]
     Tensor logits;                    // [Lmax, V] F32
   };
 
   void free_all();
+  std::vector<Tensor*> layer_tensors(Layer& L);  // every tensor a layer owns
   std::vector<LayerKVCache> kv_caches() const;  // the layers' caches, in order
   // The part of an HF tensor this rank holds: all of it (dim -1), rows
   // [begin, begin+count) (dim 0) or columns [begin, begin+count) (dim 1).
+  // transposed: the HF tensor is [in, out] (GPT-2's Conv1D) and the
+  // destination [count, in] takes its columns [begin, begin+count)
+  // transposed (dim 1).
   struct Shard {
     int dim = -1;
     int64_t begin = 0, count = 0;
+    bool transposed = false;
   };
   // Allocates every parameter in the fused layout and calls fill(hf_name,
   // hf_shape, shard, destination) for each HF tensor (hf_shape is the whole
@@ -150,6 +172,11 @@ class LlamaModel {
   using FillFn = std::function<void(const std::string& name, const std::vector<int64_t>& shape,
                                     const Shard& shard, Tensor dst)>;
   void load_from(const FillFn& fill);
+  // A mixture-of-experts layer's router, experts and shared expert.
+  void load_moe(Layer& L, int64_t l, const FillFn& fill);
+  // The GPT-style families' tensors (ModelConfig::family: names, fused
+  // q/k/v layouts, GPT-2's transposed Conv1D weights); llama_gpt_load.cpp.
+  void load_gpt(const FillFn& fill);
 
   ModelConfig config_;
   Backend& backend_;
@@ -158,6 +185,10 @@ class LlamaModel {
   int64_t local_heads_ = 0, local_kv_heads_ = 0, local_intermediate_ = 0;  // this rank's share
   LoadStats load_stats_;
   Tensor embed_tokens_, final_norm_, lm_head_;  // lm_head_ aliases embed_tokens_ when tied
+  Tensor final_norm_b_, lm_head_b_;             // GPT family: LayerNorm bias, GPT-J's lm_head bias
+  Tensor embed_norm_w_, embed_norm_b_;          // BLOOM's word_embeddings_layernorm
+  Tensor wpe_;                                  // GPT-2's learned positions [P, H]
+  Tensor alibi_slopes_;                         // BLOOM: [Hq] F32
   std::vector<Layer> layers_;
   RopeTable rope_;
   Workspace ws_;

@@ -2,6 +2,7 @@
 // LlamaConfig / Qwen2Config (configuration_llama.py, configuration_qwen2.py).
 #include "engine/model/model_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 
 #include "engine/model/config_reader.h"
+#include "engine/model/model_config_gpt.h"
 
 namespace pagoda {
 namespace {
@@ -62,46 +64,17 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
   return out;
 }
 
-}  // namespace
-
-ModelConfig ModelConfig::from_dir(const std::string& model_dir) {
-  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("config " + path + ": cannot open (missing model directory or config.json?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json_text(ss.str(), path);
-}
-
-ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& ex) {
-    throw std::runtime_error("config " + source + ": bad JSON: " + ex.what());
-  }
-  if (!j.is_object()) throw std::runtime_error("config " + source + ": not a JSON object");
-  Reader r{j, source};
-  ModelConfig c;
-
-  c.model_type = r.get_string("model_type", "");
-  if (r.has("architectures")) {
-    if (!j["architectures"].is_array() || j["architectures"].empty() ||
-        !j["architectures"][0].is_string())
-      r.fail("architectures", "must be a non-empty list of strings");
-    c.architecture = j["architectures"][0].get<std::string>();
-  } else if (c.model_type == "llama") {
-    c.architecture = "LlamaForCausalLM";
-  } else if (c.model_type == "qwen2") {
-    c.architecture = "Qwen2ForCausalLM";
-  } else {
-    r.fail("architectures", "missing (and model_type '" + c.model_type + "' is not llama/qwen2)");
-  }
+// The Llama family's fields (Llama, Qwen2/3, Mistral, Phi-3, Mixtral,
+// Gemma 2, Qwen2-MoE): HF's LlamaConfig names and each one's additions.
+void parse_llama_family(const Reader& r, ModelConfig& c) {
+  const json& j = r.j;
   const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
-  if (c.architecture != "LlamaForCausalLM" && !qwen2)
-    r.fail("architectures", "unsupported architecture '" + c.architecture +
-                                "' (supported: LlamaForCausalLM, Qwen2ForCausalLM)");
-  if (c.model_type.empty()) c.model_type = qwen2 ? "qwen2" : "llama";
+  const bool qwen3 = c.architecture == "Qwen3ForCausalLM";
+  const bool qwen2_moe = c.architecture == "Qwen2MoeForCausalLM";
+  const bool mixtral = c.architecture == "MixtralForCausalLM";
+  const bool gemma2 = c.architecture == "Gemma2ForCausalLM";
+  const bool phi3 = c.architecture == "Phi3ForCausalLM";
+  const bool mistral = c.architecture == "MistralForCausalLM";
 
   c.hidden_size = r.get_positive("hidden_size", std::nullopt);
   c.intermediate_size = r.get_positive("intermediate_size", std::nullopt);
@@ -142,14 +115,163 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   if (r.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(r, "rope_scaling", j["rope_scaling"]);
   else if (rope_params) c.rope_scaling = parse_rope_scaling(r, "rope_parameters", *rope_params);
 
-  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
-  c.attention_bias = qwen2 ? true : r.get_bool("attention_bias", false);
+  // Gemma 2 ties its embeddings unless told otherwise (Gemma2Config).
+  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", gemma2);
+  if (qwen2)
+    c.attention_bias = true;
+  else if (qwen2_moe)
+    c.attention_bias = r.get_bool("qkv_bias", true);
+  else
+    c.attention_bias = r.get_bool("attention_bias", false);
   c.mlp_bias = r.get_bool("mlp_bias", false);
   if (c.mlp_bias) r.fail("mlp_bias", "true is not supported");
-  c.hidden_act = r.get_string("hidden_act", "silu");
-  if (c.hidden_act != "silu") r.fail("hidden_act", "unsupported activation '" + c.hidden_act + "' (supported: silu)");
-  if (qwen2 && r.get_bool("use_sliding_window", false))
-    r.fail("use_sliding_window", "sliding-window attention is not supported");
+  if (gemma2) {
+    // Gemma2Config: hidden_activation (hidden_act is its legacy name).
+    c.hidden_act =
+        r.get_string("hidden_activation", r.get_string("hidden_act", "gelu_pytorch_tanh"));
+    if (c.hidden_act != "gelu_pytorch_tanh")
+      r.fail("hidden_activation",
+             "unsupported activation '" + c.hidden_act + "' (supported: gelu_pytorch_tanh)");
+  } else {
+    c.hidden_act = r.get_string("hidden_act", "silu");
+    if (c.hidden_act != "silu")
+      r.fail("hidden_act", "unsupported activation '" + c.hidden_act + "' (supported: silu)");
+  }
+  if (r.has("partial_rotary_factor") && r.get_double("partial_rotary_factor", 1.0) != 1.0)
+    r.fail("partial_rotary_factor",
+           "partial rotary embeddings are not supported for " + c.architecture);
+  if ((qwen2 || qwen3 || qwen2_moe) && r.get_bool("use_sliding_window", false))
+    r.fail("use_sliding_window", "sliding-window attention is not supported for " + c.architecture);
+  if (qwen2_moe && r.has("layer_types"))
+    for (const json& t : j["layer_types"])
+      if (t != "full_attention")
+        r.fail("layer_types", "only full_attention layers are supported for " + c.architecture);
+  if (qwen3 && r.has("layer_types"))
+    for (const json& t : j["layer_types"])
+      if (t != "full_attention")
+        r.fail("layer_types", "only full_attention layers are supported for " + c.architecture);
+
+  c.layer_sliding_window.assign(static_cast<size_t>(c.num_hidden_layers), 0);
+  if (mistral || mixtral || phi3) {
+    // Every layer (MistralModel: a sliding-window causal mask when set).
+    if (r.has("sliding_window")) {
+      const int64_t w = r.get_positive("sliding_window", std::nullopt);
+      c.layer_sliding_window.assign(static_cast<size_t>(c.num_hidden_layers), w);
+    }
+  }
+  c.qk_norm = qwen3;
+  c.fused_checkpoint = phi3;
+  if (gemma2) {
+    c.norm_one_plus = true;
+    c.sandwich_norm = true;
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    c.attn_logit_softcap = r.get_double("attn_logit_softcapping", 0.0);
+    c.final_logit_softcap = r.get_double("final_logit_softcapping", 0.0);
+    if (c.attn_logit_softcap < 0) r.fail("attn_logit_softcapping", "must be positive or null");
+    if (c.final_logit_softcap < 0) r.fail("final_logit_softcapping", "must be positive or null");
+    c.attn_scale =
+        1.0 / std::sqrt(static_cast<double>(r.get_positive("query_pre_attn_scalar", 256)));
+    if (r.has("use_bidirectional_attention") && r.get_bool("use_bidirectional_attention", false))
+      r.fail("use_bidirectional_attention", "bidirectional attention is not supported");
+    const int64_t w = r.get_positive("sliding_window", 4096);
+    if (r.has("layer_types")) {
+      const json& lt = j["layer_types"];
+      if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.num_hidden_layers)
+        r.fail("layer_types", "must list one type per layer");
+      for (size_t l = 0; l < lt.size(); ++l) {
+        if (lt[l] == "sliding_attention")
+          c.layer_sliding_window[l] = w;
+        else if (lt[l] != "full_attention")
+          r.fail("layer_types", "unsupported layer type " + lt[l].dump());
+      }
+    } else {  // Gemma2Config's default: sliding on even layers
+      for (size_t l = 0; l < c.layer_sliding_window.size(); l += 2) c.layer_sliding_window[l] = w;
+    }
+  }
+  if (mixtral) {
+    c.num_experts = r.get_positive("num_local_experts", 8);
+    c.num_experts_per_tok = r.get_positive("num_experts_per_tok", 2);
+    c.moe_intermediate_size = c.intermediate_size;
+    c.norm_topk_prob = true;
+  }
+  if (qwen2_moe) {
+    c.qwen2_moe_names = true;
+    c.num_experts = r.get_positive("num_experts", 60);
+    c.num_experts_per_tok = r.get_positive("num_experts_per_tok", 4);
+    c.moe_intermediate_size = r.get_positive("moe_intermediate_size", 1408);
+    c.shared_expert_intermediate_size = r.get_positive("shared_expert_intermediate_size", 5632);
+    c.norm_topk_prob = r.get_bool("norm_topk_prob", false);
+    if (r.get_int("decoder_sparse_step", 1) != 1)
+      r.fail("decoder_sparse_step", "only 1 (every layer sparse) is supported");
+    if (r.has("mlp_only_layers") &&
+        !(j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty()))
+      r.fail("mlp_only_layers", "dense layers among sparse ones are not supported");
+  }
+  if (c.num_experts > 0 && c.num_experts_per_tok > c.num_experts)
+    r.fail("num_experts_per_tok", "exceeds the number of experts");
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_dir(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("config " + path +
+                             ": cannot open (missing model directory or config.json?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_json_text(ss.str(), path);
+}
+
+ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& ex) {
+    throw std::runtime_error("config " + source + ": bad JSON: " + ex.what());
+  }
+  if (!j.is_object()) throw std::runtime_error("config " + source + ": not a JSON object");
+  Reader r{j, source};
+  ModelConfig c;
+
+  c.model_type = r.get_string("model_type", "");
+  // Architectures the one model definition covers, with their model_type.
+  static const std::pair<const char*, const char*> kArchs[] = {
+      {"LlamaForCausalLM", "llama"},      {"Qwen2ForCausalLM", "qwen2"},
+      {"MistralForCausalLM", "mistral"},  {"Qwen3ForCausalLM", "qwen3"},
+      {"Phi3ForCausalLM", "phi3"},        {"MixtralForCausalLM", "mixtral"},
+      {"Gemma2ForCausalLM", "gemma2"},    {"Qwen2MoeForCausalLM", "qwen2_moe"},
+      {"GPTNeoXForCausalLM", "gpt_neox"}, {"GPT2LMHeadModel", "gpt2"},
+      {"FalconForCausalLM", "falcon"},    {"GPTJForCausalLM", "gptj"},
+      {"BloomForCausalLM", "bloom"}};
+  std::string supported;
+  for (const auto& [a, t] : kArchs) supported += std::string(supported.empty() ? "" : ", ") + a;
+  if (r.has("architectures")) {
+    if (!j["architectures"].is_array() || j["architectures"].empty() ||
+        !j["architectures"][0].is_string())
+      r.fail("architectures", "must be a non-empty list of strings");
+    c.architecture = j["architectures"][0].get<std::string>();
+  } else {
+    for (const auto& [a, t] : kArchs)
+      if (c.model_type == t) c.architecture = a;
+    if (c.architecture.empty())
+      r.fail("architectures",
+             "missing (and model_type '" + c.model_type + "' is not one of the supported ones)");
+  }
+  bool known = false;
+  for (const auto& [a, t] : kArchs)
+    if (c.architecture == a) {
+      known = true;
+      if (c.model_type.empty()) c.model_type = t;
+    }
+  if (!known)
+    r.fail("architectures",
+           "unsupported architecture '" + c.architecture + "' (supported: " + supported + ")");
+  if (is_gpt_family(c.architecture))
+    parse_gpt_family(r, c);
+  else
+    parse_llama_family(r, c);
 
   if (r.has("torch_dtype")) c.torch_dtype = parse_torch_dtype(r, "torch_dtype", r.get_string("torch_dtype", ""));
   else if (r.has("dtype")) c.torch_dtype = parse_torch_dtype(r, "dtype", r.get_string("dtype", ""));
@@ -185,6 +307,14 @@ void validate_tensor_parallel(const ModelConfig& c, int64_t tp) {
   check("num_attention_heads", c.num_attention_heads, "whole attention heads");
   check("num_key_value_heads", c.num_key_value_heads, "whole KV heads");
   check("intermediate_size", c.intermediate_size, "an equal share of the MLP's columns");
+  if (tp > 1 && c.family != "llama")
+    throw std::runtime_error(
+        "tensor_parallel_size " + std::to_string(tp) + ": " + c.architecture +
+        " runs on one rank only (its biases and parallel residual are not sharded)");
+  if (tp > 1 && c.num_experts > 0)
+    throw std::runtime_error("tensor_parallel_size " + std::to_string(tp) +
+                             ": mixture-of-experts models (" + c.architecture +
+                             ") run on one rank only (expert sharding is not implemented)");
 }
 
 }  // namespace pagoda

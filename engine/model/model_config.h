@@ -21,8 +21,10 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string architecture;  // "LlamaForCausalLM" or "Qwen2ForCausalLM"
-  std::string model_type;    // "llama", "qwen2"
+  // LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM,
+  // Phi3ForCausalLM, MixtralForCausalLM, Gemma2ForCausalLM, Qwen2MoeForCausalLM
+  std::string architecture;
+  std::string model_type;  // "llama", "qwen2", "mistral", ...
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t num_hidden_layers = 0;
@@ -36,7 +38,8 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections have biases (Qwen2: always)
-  bool mlp_bias = false;
+  bool mlp_bias = false;        // the MLP's linears have biases (GPT family)
+  // "silu", "gelu_pytorch_tanh" (Gemma 2, BLOOM), "gelu" (erf), "gelu_new" (tanh)
   std::string hidden_act = "silu";
   DType torch_dtype = DType::F32;  // the checkpoint's dtype
   std::optional<int64_t> bos_token_id;
@@ -44,6 +47,78 @@ struct ModelConfig {
   // config.json's quantization_config (engine/quant/quant_config.h);
   // method None for a float checkpoint.
   QuantConfig quantization;
+
+  // ---- options of the wider family (issue 18), all off for Llama/Qwen2 ----
+  // Checkpoint stores q/k/v as one self_attn.qkv_proj and gate/up as one
+  // mlp.gate_up_proj (Phi-3; rows q, k, v and gate, up).
+  bool fused_checkpoint = false;
+  // Per-head RMSNorm of q and k before rotary, weights self_attn.{q,k}_norm
+  // [head_dim] (Qwen3).
+  bool qk_norm = false;
+  // Per layer: the sliding window in positions (0 = full causal attention).
+  // Mistral/Mixtral/Phi-3: sliding_window on every layer; Gemma 2: on the
+  // layers whose layer_types entry is "sliding_attention".
+  std::vector<int64_t> layer_sliding_window;
+  // Gemma: RMSNorm weights used as (1 + w) (Gemma2RMSNorm).
+  bool norm_one_plus = false;
+  // Gemma 2: post_attention_layernorm normalises the attention output and
+  // pre/post_feedforward_layernorm wrap the MLP (four norms per layer).
+  bool sandwich_norm = false;
+  double embedding_scale = 1.0;    // the embedding output is multiplied by it (Gemma: sqrt(H))
+  double attn_logit_softcap = 0;   // Gemma 2's attn_logit_softcapping (0: none)
+  double final_logit_softcap = 0;  // Gemma 2's final_logit_softcapping (0: none)
+  double attn_scale = 0;  // softmax scale; 0 = head_dim^-0.5 (Gemma 2: query_pre_attn_scalar^-0.5)
+  // Mixture of experts (num_experts 0: a dense MLP). Mixtral: experts
+  // block_sparse_moe.experts.N.w{1,3,2} of intermediate_size units,
+  // router block_sparse_moe.gate; Qwen2-MoE: mlp.experts.N.{gate,up,down}_proj
+  // of moe_intermediate_size units, router mlp.gate, and a shared expert
+  // mlp.shared_expert.* of shared_expert_intermediate_size units gated by
+  // sigmoid(mlp.shared_expert_gate).
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;
+  bool norm_topk_prob = true;
+  bool qwen2_moe_names = false;  // Qwen2-MoE's tensor names (else Mixtral's)
+  // ---- the GPT-style families (GPT-2, GPT-NeoX, GPT-J, Falcon, BLOOM) ----
+  // Which checkpoint naming and fused-q/k/v layout the weights follow:
+  // "llama" (model.layers.N.*) or the architecture's model_type.
+  std::string family = "llama";
+  // LayerNorm with bias (eps: rms_norm_eps, read from layer_norm_epsilon /
+  // layer_norm_eps) instead of RMSNorm.
+  bool layer_norm = false;
+  // x += attn(norm(x)) + mlp(norm'(x)) (GPT-J, GPT-NeoX's
+  // use_parallel_residual, Falcon's parallel_attn); parallel_two_norms:
+  // norm' is a second LayerNorm (NeoX), else the same output (GPT-J, Falcon).
+  bool parallel_residual = false;
+  bool parallel_two_norms = false;
+  // Rotary dims per head: -1 all head_dim (the Llama family, Falcon), 0 none
+  // (GPT-2, BLOOM), else the first rotary_dim (GPT-NeoX, GPT-J); GPT-J's
+  // rotate_every_two when rope_interleaved. rotary_dims() resolves -1.
+  int64_t rotary_dim = -1;
+  int64_t rotary_dims() const { return rotary_dim < 0 ? head_dim : rotary_dim; }
+  bool rope_interleaved = false;
+  bool alibi = false;              // BLOOM
+  bool learned_positions = false;  // GPT-2's wpe [max_position_embeddings, H]
+  bool embedding_norm = false;     // BLOOM's word_embeddings_layernorm
+  bool gated_mlp = true;           // false: down(act(up x + b) ) (GPT family)
+  bool o_bias = false;             // attention output projection bias
+  bool lm_head_bias = false;       // GPT-J
+  // Not read from config.json: rounds the rotary inverse frequencies to
+  // bf16 (rope_inv_freq), as they are in an HF model cast to bf16 (the
+  // inv_freq buffer is cast with the weights) and then upcast to float32.
+  // The references of shared/models/arch were made that way; the tests set
+  // this to reproduce them exactly. Serving keeps float frequencies (vLLM's
+  // and HF's float32 behaviour).
+  bool rope_inv_freq_bf16 = false;
+  // Likewise for a model whose precomputed sin/cos table is the buffer cast
+  // to bf16 (GPT-J's embed_positions): rounds the table's values.
+  bool rope_table_bf16 = false;
+  bool has_sliding_window() const {
+    for (int64_t w : layer_sliding_window)
+      if (w > 0) return true;
+    return false;
+  }
 
   // Reads and validates <dir>/config.json. Throws std::runtime_error naming
   // the file and the field for a missing/malformed file, an unsupported

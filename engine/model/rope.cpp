@@ -2,14 +2,16 @@
 
 #include <cmath>
 
+#include "engine/cpu/half.h"
+
 namespace pagoda {
 
 std::vector<double> rope_inv_freq(const ModelConfig& c) {
-  const int64_t half = c.head_dim / 2;
+  const int64_t dim = c.rotary_dims(), half = dim / 2;
   std::vector<double> inv(static_cast<size_t>(half));
   for (int64_t j = 0; j < half; ++j)
     inv[static_cast<size_t>(j)] =
-        1.0 / std::pow(c.rope_theta, static_cast<double>(2 * j) / static_cast<double>(c.head_dim));
+        1.0 / std::pow(c.rope_theta, static_cast<double>(2 * j) / static_cast<double>(dim));
   const RopeScaling& s = c.rope_scaling;
   if (s.rope_type == "linear") {
     for (double& f : inv) f /= s.factor;
@@ -29,6 +31,8 @@ std::vector<double> rope_inv_freq(const ModelConfig& c) {
       f = g;
     }
   }
+  if (c.rope_inv_freq_bf16)  // as a bf16-cast model's inv_freq buffer holds them
+    for (double& f : inv) f = cpu::bf16_to_f32(cpu::f32_to_bf16(static_cast<float>(f)));
   return inv;
 }
 
@@ -42,6 +46,10 @@ std::vector<float> rope_cos_sin_table(const ModelConfig& c, int64_t max_position
       const double a = static_cast<double>(p) * inv[j];
       row[j] = static_cast<float>(std::cos(a));
       row[half + j] = static_cast<float>(std::sin(a));
+      if (c.rope_table_bf16) {
+        row[j] = cpu::bf16_to_f32(cpu::f32_to_bf16(row[j]));
+        row[half + j] = cpu::bf16_to_f32(cpu::f32_to_bf16(row[half + j]));
+      }
     }
   }
   return table;

@@ -8,15 +8,18 @@
 
 namespace pagoda {
 
-// inv_freq[j] = rope_theta^(-2j/D) for j < D/2, D = head_dim, then scaled as
+// inv_freq[j] = rope_theta^(-2j/R) for j < R/2, R = config.rotary_dims()
+// (head_dim, or GPT-NeoX's / GPT-J's partial rotary dims), then scaled as
 // config.rope_scaling says: "linear" divides by factor (transformers'
 // _compute_linear_scaling_rope_parameters), "llama3" follows transformers'
 // _compute_llama3_parameters (Llama 3.1: long wavelengths / factor, short
-// ones kept, a smooth blend between).
+// ones kept, a smooth blend between). With config.rope_inv_freq_bf16 each
+// frequency is then rounded to bf16 (round to nearest even).
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 
-// The table RopeTable::cos_sin holds: [max_positions, D] row-major F32 with
-// row p = (cos(p*inv_freq[0..D/2)), sin(p*inv_freq[0..D/2))).
+// The table RopeTable::cos_sin holds: [max_positions, R] row-major F32 with
+// row p = (cos(p*inv_freq[0..R/2)), sin(p*inv_freq[0..R/2))), each value
+// rounded to bf16 with config.rope_table_bf16.
 std::vector<float> rope_cos_sin_table(const ModelConfig& config, int64_t max_positions);
 
 }  // namespace pagoda

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/backend.h"
@@ -22,7 +23,11 @@ struct CpuModel {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<LlamaModel> model;
   CpuModel(const std::string& dir, int64_t num_blocks, int64_t max_tokens, int threads = 2)
-      : config(ModelConfig::from_dir(dir)), backend(make_cpu_backend(threads)) {
+      : CpuModel(dir, ModelConfig::from_dir(dir), num_blocks, max_tokens, threads) {}
+  // With a config read from dir and then changed by the caller.
+  CpuModel(const std::string& dir, ModelConfig cfg, int64_t num_blocks, int64_t max_tokens,
+           int threads = 2)
+      : config(std::move(cfg)), backend(make_cpu_backend(threads)) {
     model = std::make_unique<LlamaModel>(config, *backend);
     model->load_weights(dir);
     model->allocate_kv_cache(num_blocks, 16);
