@@ -8,7 +8,7 @@
 // same validation messages where vLLM has one. Each endpoint's fields are
 // declared once in server/request_model.cpp (type, default, range, status)
 // and checked there before the conversion here reads them: fields known but
-// not supported yet (guided decoding, beam search, tools / tool_choice /
+// not supported yet (guided decoding, tool_choice "required" or named,
 // functions, suffix, ...) answer 400 naming them when set to anything but
 // their default; keys no model declares are logged (spdlog warn, vLLM's
 // words) and listed in ParsedRequest::ignored_fields. Completions' echo with
@@ -28,6 +28,7 @@
 #include "engine/sample/sampling_params.h"
 #include "server/openai_error.h"
 #include "server/serving_model.h"
+#include "server/tool_call_parser.h"
 
 namespace pagoda {
 
@@ -71,6 +72,10 @@ struct ParsedRequest {
   // prepends it to each choice's content; streamed, to its first delta).
   std::string response_role = "assistant";
   std::string chat_echo;
+  // Chat with tools and tool_choice "auto": the parser that finds tool calls
+  // in each choice's text (server/tool_call_parser.h; ChoiceAssembler runs
+  // it). kNone: the text is content.
+  ToolParserKind tool_parser = ToolParserKind::kNone;
   // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
   // completions the {tokens, token_logprobs, top_logprobs, text_offset}
   // object. The tokenizer turns ids into the token strings.

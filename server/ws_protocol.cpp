@@ -113,6 +113,7 @@ std::string ws_delta_message(const std::string& id, int64_t seq, const ChoiceDel
   json msg = {{"type", "delta"},  {"id", id},       {"seq", seq},
               {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}};
   if (!d.logprobs.is_null()) msg["logprobs"] = d.logprobs;
+  if (!d.tool_calls.empty()) msg["tool_calls"] = d.tool_calls;
   return dump(msg);
 }
 
@@ -124,7 +125,7 @@ std::string ws_done_message(const std::string& id, int64_t seq,
               {"id", id},
               {"seq", seq},
               {"index", first.index},
-              {"finish_reason", finish_reason_str(first.finish_reason)},
+              {"finish_reason", finish_reason_name(first)},
               {"stop_reason", first.stop_reason},
               {"usage",
                {{"prompt_tokens", prompt_tokens},
@@ -134,7 +135,7 @@ std::string ws_done_message(const std::string& id, int64_t seq,
     json list = json::array();
     for (const ChoiceDelta& c : choices)
       list.push_back({{"index", c.index},
-                      {"finish_reason", finish_reason_str(c.finish_reason)},
+                      {"finish_reason", finish_reason_name(c)},
                       {"stop_reason", c.stop_reason},
                       {"completion_tokens", c.completion_tokens}});
     msg["choices"] = std::move(list);
