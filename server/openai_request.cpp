@@ -534,11 +534,7 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
 
 }  // namespace
 
-namespace {
-
-// Whether the chat's rendering depends on the key order of objects inside
-// it (tools' schemas, tool-call arguments), which json (sorted) loses.
-bool needs_key_order(const json& obj) {
+bool chat_needs_key_order(const json& obj) {
   if (const json* t = get(obj, "tools"); t && !t->empty()) return true;
   const json* msgs = get(obj, "messages");
   if (!msgs || !msgs->is_array()) return false;
@@ -546,6 +542,8 @@ bool needs_key_order(const json& obj) {
     if (m.is_object() && m.contains("tool_calls")) return true;
   return false;
 }
+
+namespace {
 
 ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel& model,
                        bool check_context);
@@ -556,7 +554,8 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
                                bool check_context) {
   try {
     json obj = parse_request_body(body);
-    if (!needs_key_order(obj)) return parse_chat(std::move(obj), nullptr, model, check_context);
+    if (!chat_needs_key_order(obj))
+      return parse_chat(std::move(obj), nullptr, model, check_context);
     // The same text again, keeping each object's key order (it parsed
     // strictly above, so it parses here).
     const ordered_json ordered = ordered_json::parse(body);
@@ -566,8 +565,9 @@ ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
   }
 }
 
-ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_context) {
-  return parse_chat(std::move(obj), nullptr, model, check_context);
+ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_context,
+                              const ordered_json* ordered) {
+  return parse_chat(std::move(obj), ordered, model, check_context);
 }
 
 namespace {

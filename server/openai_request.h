@@ -129,8 +129,15 @@ ParseResult parse_completion_object(nlohmann::json obj, const ServingModel& mode
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
                                bool check_context = true);
 // The same for a body already parsed (a JSON object; /v1/ws messages).
+// ordered: the same body with each object's key order as sent (for the
+// tools and messages the template prints); null: obj's (sorted) order.
 ParseResult parse_chat_object(nlohmann::json obj, const ServingModel& model,
-                              bool check_context = true);
+                              bool check_context = true,
+                              const nlohmann::ordered_json* ordered = nullptr);
+// Whether a chat body's rendering depends on the key order of objects in it
+// (tools' schemas, tool-call arguments), which nlohmann::json (sorted) loses:
+// then read the text again as ordered_json for parse_chat_object.
+bool chat_needs_key_order(const nlohmann::json& obj);
 
 // Offline generation (server/llm.h's LLM, `pagoda generate`): obj is one
 // request of request_model::offline_model(): exactly one of "prompt" (text,

@@ -11,6 +11,7 @@
 namespace pagoda {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 namespace {
 
@@ -90,6 +91,8 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
     obj.erase("resumable");
     obj.erase("stream");  // a WebSocket request always streams
     obj.erase("stream_options");
+    // The message parsed strictly above, so it parses here.
+    if (m.type == T::kChat && chat_needs_key_order(obj)) m.ordered_body = ordered_json::parse(text);
     m.body = std::move(obj);
   }
   return m;
@@ -98,9 +101,11 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
 ParseResult parse_ws_generation(WsClientMessage& msg, const ServingModel& model) {
   const bool has_prompt_logprobs = msg.body.contains("prompt_logprobs");
   ParseResult r = msg.type == WsClientMessage::Type::kChat
-                      ? parse_chat_object(std::move(msg.body), model)
+                      ? parse_chat_object(std::move(msg.body), model, /*check_context=*/true,
+                                          msg.ordered_body ? &*msg.ordered_body : nullptr)
                       : parse_completion_object(std::move(msg.body), model);
   msg.body = nlohmann::json();
+  msg.ordered_body.reset();
   // A WebSocket request streams: prompt_logprobs > 0 is refused as with
   // stream=true (vLLM), not computed and dropped.
   if (const auto* p = std::get_if<ParsedRequest>(&r);

@@ -4,7 +4,8 @@
 // up as transformers' apply_chat_template; tests/data/qwen25_tools_reference.py
 // says how): tools in the order sent, assistant tool_calls with their
 // arguments text parsed and printed with tojson, tool messages grouped into
-// one user turn. Also the tool fields' validation (server/chat_tools.h).
+// one user turn; over HTTP, /v1/ws and /tokenize alike. Also the tool fields'
+// validation (server/chat_tools.h).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -12,6 +13,8 @@
 #include "engine/chat/chat_template.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
+#include "server/tokenize_endpoints.h"
+#include "server/ws_protocol.h"
 
 namespace pagoda {
 namespace {
@@ -68,6 +71,19 @@ TEST(ChatToolsReference, Qwen25RendersAsTransformers) {
     EXPECT_EQ(std::get<ParsedRequest>(r).tool_parser,
               body.contains("tools") ? ToolParserKind::kHermes : ToolParserKind::kNone)
         << name;
+    // The same over /v1/ws (the message is parsed there) ...
+    ordered_json ws = {{"type", "chat"}, {"id", "a"}};
+    for (const auto& [k, v] : c["request"].items()) ws[k] = v;
+    auto msg = parse_ws_message(ws.dump());
+    ASSERT_TRUE(std::holds_alternative<WsClientMessage>(msg)) << name;
+    r = parse_ws_generation(std::get<WsClientMessage>(msg), none);
+    ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r))
+        << name << ": " << std::get<OpenAIError>(r).message;
+    EXPECT_EQ(std::get<ParsedRequest>(r).prompts[0].text, want) << name << " (ws)";
+    // ... and /tokenize counts the same prompt.
+    auto t = tokenize_request(c["request"].dump(), none);
+    ASSERT_TRUE(std::holds_alternative<json>(t)) << name;
+    EXPECT_EQ(std::get<json>(t)["tokens"], json(req.prompt_token_ids)) << name << " (/tokenize)";
   }
 }
 
