@@ -20,12 +20,6 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-bool all_ws(std::string_view s) {
-  for (char c : s)
-    if (!is_ws(c)) return false;
-  return true;
-}
-
 // Length of the longest suffix of s that is a proper prefix of tag (text to
 // hold back: it may be the start of the tag).
 size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
@@ -139,6 +133,7 @@ Prefix match_call_prefix(std::string_view raw, bool accept_parameters, std::stri
   if (key != "name") return Prefix::kMismatch;
   if ((p = expect(':')) != Prefix::kMatch) return p;
   if ((p = string(value)) != Prefix::kMatch) return p;
+  if (value.empty()) return Prefix::kMismatch;  // no name: not a call (finish() decides)
   if ((p = expect(',')) != Prefix::kMatch) return p;
   if ((p = string(key)) != Prefix::kMatch) return p;
   if (key != "arguments" && !(accept_parameters && key == "parameters")) return Prefix::kMismatch;
@@ -193,7 +188,7 @@ class CallScanner {
   bool finish(CallPiece& out) {
     if (mode_ == Mode::kStreaming) {
       if (extra_)
-        spdlog::warn("tool call: text after the arguments in {} is not part of the call", raw_);
+        spdlog::warn("tool call: text after the arguments is not part of the call: {:.200}", raw_);
       return true;
     }
     ordered_json v = ordered_json::parse(raw_, nullptr, /*allow_exceptions=*/false);
@@ -201,7 +196,9 @@ class CallScanner {
     auto name = v.find("name");
     auto args = v.find("arguments");
     if (args == v.end() && accept_parameters_) args = v.find("parameters");
-    if (name == v.end() || !name->is_string() || args == v.end()) return false;
+    if (name == v.end() || !name->is_string() || name->get_ref<const std::string&>().empty() ||
+        args == v.end())
+      return false;
     out.has_name = true;
     out.name = name->get<std::string>();
     python_dump(*args, out.arguments);
@@ -336,12 +333,13 @@ struct ToolCallParser::Impl {
       r.content += text;
       return;
     }
-    // After a block: whitespace is held until something else follows.
+    // After a block: trailing whitespace is held until something else
+    // follows (dropped before the next block and at the end).
     held_space += text;
-    if (!all_ws(held_space)) {
-      r.content += held_space;
-      held_space.clear();
-    }
+    size_t end = held_space.size();
+    while (end > 0 && is_ws(held_space[end - 1])) --end;
+    r.content.append(held_space, 0, end);
+    held_space.erase(0, end);
   }
 
   void hermes(bool at_end, ToolParseResult& r) {

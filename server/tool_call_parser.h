@@ -21,10 +21,10 @@
 // Llama's output is the same text). A call object whose keys come in
 // another order (arguments first) is held until it is complete, then sent
 // as one delta with ARGS dumped from the parsed value. A block that is not
-// a call (invalid JSON, no string "name") is content, tags included, as
+// a call (invalid JSON, no non-empty string "name") is content, tags included, as
 // vLLM's non-streamed parser returns it. Hermes: content is the text outside
-// the blocks; the whitespace between and after blocks is dropped (vLLM's
-// non-streamed content is the text before the first block).
+// the blocks; whitespace between blocks and at the end after one is dropped
+// (vLLM's non-streamed content is the text before the first block).
 #pragma once
 #include <functional>
 #include <memory>

@@ -103,6 +103,19 @@ TEST(ToolCallParser, HermesTextAfterACallIsContent) {
                     {"\n\nDone.", {{"call-0", "a", "{}"}}});
 }
 
+TEST(ToolCallParser, HermesWhitespaceAtTheEndIsDropped) {
+  // Found by fuzz_tool_call_parser: fed whole or in pieces, the same content.
+  expect_all_splits(ToolParserKind::kHermes,
+                    "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\nDone.\n\n",
+                    {"\nDone.", {{"call-0", "a", "{}"}}});
+}
+
+TEST(ToolCallParser, HermesEmptyNameIsNoCall) {
+  expect_all_splits(ToolParserKind::kHermes,
+                    "<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>",
+                    {"<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>", {}});
+}
+
 TEST(ToolCallParser, HermesArgumentsFirstIsParsedWhole) {
   // Keys in another order: held until the block ends, then one delta with
   // the arguments as Python's json.dumps writes them.
