@@ -9,30 +9,59 @@
 namespace pagoda {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 using openai_fields::fail;
 using openai_fields::type_name;
 
-json chat_messages(const json& obj, int64_t max_messages) {
-  const json* msgs = openai_fields::get(obj, "messages");
-  if (!msgs) fail("'messages' is required", "messages");
+namespace {
+
+// messages[i].tool_calls: each call checked, its arguments text parsed.
+ordered_json tool_calls_for_template(const ordered_json& calls, const std::string& where) {
+  if (!calls.is_array())
+    fail(fmt::format("{}.tool_calls must be a list, got {}", where, type_name(json(calls))),
+         "messages");
+  ordered_json out = calls;
+  for (size_t j = 0; j < out.size(); ++j) {
+    ordered_json& call = out[j];
+    const std::string at = fmt::format("{}.tool_calls[{}]", where, j);
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+      fail(fmt::format("{} must be an object with a 'function' object", at), "messages");
+    ordered_json& fn = call["function"];
+    if (!fn.contains("name") || !fn["name"].is_string())
+      fail(fmt::format("{}.function.name is required and must be a string", at), "messages");
+    auto args = fn.find("arguments");
+    if (args == fn.end() || !args->is_string()) continue;  // vLLM parses strings only
+    ordered_json parsed = ordered_json::parse(args->get<std::string>(), nullptr,
+                                              /*allow_exceptions=*/false);
+    if (parsed.is_discarded())
+      fail(fmt::format("{}.function.arguments is not valid JSON", at), "messages");
+    *args = std::move(parsed);
+  }
+  return out;
+}
+
+}  // namespace
+
+ordered_json chat_messages(const ordered_json* msgs, int64_t max_messages) {
+  if (!msgs || msgs->is_null()) fail("'messages' is required", "messages");
   if (!msgs->is_array())
-    fail(fmt::format("'messages' must be a list, got {}", type_name(*msgs)), "messages");
+    fail(fmt::format("'messages' must be a list, got {}", type_name(json(*msgs))), "messages");
   if (msgs->empty()) fail("'messages' must not be empty", "messages");
   if (max_messages > 0 && msgs->size() > static_cast<size_t>(max_messages))
     fail(fmt::format("'messages' has {} messages; the server allows at most {} per chat "
                      "(--max-chat-messages)",
                      msgs->size(), max_messages),
          "messages");
-  json out = json::array();
+  ordered_json out = ordered_json::array();
   for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& m = (*msgs)[i];
+    const ordered_json& m = (*msgs)[i];
     std::string where = fmt::format("messages[{}]", i);
     if (!m.is_object())
-      fail(fmt::format("{} must be an object, got {}", where, type_name(m)), "messages");
+      fail(fmt::format("{} must be an object, got {}", where, type_name(json(m))), "messages");
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
       fail(fmt::format("{}.role is required and must be a string", where), "messages");
-    json msg = m;
+    ordered_json msg = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
       // OpenAI allows null content (an assistant turn beside tool_calls);
@@ -41,7 +70,7 @@ json chat_messages(const json& obj, int64_t max_messages) {
     } else if (content->is_array()) {
       std::string text;
       for (size_t j = 0; j < content->size(); ++j) {
-        const json& part = (*content)[j];
+        const ordered_json& part = (*content)[j];
         if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
           fail(fmt::format("{}.content[{}] must be an object with a string 'type'", where, j),
                "messages");
@@ -60,9 +89,11 @@ json chat_messages(const json& obj, int64_t max_messages) {
       msg["content"] = text;
     } else if (!content->is_string()) {
       fail(fmt::format("{}.content must be a string or a list of content parts, got {}", where,
-                       type_name(*content)),
+                       type_name(json(*content))),
            "messages");
     }
+    if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null())
+      msg["tool_calls"] = tool_calls_for_template(*calls, where);
     out.push_back(std::move(msg));
   }
   return out;

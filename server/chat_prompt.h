@@ -8,14 +8,22 @@
 
 namespace pagoda {
 
-// obj["messages"] with each content normalized to a string, other keys
-// kept: null or missing → "" (vLLM renders both as ""), a list of
-// {"type": "text", "text"} parts → the texts joined with "\n" (vLLM's
-// string content format). Errors (missing, not a non-empty list, a message
-// without a string role, a non-text part): openai_fields::RequestFieldError
-// (400, param "messages"), also more than max_messages messages (0: no
-// limit; checked before anything else is looked at).
-nlohmann::json chat_messages(const nlohmann::json& obj, int64_t max_messages = 0);
+// The request's "messages" (null when absent or null) with each content
+// normalized to a string, other keys kept in the order sent: null or
+// missing → "" (vLLM renders both as ""), a list of {"type": "text",
+// "text"} parts → the texts joined with "\n" (vLLM's string content
+// format). An assistant message's tool_calls ([{"id", "type": "function",
+// "function": {"name", "arguments": JSON text}}]) keep their shape with each
+// arguments string parsed into its JSON value, as vLLM hands them to the
+// template (transformers' templates expect a dict; Qwen2.5's prints it with
+// tojson); a "tool" message is kept as sent (role, content, tool_call_id).
+// Errors (missing, not a non-empty list, a message without a string role,
+// a non-text part, a malformed tool call or arguments that are not JSON):
+// openai_fields::RequestFieldError (400, param "messages"), also more than
+// max_messages messages (0: no limit; checked before anything else is
+// looked at).
+nlohmann::ordered_json chat_messages(const nlohmann::ordered_json* messages,
+                                     int64_t max_messages = 0);
 
 // continue_final_message: rendered (with add_generation_prompt false) cut
 // right after the last occurrence of the final message's content, so the

@@ -29,10 +29,53 @@ void append_logprobs(json& into, const json& next) {
   }
 }
 
+// Tool-call deltas merged by index: a new call appended, a known one's
+// arguments concatenated.
+void append_tool_call_deltas(json& into, const json& next) {
+  for (const json& d : next) {
+    json* call = nullptr;
+    for (json& c : into)
+      if (c["index"] == d["index"]) call = &c;
+    if (!call) {
+      into.push_back(d);
+      continue;
+    }
+    if (auto a = d.find("function"); a != d.end() && a->contains("arguments")) {
+      std::string& args = (*call)["function"]["arguments"].get_ref<std::string&>();
+      args += (*a)["arguments"].get<std::string>();
+    }
+  }
+}
+
 }  // namespace
+
+json tool_call_deltas_json(const std::vector<ToolCallDelta>& calls) {
+  json out = json::array();
+  for (const ToolCallDelta& c : calls) {
+    json d = {{"index", c.index}};
+    if (!c.id.empty()) {
+      d["id"] = c.id;
+      d["type"] = "function";
+      d["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+    } else {
+      d["function"] = {{"arguments", c.arguments}};
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+const char* finish_reason_name(const ChoiceDelta& c) {
+  if (c.tools_called && c.finish_reason != FinishReason::kAbort &&
+      c.finish_reason != FinishReason::kNone)
+    return "tool_calls";
+  return finish_reason_str(c.finish_reason);
+}
 
 void append_choice_delta(ChoiceDelta& into, const ChoiceDelta& next) {
   into.text += next.text;
+  append_tool_call_deltas(into.tool_calls, next.tool_calls);
+  into.tools_called = into.tools_called || next.tools_called;
   into.token_ids.insert(into.token_ids.end(), next.token_ids.begin(), next.token_ids.end());
   append_logprobs(into.logprobs, next.logprobs);
   if (!next.prompt_logprobs.is_null()) into.prompt_logprobs = next.prompt_logprobs;
@@ -73,6 +116,9 @@ ChoiceAssembler::ChoiceAssembler(const ParsedRequest& req) : req_(req) {
     c.engine_deltas = 0;
     c.prompt_tokens = p ? static_cast<int64_t>(p->token_ids.size())
                         : static_cast<int64_t>(req.prompt_token_ids.size());
+    if (req.kind == ApiKind::kChat && req.tool_parser != ToolParserKind::kNone)
+      state_[i].tools = std::make_unique<ToolCallParser>(
+          req.tool_parser, [] { return make_request_id("chatcmpl-tool-"); });
     if (req.sampling.logprobs && req.tokenizer) {
       const std::vector<int32_t>& context = p ? p->token_ids : req.prompt_token_ids;
       const int64_t offset = echoes(req) && p ? utf8_length(p->text) : 0;
@@ -128,7 +174,19 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
     if (st.logprobs)
       out.logprobs = echoed_lps.is_null() ? st.logprobs->completion({}) : std::move(echoed_lps);
   } else {
-    out.text += d.text;
+    if (st.tools) {
+      ToolParseResult r = st.tools->feed(d.text);
+      if (out.finished) {
+        ToolParseResult rest = st.tools->finish();
+        r.content += rest.content;
+        for (ToolCallDelta& c : rest.calls) r.calls.push_back(std::move(c));
+      }
+      out.text += r.content;
+      out.tool_calls = tool_call_deltas_json(r.calls);
+      out.tools_called = st.tools->called();
+    } else {
+      out.text += d.text;
+    }
     if (st.logprobs) {
       out.logprobs = req_.kind == ApiKind::kChat ? st.logprobs->chat(d.logprobs)
                                                  : st.logprobs->completion(d.logprobs);

@@ -5,6 +5,10 @@
 // text, token ids, logprobs in the request's wire format, finish fields and
 // usage, so the front ends cannot disagree on any of them.
 //
+// Tool calls (chat with ParsedRequest::tool_parser set): each choice's text
+// goes through its ToolCallParser here, once for every front end; the
+// delta's text is then the content, tool_calls the calls' deltas.
+//
 // Echo (completions "echo", and vLLM's /generate, which always returns
 // prompt + completion): a choice's first delta starts with its prompt's
 // text, as vLLM's serving_completion.py streams it ("echo the prompt and
@@ -28,6 +32,7 @@
 #include "engine/request.h"
 #include "server/openai_logprobs.h"
 #include "server/openai_request.h"
+#include "server/tool_call_parser.h"
 
 namespace pagoda {
 
@@ -45,12 +50,30 @@ struct ChoiceDelta {
   int engine_deltas = 1;          // engine deltas it covers (a /v1/ws seq counts these)
   std::string error;              // non-empty: the request failed (finished)
   int error_status = 400;         // RequestOutput::error_status
+  // Chat with a tool parser (ParsedRequest::tool_parser): text is the
+  // content only, and tool_calls the calls' deltas in OpenAI's streaming
+  // shape ([{index, id, type, function: {name, arguments}}], id/type/name in
+  // a call's first delta only); merged by append_choice_delta into whole
+  // calls. tools_called: a call was found (finish_reason "tool_calls").
+  nlohmann::json tool_calls = nlohmann::json::array();
+  bool tools_called = false;
 };
 
 // Appends next (a later delta of the same choice) to into: text, token ids
-// and logprob arrays concatenated, engine_deltas summed; usage, finish and
-// error fields from next.
+// and logprob arrays concatenated, tool-call deltas merged by index (a new
+// index appended, a known one's arguments concatenated), engine_deltas
+// summed; usage, finish and error fields from next.
 void append_choice_delta(ChoiceDelta& into, const ChoiceDelta& next);
+
+// Tool-call deltas in OpenAI's streaming shape: a call's first delta
+// {"index", "id", "type": "function", "function": {"name", "arguments"}},
+// later ones {"index", "function": {"arguments"}}.
+nlohmann::json tool_call_deltas_json(const std::vector<ToolCallDelta>& calls);
+
+// The choice's finish_reason as OpenAI names it: "tool_calls" when the tool
+// parser found a call (vLLM's rule, unless aborted), else
+// finish_reason_str(c.finish_reason).
+const char* finish_reason_name(const ChoiceDelta& c);
 
 // vLLM's stop_reason for an engine delta: the stop string, else the stop
 // token id, else null.
@@ -78,6 +101,7 @@ class ChoiceAssembler {
  private:
   struct State {
     std::unique_ptr<ChoiceLogprobs> logprobs;
+    std::unique_ptr<ToolCallParser> tools;  // chat with req.tool_parser set
     bool echoed = false;
   };
   // Echo with logprobs: the echoed prompt's logprobs entries (and the

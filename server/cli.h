@@ -33,6 +33,10 @@ struct ServeArgs {
   double engine_hang_timeout_s = 60.0;  // --engine-hang-timeout: /health 503 after a step this long
   size_t max_connections = 0;  // 0: no limit
   bool enable_request_id_headers = false;  // vLLM's: X-Request-Id on every response
+  // Tool calling (vLLM's flags): tool_choice "auto" needs both; the parser
+  // ("hermes" | "llama3_json") finds calls in chat output.
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

@@ -84,6 +84,13 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
                "Add an X-Request-Id header to every HTTP response: the request's own X-Request-Id, "
                "else a random one (vLLM's flag). A request's X-Request-Id names its completion "
                "(cmpl-<id>, chatcmpl-<id>) with or without this flag, as in vLLM");
+  app.add_flag("--enable-auto-tool-choice", a.enable_auto_tool_choice,
+               "Let chat requests with tools use tool_choice \"auto\" (the default with tools): "
+               "the model decides, and --tool-call-parser finds its calls (vLLM's flag)");
+  app.add_option("--tool-call-parser", a.tool_call_parser,
+                 "How tool calls are found in chat output: hermes (Qwen2/Qwen2.5's "
+                 "<tool_call>{json}</tool_call>) or llama3_json (Llama 3.1's JSON); vLLM's names")
+      ->check(CLI::IsMember({"hermes", "llama3_json"}));
   add_engine_flags(app, a.engine);
 }
 
@@ -114,6 +121,13 @@ int run_serve(ServeArgs a) {
     ctx.model = make_serving_model(m, a.engine.model_dir);
     ctx.model.max_seqs_per_request = a.max_seqs_per_request;
     ctx.model.max_chat_messages = a.max_chat_messages;
+    if (a.enable_auto_tool_choice && a.tool_call_parser.empty())
+      throw std::runtime_error("--enable-auto-tool-choice requires --tool-call-parser");
+    ctx.model.enable_auto_tool_choice = a.enable_auto_tool_choice;
+    ctx.model.tool_call_parser =
+        tool_parser_from_name(a.tool_call_parser).value_or(ToolParserKind::kNone);
+    if (a.enable_auto_tool_choice)
+      spdlog::info("Tool calls: tool_choice \"auto\" with the {} parser", a.tool_call_parser);
     ctx.engine = &handle;
     ctx.access.api_key = a.api_key;
     ctx.access.allowed_origins = parse_allowed_origins(a.allowed_origins);

@@ -273,14 +273,14 @@ ServingModel make_serving_model(const LoadedModel& m, const std::string& model_d
   auto tmpl = m.chat_template;
   auto mu = std::make_shared<std::mutex>();
   std::string bos = m.tokenizer_config.bos_token, eos = m.tokenizer_config.eos_token;
-  s.chat_renderer = [tmpl, mu, bos, eos](const nlohmann::json& messages,
+  s.chat_renderer = [tmpl, mu, bos, eos](const nlohmann::ordered_json& messages,
                                          const ChatRenderOptions& o) {
     if (!o.chat_template.empty())
       return ChatTemplate(o.chat_template)
-          .render(messages, o.add_generation_prompt, bos, eos, o.variables);
+          .render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
     if (!tmpl) throw ChatTemplateError("the model has no chat template");
     std::lock_guard<std::mutex> lock(*mu);
-    return tmpl->render(messages, o.add_generation_prompt, bos, eos, o.variables);
+    return tmpl->render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
   };
   return s;
 }

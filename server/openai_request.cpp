@@ -11,6 +11,7 @@
 
 #include "engine/chat/chat_template.h"
 #include "server/chat_prompt.h"
+#include "server/chat_tools.h"
 #include "server/openai_fields.h"
 #include "server/request_model.h"
 #include "server/strict_json.h"
@@ -18,6 +19,7 @@
 namespace pagoda {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 using namespace openai_fields;
 
 std::string make_request_id(std::string_view prefix) {
@@ -467,7 +469,8 @@ namespace {
 // The chat's prompt text: the request's or the server's template, with
 // add_generation_prompt, chat_template_kwargs and documents; cut after the
 // final message when continue_final_message.
-std::string render_chat(const RequestFields& f, const json& messages, const ServingModel& model) {
+std::string render_chat(const RequestFields& f, const ordered_json& messages,
+                        const ServingModel& model, const ordered_json& tools = nullptr) {
   ChatRenderOptions o;
   o.add_generation_prompt = *f.boolean("add_generation_prompt");
   const bool continue_final = *f.boolean("continue_final_message");
@@ -487,7 +490,9 @@ std::string render_chat(const RequestFields& f, const json& messages, const Serv
                      o.chat_template.size(), kMaxRequestTemplateBytes >> 10),
          "chat_template");
   // vLLM passes documents to the template, then chat_template_kwargs.
-  if (const json* docs = f.value("documents")) o.variables["documents"] = *docs;
+  if (const json* docs = f.value("documents")) o.variables["documents"] = ordered_json(*docs);
+  // Then the tools (vLLM's order: chat_template_kwargs may override them).
+  if (!tools.is_null()) o.variables["tools"] = tools;
   if (const json* kwargs = f.value("chat_template_kwargs")) {
     // Template variables: a few in practice; bounded so that taking them
     // into the template costs nothing (2 M keys took 6 s).
@@ -505,7 +510,7 @@ std::string render_chat(const RequestFields& f, const json& messages, const Serv
                 "chat_template_kwargs cannot set '{}'; it is set by the request (or the tokenizer)",
                 key),
             "chat_template_kwargs");
-      o.variables[key] = value;
+      o.variables[key] = ordered_json(value);
     }
   }
   if (!model.chat_renderer || (o.chat_template.empty() && !model.has_chat_template))
@@ -529,16 +534,46 @@ std::string render_chat(const RequestFields& f, const json& messages, const Serv
 
 }  // namespace
 
+bool chat_needs_key_order(const json& obj) {
+  if (const json* t = get(obj, "tools"); t && !t->empty()) return true;
+  const json* msgs = get(obj, "messages");
+  if (!msgs || !msgs->is_array()) return false;
+  for (const json& m : *msgs)
+    if (m.is_object() && m.contains("tool_calls")) return true;
+  return false;
+}
+
+namespace {
+
+ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel& model,
+                       bool check_context);
+
+}  // namespace
+
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
                                bool check_context) {
   try {
-    return parse_chat_object(parse_request_body(body), model, check_context);
+    json obj = parse_request_body(body);
+    if (!chat_needs_key_order(obj))
+      return parse_chat(std::move(obj), nullptr, model, check_context);
+    // The same text again, keeping each object's key order (it parsed
+    // strictly above, so it parses here).
+    const ordered_json ordered = ordered_json::parse(body);
+    return parse_chat(std::move(obj), &ordered, model, check_context);
   } catch (const RequestFieldError& e) {
     return e.error;
   }
 }
 
-ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_context) {
+ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_context,
+                              const ordered_json* ordered) {
+  return parse_chat(std::move(obj), ordered, model, check_context);
+}
+
+namespace {
+
+ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel& model,
+                       bool check_context) {
   try {
     ParsedRequest req;
     req.kind = ApiKind::kChat;
@@ -553,14 +588,29 @@ ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_co
     const char* max_param = f.has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     const std::optional<int64_t> requested = f.integer(max_param);
     check_seqs_per_request(1, req.sampling.n, model);
-    const json messages = chat_messages(obj, model.max_chat_messages);
-    std::string prompt = render_chat(f, messages, model);
+    auto ordered_field = [&](const char* name) -> std::optional<ordered_json> {
+      if (ordered) {
+        auto it = ordered->find(name);
+        if (it == ordered->end() || it->is_null()) return std::nullopt;
+        return *it;
+      }
+      const json* v = get(obj, name);
+      return v ? std::optional<ordered_json>(ordered_json(*v)) : std::nullopt;
+    };
+    const std::optional<ordered_json> sent_tools = ordered_field("tools");
+    const ChatTools tools = parse_chat_tools(f.value("tools"), f.value("tool_choice"),
+                                             sent_tools ? &*sent_tools : nullptr, model);
+    req.tool_parser = tools.parser;
+    const std::optional<ordered_json> sent_messages = ordered_field("messages");
+    const ordered_json messages =
+        chat_messages(sent_messages ? &*sent_messages : nullptr, model.max_chat_messages);
+    std::string prompt = render_chat(f, messages, model, tools.tools);
     if (!*f.boolean("add_generation_prompt") && !messages.empty() &&
         messages.back().contains("role") && messages.back()["role"].is_string())
       req.response_role = messages.back()["role"].get<std::string>();
     if (*f.boolean("echo") && !messages.empty() &&
-        messages.back().value("role", json()) == json(req.response_role)) {
-      const json& content = messages.back().value("content", json());
+        messages.back().value("role", ordered_json()) == ordered_json(req.response_role)) {
+      const ordered_json& content = messages.back().value("content", ordered_json());
       if (content.is_string()) req.chat_echo = content.get<std::string>();
     }
     const auto k = truncation(f, model);
@@ -584,6 +634,8 @@ ParseResult parse_chat_object(json obj, const ServingModel& model, bool check_co
     return e.error;
   }
 }
+
+}  // namespace
 
 ParseResult parse_offline_object(json obj, const ServingModel& model) {
   try {
@@ -633,7 +685,8 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
       // vLLM's LLM.chat: the template's text, tokenized without special
       // tokens (the template writes BOS itself).
       what = "messages";
-      const json messages = chat_messages(obj, model.max_chat_messages);
+      const ordered_json sent(*f.value("messages"));
+      const ordered_json messages = chat_messages(&sent, model.max_chat_messages);
       p.text = render_chat(f, messages, model);
       p.token_ids =
           encode_prompt_checked(p.text, /*add_special_tokens=*/false, model, length, what, keep);

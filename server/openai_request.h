@@ -8,7 +8,7 @@
 // same validation messages where vLLM has one. Each endpoint's fields are
 // declared once in server/request_model.cpp (type, default, range, status)
 // and checked there before the conversion here reads them: fields known but
-// not supported yet (guided decoding, beam search, tools / tool_choice /
+// not supported yet (guided decoding, tool_choice "required" or named,
 // functions, suffix, ...) answer 400 naming them when set to anything but
 // their default; keys no model declares are logged (spdlog warn, vLLM's
 // words) and listed in ParsedRequest::ignored_fields. Completions' echo with
@@ -28,6 +28,7 @@
 #include "engine/sample/sampling_params.h"
 #include "server/openai_error.h"
 #include "server/serving_model.h"
+#include "server/tool_call_parser.h"
 
 namespace pagoda {
 
@@ -71,6 +72,10 @@ struct ParsedRequest {
   // prepends it to each choice's content; streamed, to its first delta).
   std::string response_role = "assistant";
   std::string chat_echo;
+  // Chat with tools and tool_choice "auto": the parser that finds tool calls
+  // in each choice's text (server/tool_call_parser.h; ChoiceAssembler runs
+  // it). kNone: the text is content.
+  ToolParserKind tool_parser = ToolParserKind::kNone;
   // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
   // completions the {tokens, token_logprobs, top_logprobs, text_offset}
   // object. The tokenizer turns ids into the token strings.
@@ -124,8 +129,15 @@ ParseResult parse_completion_object(nlohmann::json obj, const ServingModel& mode
 ParseResult parse_chat_request(std::string_view body, const ServingModel& model,
                                bool check_context = true);
 // The same for a body already parsed (a JSON object; /v1/ws messages).
+// ordered: the same body with each object's key order as sent (for the
+// tools and messages the template prints); null: obj's (sorted) order.
 ParseResult parse_chat_object(nlohmann::json obj, const ServingModel& model,
-                              bool check_context = true);
+                              bool check_context = true,
+                              const nlohmann::ordered_json* ordered = nullptr);
+// Whether a chat body's rendering depends on the key order of objects in it
+// (tools' schemas, tool-call arguments), which nlohmann::json (sorted) loses:
+// then read the text again as ordered_json for parse_chat_object.
+bool chat_needs_key_order(const nlohmann::json& obj);
 
 // Offline generation (server/llm.h's LLM, `pagoda generate`): obj is one
 // request of request_model::offline_model(): exactly one of "prompt" (text,

@@ -21,7 +21,22 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
 
 json finish_reason_json(const ChoiceDelta& out) {
   if (!out.finished || out.finish_reason == FinishReason::kNone) return nullptr;
-  return finish_reason_str(out.finish_reason);
+  return finish_reason_name(out);  // "tool_calls" once the parser found a call
+}
+
+// A non-streamed chat message: vLLM's ChatMessage, with "tool_calls" always
+// (empty without calls) and content null when calls left no text.
+json chat_message(const ParsedRequest& req, const ChoiceDelta& c) {
+  json calls = json::array();
+  for (const json& d : c.tool_calls) {
+    json call = d;
+    call.erase("index");
+    calls.push_back(std::move(call));
+  }
+  json content = c.tools_called && c.text.empty() ? json(nullptr) : json(c.text);
+  return {{"role", req.response_role},
+          {"content", std::move(content)},
+          {"tool_calls", std::move(calls)}};
 }
 
 int64_t total_prompt_tokens(const ParsedRequest& req) {
@@ -61,7 +76,7 @@ json completion_response(const ParsedRequest& req, const std::vector<ChoiceDelta
     completion_tokens += c.completion_tokens;
     json choice = {{"index", c.index}};
     if (req.kind == ApiKind::kChat) {
-      choice["message"] = {{"role", req.response_role}, {"content", c.text}};
+      choice["message"] = chat_message(req, c);
     } else {
       choice["text"] = c.text;
     }
@@ -209,11 +224,12 @@ std::string StreamFormatter::format_one(const ChoiceDelta& d) {
   std::string out;
   if (req_.kind == ApiKind::kGenerate) {
     if (!d.text.empty() || d.finished) out += generate_update();
-  } else if (!d.text.empty() || d.finished ||
+  } else if (!d.text.empty() || !d.tool_calls.empty() || d.finished ||
              ((req_.return_token_ids || !d.logprobs.is_null()) && !d.token_ids.empty())) {
     json choice = {{"index", d.index}};
     if (req_.kind == ApiKind::kChat) {
       choice["delta"] = d.text.empty() ? json::object() : json{{"content", d.text}};
+      if (!d.tool_calls.empty()) choice["delta"]["tool_calls"] = d.tool_calls;
     } else {
       choice["text"] = d.text;
     }

@@ -13,6 +13,7 @@
 #include "engine/model/generation_config.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/prompt_tokenizer.h"
+#include "server/tool_call_parser.h"
 
 namespace pagoda {
 
@@ -22,15 +23,17 @@ struct ChatRenderOptions {
   // chat_template: the request's own Jinja source, rendered by the same
   // bounded ChatTemplate as --chat-template; empty: the server's template.
   std::string chat_template;
-  // chat_template_kwargs (and documents): extra template variables.
-  nlohmann::json variables = nlohmann::json::object();
+  // chat_template_kwargs, documents and tools: extra template variables
+  // (ordered: a dict's keys print in the order sent, as in transformers).
+  nlohmann::ordered_json variables = nlohmann::ordered_json::object();
 };
 
-// Renders a chat: messages (array of {role, content: string, ...}) →
-// prompt text. Throws ChatTemplateError (its what() is reported to the
-// client as a 400), also for a request template that does not parse.
-using ChatRenderer =
-    std::function<std::string(const nlohmann::json& messages, const ChatRenderOptions& options)>;
+// Renders a chat: messages (array of {role, content: string, ...}; objects
+// keep the key order sent, e.g. tool-call arguments) → prompt text. Throws
+// ChatTemplateError (its what() is reported to the client as a 400), also
+// for a request template that does not parse.
+using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& messages,
+                                               const ChatRenderOptions& options)>;
 
 struct ServingModel {
   std::string served_model_name;  // the `model` clients send and get back
@@ -54,6 +57,10 @@ struct ServingModel {
   // (--max-chat-messages; counted before the template renders).
   int64_t max_seqs_per_request = kDefaultMaxSeqsPerRequest;
   int64_t max_chat_messages = kDefaultMaxChatMessages;
+  // Tool calling (vLLM's --enable-auto-tool-choice, --tool-call-parser):
+  // tool_choice "auto" needs both; the parser finds calls in the output.
+  bool enable_auto_tool_choice = false;
+  ToolParserKind tool_call_parser = ToolParserKind::kNone;
   static constexpr int64_t kDefaultMaxSeqsPerRequest = 1024;
   static constexpr int64_t kDefaultMaxChatMessages = 2048;
 };

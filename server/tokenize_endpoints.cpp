@@ -36,8 +36,10 @@ std::variant<json, OpenAIError> tokenize_request(std::string_view body, const Se
       warn_unknown(obj, {"model", "prompt", "add_special_tokens", "return_token_strs"});
     if (get(obj, "messages")) {
       // The chat path exactly: render and tokenize through the chat parser
-      // (a one-token request; only its prompt is used).
-      json chat = obj;
+      // (a one-token request; only its prompt is used). The body is read
+      // again keeping its key order (tools' schemas and tool-call arguments
+      // print in the order sent); it parsed strictly above.
+      nlohmann::ordered_json chat = nlohmann::ordered_json::parse(body);
       chat.erase("max_tokens");
       chat.erase("max_completion_tokens");
       chat.erase("return_token_strs");  // /tokenize's own field, not the chat model's

@@ -11,6 +11,7 @@
 namespace pagoda {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 namespace {
 
@@ -90,6 +91,8 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
     obj.erase("resumable");
     obj.erase("stream");  // a WebSocket request always streams
     obj.erase("stream_options");
+    // The message parsed strictly above, so it parses here.
+    if (m.type == T::kChat && chat_needs_key_order(obj)) m.ordered_body = ordered_json::parse(text);
     m.body = std::move(obj);
   }
   return m;
@@ -98,9 +101,11 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
 ParseResult parse_ws_generation(WsClientMessage& msg, const ServingModel& model) {
   const bool has_prompt_logprobs = msg.body.contains("prompt_logprobs");
   ParseResult r = msg.type == WsClientMessage::Type::kChat
-                      ? parse_chat_object(std::move(msg.body), model)
+                      ? parse_chat_object(std::move(msg.body), model, /*check_context=*/true,
+                                          msg.ordered_body ? &*msg.ordered_body : nullptr)
                       : parse_completion_object(std::move(msg.body), model);
   msg.body = nlohmann::json();
+  msg.ordered_body.reset();
   // A WebSocket request streams: prompt_logprobs > 0 is refused as with
   // stream=true (vLLM), not computed and dropped.
   if (const auto* p = std::get_if<ParsedRequest>(&r);
@@ -113,6 +118,7 @@ std::string ws_delta_message(const std::string& id, int64_t seq, const ChoiceDel
   json msg = {{"type", "delta"},  {"id", id},       {"seq", seq},
               {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}};
   if (!d.logprobs.is_null()) msg["logprobs"] = d.logprobs;
+  if (!d.tool_calls.empty()) msg["tool_calls"] = d.tool_calls;
   return dump(msg);
 }
 
@@ -124,7 +130,7 @@ std::string ws_done_message(const std::string& id, int64_t seq,
               {"id", id},
               {"seq", seq},
               {"index", first.index},
-              {"finish_reason", finish_reason_str(first.finish_reason)},
+              {"finish_reason", finish_reason_name(first)},
               {"stop_reason", first.stop_reason},
               {"usage",
                {{"prompt_tokens", prompt_tokens},
@@ -134,7 +140,7 @@ std::string ws_done_message(const std::string& id, int64_t seq,
     json list = json::array();
     for (const ChoiceDelta& c : choices)
       list.push_back({{"index", c.index},
-                      {"finish_reason", finish_reason_str(c.finish_reason)},
+                      {"finish_reason", finish_reason_name(c)},
                       {"stop_reason", c.stop_reason},
                       {"completion_tokens", c.completion_tokens}});
     msg["choices"] = std::move(list);

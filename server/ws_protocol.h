@@ -44,6 +44,9 @@ struct WsClientMessage {
   bool resumable = true;         // chat/completion: keep the stream after an abrupt disconnect
   int64_t interval_ms = 1000;    // subscribe_stats: period in ms, [100, 60000] (else an error)
   nlohmann::json body;           // chat/completion: the HTTP body fields
+  // chat whose rendering depends on key order (chat_needs_key_order: tools,
+  // tool_calls): the message again with each object's key order as sent.
+  std::optional<nlohmann::ordered_json> ordered_body;
 };
 
 // An error to report on the socket; id is the message's id when it had one.

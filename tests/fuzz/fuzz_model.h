@@ -38,11 +38,12 @@ inline ServingModel make_model(const std::string& name, const std::string& dir,
   m.generation_config = GenerationConfig::from_dir(dir);
   m.has_chat_template = true;
   auto tmpl = std::make_shared<ChatTemplate>(chat_template);
-  m.chat_renderer = [tmpl, bos, eos](const nlohmann::json& messages, const ChatRenderOptions& o) {
+  m.chat_renderer = [tmpl, bos, eos](const nlohmann::ordered_json& messages,
+                                     const ChatRenderOptions& o) {
     if (!o.chat_template.empty())
       return ChatTemplate(o.chat_template)
-          .render(messages, o.add_generation_prompt, bos, eos, o.variables);
-    return tmpl->render(messages, o.add_generation_prompt, bos, eos, o.variables);
+          .render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
+    return tmpl->render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
   };
   return m;
 }

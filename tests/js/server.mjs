@@ -12,9 +12,13 @@ export const pagodaBin = process.env.PAGODA_BIN ?? path.join(sourceDir, 'build',
 export const chatTemplate =
   process.env.PAGODA_CHAT_TEMPLATE ?? path.resolve(sourceDir, '..', 'shared', 'chat_templates', 'llama-2-chat.jinja');
 
-export function startServer(extraArgs = [], env = {}) {
+// opts.model: a model directory (default: the bundled one); opts.chatTemplate:
+// a template file, or null for the model's own (default: PAGODA_CHAT_TEMPLATE).
+export function startServer(extraArgs = [], env = {}, opts = {}) {
   return new Promise((resolve, reject) => {
-    const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--chat-template', chatTemplate, ...extraArgs];
+    const template = opts.chatTemplate === undefined ? chatTemplate : opts.chatTemplate;
+    const args = ['serve', ...(opts.model ? [opts.model] : []), '--host', '127.0.0.1', '--port', '0',
+      ...(template ? ['--chat-template', template] : []), ...extraArgs];
     const child = spawn(pagodaBin, args, {
       cwd: sourceDir,
       env: { ...process.env, ...env },

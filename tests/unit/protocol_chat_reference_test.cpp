@@ -35,8 +35,9 @@ ServingModel serving_model(const std::string& dir) {
   m.tokenizer = tok;
   auto tmpl = std::make_shared<ChatTemplate>(tc.chat_template);
   m.has_chat_template = true;
-  m.chat_renderer = [tmpl, tc](const json& messages, const ChatRenderOptions& o) {
-    return tmpl->render(messages, o.add_generation_prompt, tc.bos_token, tc.eos_token, o.variables);
+  m.chat_renderer = [tmpl, tc](const nlohmann::ordered_json& messages, const ChatRenderOptions& o) {
+    return tmpl->render_ordered(messages, o.add_generation_prompt, tc.bos_token, tc.eos_token,
+                                o.variables);
   };
   return m;
 }

@@ -296,7 +296,7 @@ TEST(RequestFieldsTruncate, ValidatedAsVllm) {
 // templates write an end-of-turn token.
 ServingModel turn_closing_model() {
   ServingModel m = make_test_model();
-  m.chat_renderer = [](const json& messages, const ChatRenderOptions& o) {
+  m.chat_renderer = [](const nlohmann::ordered_json& messages, const ChatRenderOptions& o) {
     std::string out = "<s>";
     for (const auto& msg : messages) {
       out += '[';

@@ -376,7 +376,7 @@ TEST(ProtocolChat, ErrorCases) {
       {R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 21})", 400,
        "BadRequestError", "top_logprobs", "between 0 and 20"},
       {R"({"messages": [{"role": "user", "content": "q"}], "tool_choice": "auto"})", 400, "BadRequestError",
-       "tool_choice", "not supported yet"},
+       "tool_choice", "`tools` must be set"},
       {R"({"messages": [{"role": "user", "content": "q"}], "response_format": {"type": "json_object"}})", 400,
        "BadRequestError", "response_format", "not supported yet"},
       {R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": 1})", 400, "BadRequestError",
@@ -386,7 +386,7 @@ TEST(ProtocolChat, ErrorCases) {
       {R"({"messages": [{"role": "user", "content": "q"}], "max_completion_tokens": "2"})", 400, "BadRequestError",
        "max_completion_tokens", "must be an integer"},
       {R"({"messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function"}]})", 400,
-       "BadRequestError", "tools", "not supported yet"},
+       "BadRequestError", "tools", "tools[0].function is required"},
       {R"({"messages": [{"role": "user", "content": "q"}], "n": 0})", 400, "BadRequestError", "n",
        "at least 1"},
   };
@@ -409,7 +409,7 @@ TEST(ProtocolChat, NoTemplateIsA400NamingTheProblem) {
 
 TEST(ProtocolChat, TemplateExceptionIsA400WithItsMessage) {
   ServingModel m = make_test_model();
-  m.chat_renderer = [](const json&, const ChatRenderOptions&) -> std::string {
+  m.chat_renderer = [](const nlohmann::ordered_json&, const ChatRenderOptions&) -> std::string {
     throw ChatTemplateError("Conversation roles must alternate user/assistant/user/assistant/...");
   };
   OpenAIError e = err_chat(R"({"messages": [{"role": "assistant", "content": "q"}]})", m);

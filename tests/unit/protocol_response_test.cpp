@@ -81,7 +81,8 @@ TEST(ProtocolResponse, ChatCompletionObjectWithStopReason) {
   out.stop_str = "\n\n";
   json j = completion_response(req, out);
   EXPECT_EQ(j["object"], "chat.completion");
-  EXPECT_EQ(j["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "Hello"}}));
+  EXPECT_EQ(j["choices"][0]["message"],
+            (json{{"role", "assistant"}, {"content", "Hello"}, {"tool_calls", json::array()}}));
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(j["choices"][0]["stop_reason"], "\n\n");
   RequestOutput by_id = delta("", true, FinishReason::kStop, 1);

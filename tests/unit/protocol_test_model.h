@@ -53,7 +53,7 @@ inline ServingModel make_test_model(bool with_chat = true) {
   m.tokenizer = std::make_shared<ByteTokenizer>();
   if (with_chat) {
     m.has_chat_template = true;
-    m.chat_renderer = [](const nlohmann::json& messages, const ChatRenderOptions& o) {
+    m.chat_renderer = [](const nlohmann::ordered_json& messages, const ChatRenderOptions& o) {
       std::string out = "<s>";
       if (!o.chat_template.empty()) {
         out += "<tmpl:";
