@@ -110,6 +110,14 @@ const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& ou
 bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
                                      std::vector<TokenLogprob>& sampled) {
   if (!executor_.can_sample_on_device()) return false;
+  // Guided rows need their token masks, which the device sampler does not
+  // take yet: such a step samples on the host.
+  for (const ScheduledSeq& s : out.seqs) {
+    if (!s.samples) continue;
+    if (s.seq->sampling.guide) return false;
+    for (const Sequence* f : s.forks)
+      if (f->sampling.guide) return false;
+  }
   build_sampling(out, eos_token_ids);
   // Prompt-logprob positions are score rows after the sampling rows
   // (engine/sample/prompt_logprobs.h), their logits rows after the sampling
