@@ -74,6 +74,8 @@ class Guide {
   // True when `text` is a complete match (tests).
   bool matches(std::string_view text) const { return dfa_.matches(text); }
   const std::string& regex() const { return regex_; }  // the compiled pattern
+  // Most bytes a complete output can have; -1 when unbounded.
+  int64_t max_output_bytes() const { return dfa_.max_match_length(); }
   const TokenVocab& vocab() const { return *vocab_; }
   size_t num_states() const { return dfa_.num_states(); }
 

@@ -694,6 +694,39 @@ bool ByteDfa::matches(std::string_view text) const {
   return s >= 0 && accepting(s);
 }
 
+int64_t ByteDfa::max_match_length() const {
+  // Longest path from the start by depth-first search (every live state
+  // reaches an accepting one, so the longest path ends at one); a back edge
+  // means a cycle.
+  const size_t n = accept_.size();
+  std::vector<int64_t> longest(n, -1);
+  std::vector<uint8_t> color(n, 0);  // 0 new, 1 on the stack, 2 done
+  std::vector<std::pair<int32_t, size_t>> stack{{start_, 0}};
+  color[static_cast<size_t>(start_)] = 1;
+  while (!stack.empty()) {
+    auto& [s, c] = stack.back();
+    if (c < num_classes_) {
+      const int32_t t = next_[static_cast<size_t>(s) * num_classes_ + c++];
+      if (t < 0) continue;
+      if (color[static_cast<size_t>(t)] == 1) return -1;
+      if (color[static_cast<size_t>(t)] == 0) {
+        color[static_cast<size_t>(t)] = 1;
+        stack.emplace_back(t, 0);
+      }
+      continue;
+    }
+    int64_t best = 0;
+    for (size_t k = 0; k < num_classes_; ++k) {
+      const int32_t t = next_[static_cast<size_t>(s) * num_classes_ + k];
+      if (t >= 0) best = std::max(best, longest[static_cast<size_t>(t)] + 1);
+    }
+    longest[static_cast<size_t>(s)] = best;
+    color[static_cast<size_t>(s)] = 2;
+    stack.pop_back();
+  }
+  return longest[static_cast<size_t>(start_)];
+}
+
 bool ByteDfa::uses_byte(uint8_t b) const {
   for (size_t s = 0; s < accept_.size(); ++s)
     if (next(static_cast<int32_t>(s), b) >= 0) return true;

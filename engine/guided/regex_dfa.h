@@ -60,6 +60,9 @@ class ByteDfa {
   int32_t walk(int32_t s, std::string_view bytes) const;
   // True when the whole of `text` matches.
   bool matches(std::string_view text) const;
+  // Length in bytes of the longest match, or -1 when matches are unbounded
+  // (the live automaton has a cycle).
+  int64_t max_match_length() const;
   // True when some match contains byte b (a live transition on it).
   bool uses_byte(uint8_t b) const;
 
