@@ -28,6 +28,7 @@ using Re = std::optional<std::string>;  // nullopt: no document can match (dropp
 constexpr std::string_view kStringChar = R"((?:[^"\\\x00-\x1F\x7F]|\\["\\/bfnrt]))";
 constexpr std::string_view kInteger = "-?(?:0|[1-9][0-9]*)";
 constexpr std::string_view kNumber = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
+constexpr size_t kMaxPatternBytes = 1 << 20;
 constexpr long long kMaxBound = 100'000'000'000'000'000LL;  // |bounds| clamped here (1e17)
 
 std::string group(const std::string& r) { return "(?:" + r + ")"; }
@@ -423,7 +424,18 @@ class Builder {
     return alternation(parts);
   }
 
+  // build_one with a bound on the pattern's size: nested optional
+  // properties repeat their sub-patterns, so a deep schema could otherwise
+  // grow a pattern exponentially before the automaton limits see it.
   Re build(const json& s, int depth, const std::string& path) {
+    Re r = build_one(s, depth, path);
+    if (r && r->size() > kMaxPatternBytes)
+      fail(path, fmt::format("the schema is too complex (its pattern exceeds {} bytes)",
+                             kMaxPatternBytes));
+    return r;
+  }
+
+  Re build_one(const json& s, int depth, const std::string& path) {
     if (s.is_boolean()) {
       if (!s.get<bool>()) return std::nullopt;
       return any_value(kAnyJsonDepth);

@@ -106,6 +106,17 @@ TEST(GuidedJsonSchema, UnsupportedAndInvalidSchemasAreErrors) {
   EXPECT_NE(err(R"({"type":"string","format":"email"})").find("format 'email'"), std::string::npos);
   EXPECT_NE(err(R"({"type":"integer","minimum":5,"maximum":1})").find("no document"),
             std::string::npos);
+  // Optional properties nested deep repeat their patterns: a bound, not a stall.
+  std::string deep = R"({"type":"string"})";
+  for (int level = 0; level < 4; ++level) {
+    std::string props;
+    for (int p = 0; p < 8; ++p)
+      props.append(p ? "," : "").append("\"p").append(std::to_string(p)).append("\":").append(deep);
+    std::string next = R"({"type":"object","properties":{)";
+    next.append(props).append("}}");
+    deep = std::move(next);
+  }
+  EXPECT_NE(err(deep).find("too complex"), std::string::npos);
 }
 
 std::shared_ptr<const Tokenizer> qwen2() {
