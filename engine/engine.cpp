@@ -301,6 +301,11 @@ class EngineImpl {
     suppress.clear();
     append_sampling_bans(seq.sampling, seq.output_ids(), scheduler.config().eos_token_ids, suppress);
     SampleInput in{&seq.sampling, seq.prompt_ids(), seq.output_ids(), suppress, &seq.rng};
+    if (seq.sampling.guide && seq.guide_state >= 0) {
+      in.guided_mask = &seq.sampling.guide->mask(seq.guide_state);
+      in.guided_accepting = seq.sampling.guide->accepting(seq.guide_state);
+      in.eos_ids = scheduler.config().eos_token_ids;
+    }
     return Sampler::sample_with_logprobs(row, in);
   }
 

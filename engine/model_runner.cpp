@@ -1,11 +1,12 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/guided/guide.h"
 #include "engine/sample/device_rows.h"
 #include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
-
-#include <algorithm>
-#include <stdexcept>
 
 namespace pagoda {
 
@@ -81,6 +82,10 @@ const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& ou
     const SamplingParams& sp = seq.sampling;
     DeviceSampleRow& r =
         append_sample_row(b, sp, seq.output_ids(), eos_token_ids, src, sp.greedy() ? 0 : seq.rng());
+    if (sp.guide && seq.guide_state >= 0)
+      append_guided_mask(b, r, sp.guide->mask(seq.guide_state),
+                         sp.guide->accepting(seq.guide_state), eos_token_ids,
+                         executor_.vocab_size());
     if (needs_penalty_slot(sp)) {
       bool fresh = false;
       r.slot = acquire_slot(seq, fresh);

@@ -21,9 +21,10 @@ struct IdBias {
 void launch_init_slots(const DeviceSlotInit* inits, int64_t n, const int32_t* ids, uint32_t* counts,
                        int64_t vocab, cudaStream_t stream);
 void launch_sample_rows(const float* logits, int64_t vocab, const DeviceSampleRow* rows, int64_t n,
-                        const int32_t* ids, const IdBias* bias, uint32_t* counts, float* scratch,
-                        int32_t* out_id, float* out_lp, int32_t* out_top_id, float* out_top_lp,
-                        int32_t* out_rank, cudaStream_t stream);
+                        const int32_t* ids, const IdBias* bias, const uint32_t* mask_words,
+                        uint32_t* counts, float* scratch, int32_t* out_id, float* out_lp,
+                        int32_t* out_top_id, float* out_top_lp, int32_t* out_rank,
+                        cudaStream_t stream);
 
 namespace {
 
@@ -147,7 +148,14 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
     check_range(r.allow_begin, r.allow_count, batch.ids.size(), "allow");
     check_range(r.ban_begin, r.ban_count, batch.ids.size(), "ban");
     check_range(r.bias_begin, r.bias_count, batch.bias.size(), "bias");
-    scratch = scratch || r.allow_count > 0 || r.ban_count > 0 || r.bias_count > 0 || r.slot >= 0;
+    if (r.mask_begin >= 0) {
+      if (r.score_token >= 0)
+        throw std::invalid_argument("GpuSampler::sample: a score row has no guided mask");
+      check_range(r.mask_begin, static_cast<int32_t>((vocab_ + 31) / 32), batch.mask_words.size(),
+                  "guided mask");
+    }
+    scratch = scratch || r.allow_count > 0 || r.ban_count > 0 || r.bias_count > 0 || r.slot >= 0 ||
+              r.mask_begin >= 0;
   }
   for (const DeviceSlotInit& in : batch.inits) {
     if (in.slot < 0 || in.slot >= batch.num_slots)
@@ -160,12 +168,14 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
   ensure_slots(batch.num_slots);
   ensure_rows(n, scratch);
 
-  // One upload: rows, inits, ids, bias.
+  // One upload: rows, inits, ids, bias, guided masks (only guided rows
+  // add mask words: an unconstrained batch uploads none).
   const size_t rows_b = align16(sizeof(DeviceSampleRow) * batch.rows.size());
   const size_t inits_b = align16(sizeof(DeviceSlotInit) * batch.inits.size());
   const size_t ids_b = align16(4 * batch.ids.size());
   const size_t bias_b = align16(sizeof(IdBias) * batch.bias.size());
-  ensure_staging(rows_b + inits_b + ids_b + bias_b);
+  const size_t mask_b = align16(4 * batch.mask_words.size());
+  ensure_staging(rows_b + inits_b + ids_b + bias_b + mask_b);
   auto* h = static_cast<char*>(stage_host_);
   std::memcpy(h, batch.rows.data(), sizeof(DeviceSampleRow) * batch.rows.size());
   if (!batch.inits.empty())
@@ -174,14 +184,19 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
   auto* hb = reinterpret_cast<IdBias*>(h + rows_b + inits_b + ids_b);
   for (size_t i = 0; i < batch.bias.size(); ++i)
     hb[i] = {batch.bias[i].first, batch.bias[i].second};
+  if (!batch.mask_words.empty())
+    std::memcpy(h + rows_b + inits_b + ids_b + bias_b, batch.mask_words.data(),
+                4 * batch.mask_words.size());
   cudaStream_t st = cb.stream();
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(stage_dev_, stage_host_, rows_b + inits_b + ids_b + bias_b,
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(stage_dev_, stage_host_,
+                                    rows_b + inits_b + ids_b + bias_b + mask_b,
                                     cudaMemcpyHostToDevice, st));
   auto* d = static_cast<char*>(stage_dev_);
   const auto* d_rows = reinterpret_cast<const DeviceSampleRow*>(d);
   const auto* d_inits = reinterpret_cast<const DeviceSlotInit*>(d + rows_b);
   const auto* d_ids = reinterpret_cast<const int32_t*>(d + rows_b + inits_b);
   const auto* d_bias = reinterpret_cast<const IdBias*>(d + rows_b + inits_b + ids_b);
+  const auto* d_mask = reinterpret_cast<const uint32_t*>(d + rows_b + inits_b + ids_b + bias_b);
 
   auto* o = static_cast<char*>(out_dev_);
   auto* o_id = reinterpret_cast<int32_t*>(o);
@@ -191,8 +206,8 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
   auto* o_rank = reinterpret_cast<int32_t*>(o + out_rows_ * (8 + 8 * kTop));
   PAGODA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ev_[0]), st));
   launch_init_slots(d_inits, static_cast<int64_t>(batch.inits.size()), d_ids, counts_, vocab_, st);
-  launch_sample_rows(logits.ptr<float>(), vocab_, d_rows, n, d_ids, d_bias, counts_, scratch_, o_id,
-                     o_lp, o_tid, o_tlp, o_rank, st);
+  launch_sample_rows(logits.ptr<float>(), vocab_, d_rows, n, d_ids, d_bias, d_mask, counts_,
+                     scratch_, o_id, o_lp, o_tid, o_tlp, o_rank, st);
   PAGODA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ev_[1]), st));
 
   // Ids always; logprobs only when a row asked (a plain batch copies ids).

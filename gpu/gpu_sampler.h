@@ -9,7 +9,7 @@
 //     order: the host's tie order);
 //  A score row (row.score_token >= 0: a prompt logprob) stops here, with
 //     the token's raw logprob and rank (a block count of logits >= its own);
-//  1-4. rows with allowed ids, bans, logit_bias or a penalty slot are
+//  1-4. rows with allowed ids, a guided-decoding mask, bans, logit_bias or a penalty slot are
 //     rewritten into a scratch row with the host Sampler's float operations
 //     in its order (bitwise the same values: IEEE _rn intrinsics, no FMA
 //     contraction); the slot's counts are uint32 per vocabulary id, bit 31 =

@@ -335,8 +335,9 @@ __global__ void __launch_bounds__(256)
 __global__ void __launch_bounds__(kThreads)
     sample_rows_kernel(const float* __restrict__ logits, int vocab,
                        const DeviceSampleRow* __restrict__ rows, const int32_t* __restrict__ ids,
-                       const IdBias* __restrict__ bias, uint32_t* __restrict__ counts,
-                       float* __restrict__ scratch, int32_t* __restrict__ out_id,
+                       const IdBias* __restrict__ bias, const uint32_t* __restrict__ mask_words,
+                       uint32_t* __restrict__ counts, float* __restrict__ scratch,
+                       int32_t* __restrict__ out_id,
                        float* __restrict__ out_lp, int32_t* __restrict__ out_top_id,
                        float* __restrict__ out_top_lp, int32_t* __restrict__ out_rank) {
   __shared__ Smem s;
@@ -397,22 +398,29 @@ __global__ void __launch_bounds__(kThreads)
 
   // 1-4. Allowed ids, bans, logit_bias, penalties into the scratch row.
   const float* v = x;
-  const bool transform = p.allow_count > 0 || p.ban_count > 0 || p.bias_count > 0 || p.slot >= 0;
+  const bool transform =
+      p.allow_count > 0 || p.ban_count > 0 || p.bias_count > 0 || p.slot >= 0 || p.mask_begin >= 0;
   if (transform) {
     float* o = scratch + static_cast<int64_t>(r) * vocab;
     const uint32_t* c = p.slot >= 0 ? counts + static_cast<int64_t>(p.slot) * vocab : nullptr;
+    // Guided decoding: the row's allowed-token bitmask (host-built, EOS
+    // included where allowed); ids with a clear bit get -inf, like ids
+    // outside allowed_token_ids (both: the intersection).
+    const uint32_t* gm = p.mask_begin >= 0 ? mask_words + p.mask_begin : nullptr;
+    auto guided_ok = [gm](int id) { return gm == nullptr || ((gm[id >> 5] >> (id & 31)) & 1u) != 0u; };
     const bool masked = p.allow_count > 0;
     const bool fuse_pen = p.bias_count == 0;  // penalties right away when no bias comes first
     for (int i = threadIdx.x; i < vocab; i += kThreads) {
-      float t = masked ? -INFINITY : x[i];
-      if (fuse_pen && c && !masked) t = penalize(t, c[i], p);
+      float t = masked || !guided_ok(i) ? -INFINITY : x[i];
+      if (fuse_pen && c && !masked && guided_ok(i)) t = penalize(t, c[i], p);
       o[i] = t;
     }
     __syncthreads();
     if (masked) {
       for (int j = threadIdx.x; j < p.allow_count; j += kThreads) {
         const int id = ids[p.allow_begin + j];
-        if (id >= 0 && id < vocab) o[id] = (fuse_pen && c) ? penalize(x[id], c[id], p) : x[id];
+        if (id >= 0 && id < vocab && guided_ok(id))
+          o[id] = (fuse_pen && c) ? penalize(x[id], c[id], p) : x[id];
       }
       __syncthreads();
     }
@@ -528,12 +536,13 @@ void launch_init_slots(const DeviceSlotInit* inits, int64_t n, const int32_t* id
 }
 
 void launch_sample_rows(const float* logits, int64_t vocab, const DeviceSampleRow* rows, int64_t n,
-                        const int32_t* ids, const IdBias* bias, uint32_t* counts, float* scratch,
+                        const int32_t* ids, const IdBias* bias, const uint32_t* mask_words,
+                        uint32_t* counts, float* scratch,
                         int32_t* out_id, float* out_lp, int32_t* out_top_id, float* out_top_lp,
                         int32_t* out_rank, cudaStream_t stream) {
   if (n == 0) return;
   sample_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
-      logits, static_cast<int>(vocab), rows, ids, bias, counts, scratch, out_id, out_lp, out_top_id,
+      logits, static_cast<int>(vocab), rows, ids, bias, mask_words, counts, scratch, out_id, out_lp, out_top_id,
       out_top_lp, out_rank);
   PAGODA_CUDA_CHECK_LAUNCH("sample_rows_kernel");
 }

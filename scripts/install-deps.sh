@@ -19,6 +19,7 @@ PKGS=(
   python3
   python3-dev pybind11-dev  # the pagoda Python module (python/; optional in CMake)
   python3-pytest            # its tests (tests/python)
+  python3-jsonschema        # the guided-decoding acceptance tests validate outputs with it
   chromium                  # headless UI test (tests/web: playwright-core from npm)
 )
 missing=()

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "server/bad_words.h"
+#include "server/guided_fields.h"
 #include "server/request_model.h"
 
 namespace pagoda::openai_fields {
@@ -242,23 +243,6 @@ void parse_logit_bias(const RequestFields& f, const ServingModel& model, Samplin
 
 }  // namespace
 
-void check_response_format(const json* rf) {
-  if (!rf) return;
-  auto type = get_string(*rf, "type");
-  if (!type)
-    fail("response_format.type is required ('text', 'json_object' or 'json_schema')",
-         "response_format");
-  if (*type == "text") return;
-  if (*type == "json_object" || *type == "json_schema")
-    fail(fmt::format("response_format type '{}' is not supported yet (it needs guided decoding); "
-                     "only 'text'",
-                     *type),
-         "response_format");
-  fail(fmt::format("response_format type must be 'text', 'json_object' or 'json_schema', got '{}'",
-                   *type),
-       "response_format");
-}
-
 void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
   const GenerationConfig& gc = model.generation_config;
 
@@ -305,6 +289,7 @@ void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingP
   sp.include_stop_str_in_output = *f.boolean("include_stop_str_in_output");
   parse_allowed_token_ids(f, model, sp);
   parse_bad_words(f, model, sp);
+  parse_guided(f, model, sp);
   if (auto k = f.integer("prompt_logprobs")) sp.prompt_logprobs = static_cast<int>(*k);
 }
 

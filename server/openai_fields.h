@@ -43,16 +43,12 @@ const nlohmann::json* get(const nlohmann::json& obj, const char* name);
 // penalties, stop, stop_token_ids, ignore_eos, min_tokens,
 // skip_special_tokens, spaces_between_special_tokens,
 // include_stop_str_in_output, logit_bias, allowed_token_ids, bad_words (+
-// their token ids), prompt_logprobs), from fields already checked against
-// their model. generation_config.json supplies temperature/top_p/top_k/
-// repetition_penalty when the request leaves them out. max_tokens is not
-// set here (see resolve_max_tokens).
+// their token ids), prompt_logprobs, and guided decoding with
+// response_format where the endpoint has it: server/guided_fields.h), from fields already checked
+// against their model. generation_config.json supplies temperature/top_p/top_k/ repetition_penalty
+// when the request leaves them out. max_tokens is not set here (see resolve_max_tokens).
 void parse_sampling(const request_model::RequestFields& fields, const ServingModel& model,
                     SamplingParams& sp);
-
-// response_format (an object): {"type": "text"} passes; json_object and
-// json_schema are 400 "not supported yet"; anything else a 400.
-void check_response_format(const nlohmann::json* response_format);
 
 // Checks the model name: absent → the served one; another → 404
 // "The model `x` does not exist.".

@@ -300,6 +300,7 @@ void parse_beam_search(const RequestFields& f, const ServingModel& model, Parsed
   if (!sp.logit_bias.empty()) refuse("logit_bias", "logit_bias");
   if (!sp.bad_words.empty()) refuse("bad_words", "bad_words");
   if (!sp.allowed_token_ids.empty()) refuse("allowed_token_ids", "allowed_token_ids");
+  if (sp.guide) refuse("guided decoding", "use_beam_search");
   if (req.echo) refuse("echo", "echo");
   BeamSearchParams p;
   p.beam_width = sp.best_of.value_or(sp.n);
@@ -345,7 +346,6 @@ void finish_checks(ParsedRequest& req) {
 void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequest& req,
                    std::string_view prefix) {
   req.tokenizer = model.tokenizer;
-  check_response_format(f.value("response_format"));
   check_priority(f);
   finish_common(f, model, req);
   if (const json* so = f.value("stream_options")) {

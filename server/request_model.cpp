@@ -137,6 +137,24 @@ std::vector<FieldSpec> sampling_fields() {
        .type = kInt,
        .range = {.lo = 0, .hi = 20, .message = "prompt_logprobs must be between 0 and 20, got {}."},
        .note = "20: vLLM's default max_logprobs"},
+      // Guided decoding (server/guided_fields.h).
+      {.name = "guided_json",
+       .type = JsonType::kStringOrObject,
+       .note = "a JSON schema the output must validate against"},
+      {.name = "guided_regex", .type = kStr, .note = "a regex the whole output must match"},
+      {.name = "guided_choice",
+       .type = kList,
+       .type_text = "a list of strings",
+       .note = "the output is exactly one of them"},
+      {.name = "guided_whitespace_pattern",
+       .type = kStr,
+       .note = "regex between JSON tokens for guided_json/json_object; default \"[ ]?\""},
+      {.name = "structured_outputs",
+       .type = kObj,
+       .note =
+           "vLLM's StructuredOutputsParams: json, regex, choice, json_object, whitespace_pattern, "
+           "disable_any_whitespace, disable_additional_properties, disable_fallback; grammar and "
+           "structural_tag: 400 not supported yet"},
   };
 }
 
@@ -144,14 +162,9 @@ std::vector<FieldSpec> sampling_fields() {
 // their default.
 std::vector<FieldSpec> not_supported_fields() {
   return {
-      {.name = "guided_json", .type = JsonType::kStringOrObject, .status = kNotYet},
-      {.name = "guided_regex", .type = kStr, .status = kNotYet},
-      {.name = "guided_choice", .type = kList, .status = kNotYet, .type_text = "a list of strings"},
       {.name = "guided_grammar", .type = kStr, .status = kNotYet},
-      {.name = "guided_whitespace_pattern", .type = kStr, .status = kNotYet},
       {.name = "guided_decoding_backend", .type = kStr, .status = kNotYet},
       {.name = "structural_tag", .type = kStr, .status = kNotYet},
-      {.name = "structured_outputs", .type = kObj, .status = kNotYet},
       {.name = "logits_processors", .type = kList, .status = kNotYet, .accepts = is_empty},
       {.name = "return_tokens_as_token_ids", .type = kBool, .status = kNotYet, .accepts = is_false},
   };
@@ -168,7 +181,8 @@ std::vector<FieldSpec> openai_fields_common() {
        .object_keys = {"include_usage", "continuous_usage_stats"}},
       {.name = "response_format",
        .type = kObj,
-       .note = "only {\"type\": \"text\"}; json_object/json_schema: 400",
+       .note = "text, json_object, or json_schema {name, schema, strict, description} (guided "
+               "decoding)",
        .object_keys = {"type", "json_schema"}},
       {.name = "user",
        .type = kStr,

@@ -125,6 +125,8 @@ class RequestFields {
   std::optional<std::string> string(std::string_view name) const;
   // The raw value sent (lists, objects, unions); nullptr when absent or null.
   const nlohmann::json* value(std::string_view name) const;
+  // Whether the request model declares the field (endpoints differ).
+  bool declares(std::string_view name) const { return model_.find(name) != nullptr; }
 
  private:
   const FieldSpec& spec(std::string_view name) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/guided/guide.h"
 #include "engine/sample/bad_words.h"
 #include "engine/sample/sampler.h"
 
@@ -37,6 +38,22 @@ DeviceSampleRow& append_sample_row(DeviceSamplingBatch& b, const SamplingParams&
   r.seed = seed;
   b.rows.push_back(r);
   return b.rows.back();
+}
+
+void append_guided_mask(DeviceSamplingBatch& b, DeviceSampleRow& r, const guided::TokenMask& mask,
+                        bool accepting, const std::vector<int32_t>& eos_token_ids, int64_t vocab) {
+  const size_t words = static_cast<size_t>((vocab + 31) / 32);
+  r.mask_begin = static_cast<int32_t>(b.mask_words.size());
+  b.mask_words.resize(b.mask_words.size() + words, 0u);
+  uint32_t* w = b.mask_words.data() + r.mask_begin;
+  const size_t have = std::min(words, mask.words.size() * 2);
+  for (size_t i = 0; i < have; ++i)
+    w[i] = static_cast<uint32_t>(mask.words[i / 2] >> (32 * (i % 2)));
+  if (vocab % 32 != 0 && have == words)
+    w[words - 1] &= (1u << (vocab % 32)) - 1u;  // no ids >= vocab
+  if (accepting || mask.count == 0)
+    for (int32_t id : eos_token_ids)
+      if (id >= 0 && id < vocab) w[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
 }
 
 void append_slot_init(DeviceSamplingBatch& b, int32_t slot, std::span<const int32_t> prompt_ids,

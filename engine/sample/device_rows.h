@@ -11,6 +11,10 @@
 
 namespace pagoda {
 
+namespace guided {
+struct TokenMask;
+}  // namespace guided
+
 // True when sp sets a penalty, so its row needs a penalty slot.
 bool needs_penalty_slot(const SamplingParams& sp);
 
@@ -24,6 +28,14 @@ DeviceSampleRow& append_sample_row(DeviceSamplingBatch& b, const SamplingParams&
                                    std::span<const int32_t> output_ids,
                                    const std::vector<int32_t>& eos_token_ids, int32_t src_row,
                                    uint64_t seed);
+
+// Guided decoding: appends the row's allowed-token bitmask (ceil(vocab /
+// 32) words) to b.mask_words and points r.mask_begin at it: the bits of
+// `mask` (the guide state's text tokens), plus eos_token_ids when
+// `accepting` or the mask is empty (as the host Sampler; a constraint the
+// vocabulary cannot continue ends). vocab: the logits rows' width.
+void append_guided_mask(DeviceSamplingBatch& b, DeviceSampleRow& r, const guided::TokenMask& mask,
+                        bool accepting, const std::vector<int32_t>& eos_token_ids, int64_t vocab);
 
 // Appends the init that (re)builds penalty slot `slot` from a sequence's
 // prompt and output ids.

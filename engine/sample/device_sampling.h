@@ -5,7 +5,10 @@
 // is expressed per output row, in the host Sampler's order of operations:
 //  0. raw logprobs: the row's log-softmax before anything below, the sampled
 //     token's and, for logprobs = k > 0, the k most likely (ties: lower id);
-//  1. allowed_token_ids: ids outside `allow` get -inf;
+//  1. allowed_token_ids: ids outside `allow` get -inf; a guided-decoding
+//     row (mask_begin >= 0) also: ids whose bit is clear in its mask get
+//     -inf (the host Sampler's guided mask, EOS bits set by the host where
+//     the automaton allows EOS);
 //  2. `ban` ids get -inf (min_tokens' EOS / stop_token_ids, the last token
 //     of a bad word whose other tokens end the output);
 //  3. logit_bias: `bias` pairs added to the logits;
@@ -43,6 +46,11 @@ struct DeviceSampleRow {
   int32_t allow_begin = 0, allow_count = 0;
   int32_t ban_begin = 0, ban_count = 0;
   int32_t bias_begin = 0, bias_count = 0;
+  // Guided decoding: >= 0: the row's allowed-token bitmask starts at
+  // DeviceSamplingBatch::mask_words[mask_begin] and spans ceil(vocab / 32)
+  // words (bit id % 32 of word id / 32; ids >= the mask's vocabulary
+  // clear). -1: no mask (an unconstrained row uploads and reads nothing).
+  int32_t mask_begin = -1;
   uint64_t seed = 0;  // the draw's 64-bit key for this row and step
   // >= 0: a score row (prompt logprobs, engine/sample/prompt_logprobs.h):
   // nothing is drawn and no slot is touched; the result is this token with
@@ -66,6 +74,7 @@ struct DeviceSamplingBatch {
   std::vector<DeviceSlotInit> inits;
   std::vector<int32_t> ids;                     // allow / ban / init id lists
   std::vector<std::pair<int32_t, float>> bias;  // (id, bias) pairs
+  std::vector<uint32_t> mask_words;             // guided rows' bitmasks
   int32_t num_slots = 0;                        // slots the batch uses: every slot < num_slots
 
   void clear() {
@@ -73,6 +82,7 @@ struct DeviceSamplingBatch {
     inits.clear();
     ids.clear();
     bias.clear();
+    mask_words.clear();
     num_slots = 0;
   }
   bool has_score_rows() const {

@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/guided/guide.h"
+
 namespace pagoda {
 namespace {
 
@@ -129,6 +131,17 @@ void Sampler::apply_penalties(std::span<float> logits, const SampleInput& in) {
     for (size_t i = 0; i < logits.size(); ++i)
       if (!allowed[i]) logits[i] = -std::numeric_limits<float>::infinity();
   }
+  if (in.guided_mask) {
+    const guided::TokenMask& m = *in.guided_mask;
+    const bool eos_ok = in.guided_accepting || m.count == 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const auto id = static_cast<int32_t>(i);
+      if (m.test(id)) continue;
+      if (eos_ok && std::find(in.eos_ids.begin(), in.eos_ids.end(), id) != in.eos_ids.end())
+        continue;
+      logits[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
   for (auto [id, bias] : sp.logit_bias)
     if (valid(id)) logits[static_cast<size_t>(id)] += bias;
   for (int32_t id : in.suppress_ids)
@@ -165,6 +178,10 @@ int32_t Sampler::sample(std::span<float> logits, const SampleInput& in) {
   check_input(logits, in);
   const SamplingParams& sp = *in.params;
   apply_penalties(logits, in);
+  if (in.guided_mask && !std::any_of(logits.begin(), logits.end(), [](float l) {
+        return l > -std::numeric_limits<float>::infinity();
+      }))
+    return in.eos_ids.empty() ? 0 : in.eos_ids.front();  // nothing allowed: end the output
   if (sp.greedy()) return argmax(logits);
   if (!in.rng) throw std::invalid_argument("Sampler::sample: no rng for random sampling");
   const std::vector<double> prob = filtered_probs(logits, sp);

@@ -4,7 +4,10 @@
 //  0. logprobs (when wanted, see wants_logprob()): the raw model
 //     log-softmax of the row, before anything below (vLLM's default
 //     logprobs_mode "raw_logprobs");
-//  1. allowed_token_ids (vLLM): when set, every other id gets -inf;
+//  1. allowed_token_ids (vLLM): when set, every other id gets -inf; a
+//     guided-decoding mask (engine/guided/guide.h) likewise: ids outside it
+//     get -inf, except `eos_ids` when the automaton state accepts or allows
+//     no text token (a constraint the vocabulary cannot continue ends);
 //     logit_bias: bias[id] added to the logit (OpenAI logit_bias);
 //  2. `suppress_ids` get -inf: min_tokens' EOS and stop_token_ids, and the
 //     bad words' bans (engine/sample/bad_words.h), gathered by the caller;
@@ -34,6 +37,10 @@
 
 namespace pagoda {
 
+namespace guided {
+struct TokenMask;
+}  // namespace guided
+
 // Most top logprobs a request may ask for (SamplingParams::logprobs): the
 // OpenAI chat API's top_logprobs limit, also vLLM's default max_logprobs.
 // Applied to completions' integer `logprobs` too.
@@ -45,6 +52,13 @@ struct SampleInput {
   std::span<const int32_t> output_ids;   // for all three penalties
   std::span<const int32_t> suppress_ids; // ids banned this step (min_tokens, bad words)
   std::mt19937_64* rng = nullptr;        // used when not greedy
+  // Guided decoding: the text tokens the sequence's automaton state allows
+  // (null: unconstrained) and whether the state accepts (then eos_ids are
+  // allowed too). When every id ends up at -inf under a mask, sample()
+  // returns eos_ids[0] (the output ends) rather than an arbitrary id.
+  const guided::TokenMask* guided_mask = nullptr;
+  bool guided_accepting = false;
+  std::span<const int32_t> eos_ids;
 };
 
 class Sampler {

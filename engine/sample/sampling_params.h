@@ -4,12 +4,18 @@
 // request leaves out.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace pagoda {
+
+namespace guided {
+class Guide;
+struct GuideSpec;
+}  // namespace guided
 
 struct SamplingParams {
   int n = 1;                    // choices returned per prompt (>= 1)
@@ -55,6 +61,16 @@ struct SamplingParams {
   // logprob (the first token has none) plus the k most likely tokens' at
   // that position (k <= kMaxLogprobs).
   std::optional<int> prompt_logprobs;
+
+  // Guided decoding (vLLM structured outputs: guided_regex, guided_choice,
+  // guided_json, response_format json_object / json_schema): the request's
+  // constraint as sent, and its compiled guide (engine/guided/guide.h),
+  // filled by the server. Null: unconstrained. Each sequence keeps its
+  // automaton state (Sequence::guide_state); the sampler allows only the
+  // state's tokens (EOS when it accepts) and the stop checker finishes the
+  // sequence ("stop") when no text token can follow.
+  std::shared_ptr<const guided::GuideSpec> guided_spec;
+  std::shared_ptr<const guided::Guide> guide;
 
   bool greedy() const { return temperature < 1e-5f; }
 };

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/guided/guide.h"
 #include "engine/kv/block_manager.h"
 #include "engine/output_channel.h"
 #include "engine/request.h"
@@ -41,7 +42,8 @@ struct Sequence {
         output(req.output),
         arrival_time(req.arrival_time),
         rng(rng_seed),
-        detokenizer(tok, req.prompt_token_ids, req.sampling.skip_special_tokens) {}
+        detokenizer(tok, req.prompt_token_ids, req.sampling.skip_special_tokens),
+        guide_state(req.sampling.guide ? req.sampling.guide->start() : -1) {}
 
   // Unique for the process's lifetime (a freed Sequence's address may be
   // reused; its uid is not): keys per-sequence device state.
@@ -89,6 +91,10 @@ struct Sequence {
   // run (engine/sample/prompt_logprobs.h); kept across preemption, so a
   // recompute does not compute them again.
   std::vector<PromptLogprob> prompt_logprobs;
+
+  // SamplingParams::guide's automaton state after the output so far (-1:
+  // unconstrained); advanced by append_token.
+  int32_t guide_state = -1;
 
   FinishReason finish_reason = FinishReason::kNone;
   std::optional<std::string> stop_str;

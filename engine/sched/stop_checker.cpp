@@ -49,6 +49,15 @@ bool append_token(Sequence& seq, int32_t token, const StopConfig& cfg) {
   }
   const int64_t n_out = seq.num_output_tokens();
 
+  // Guided decoding: advance the automaton on a text token (EOS ends the
+  // output below); when no text token can follow (the pattern can only
+  // end, or the vocabulary cannot continue it) the output is complete.
+  bool guide_done = false;
+  if (sp.guide && seq.guide_state >= 0 && !contains(cfg.eos_token_ids, token)) {
+    seq.guide_state = sp.guide->advance(seq.guide_state, token);
+    guide_done = seq.guide_state < 0 || sp.guide->mask(seq.guide_state).count == 0;
+  }
+
   // Token-level checks (vLLM check_stop order: length first).
   FinishReason reason = FinishReason::kNone;
   bool stop_terminated = false;
@@ -64,6 +73,7 @@ bool append_token(Sequence& seq, int32_t token, const StopConfig& cfg) {
       seq.stop_token_id = token;
     }
   }
+  if (reason == FinishReason::kNone && guide_done) reason = FinishReason::kStop;
 
   // Text: the stop token itself is not shown unless asked for.
   size_t before = seq.output_text.size();

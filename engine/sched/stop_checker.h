@@ -10,7 +10,11 @@
 //    tokens): the text is cut before the match (or after it with
 //    include_stop_str_in_output) and finish "stop" with stop_str set; while
 //    streaming, the last (longest stop string - 1) bytes are held back so a
-//    partial match is never emitted.
+//    partial match is never emitted;
+//  - guided decoding (SamplingParams::guide): the token advances the
+//    sequence's automaton state; when the new state allows no text token
+//    the sequence finishes "stop" with the token's text kept (even before
+//    min_tokens: nothing else could follow).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -357,9 +357,10 @@ TEST_F(ServeChat, RequestTemplateKwargsIdAndContinuation) {
 
   json bad = post_json(
       server_->port(), "/v1/chat/completions",
-      {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"guided_regex", "[a-z]+"}}, 400);
+      {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"guided_regex", "[a-z"}}, 400);
   EXPECT_EQ(bad["error"]["param"], "guided_regex");
-  EXPECT_EQ(bad["error"]["message"], "'guided_regex' is not supported yet");
+  EXPECT_EQ(bad["error"]["message"],
+            "invalid guided_regex: invalid regex at offset 4: unterminated character class");
 }
 
 // Chat echo (vLLM's ChatCompletionRequest.echo): the answer starts with the

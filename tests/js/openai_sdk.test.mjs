@@ -132,8 +132,8 @@ test('errors are the SDK typed errors with param', async () => {
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'top_logprobs',
   );
   await assert.rejects(
-    client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], response_format: { type: 'json_object' } }),
-    (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /not supported yet/.test(e.message),
+    client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'strin' } } } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /unknown type 'strin'/.test(e.message),
   );
   await assert.rejects(
     client.completions.create({ model: 'gpt-4', prompt: 'Hi' }),

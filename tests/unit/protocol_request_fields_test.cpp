@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "engine/guided/guide.h"
 #include "server/api_docs.h"
 #include "server/bad_words.h"
 #include "server/openai_request.h"
@@ -164,25 +165,92 @@ TEST(RequestFields, OpenApiDocumentsTheDeclaredFields) {
 
 // ---- not supported yet: 400 when set to anything but the default ----
 
-TEST(RequestFieldsNotSupported, GuidedJson) {
-  expect_not_supported("guided_json", {{"type", "object"}});
-}
-TEST(RequestFieldsNotSupported, GuidedRegex) { expect_not_supported("guided_regex", "[a-z]+"); }
-TEST(RequestFieldsNotSupported, GuidedChoice) {
-  expect_not_supported("guided_choice", {"yes", "no"});
-}
 TEST(RequestFieldsNotSupported, GuidedGrammar) {
   expect_not_supported("guided_grammar", "root ::= \"a\"");
-}
-TEST(RequestFieldsNotSupported, GuidedWhitespacePattern) {
-  expect_not_supported("guided_whitespace_pattern", " *");
 }
 TEST(RequestFieldsNotSupported, GuidedDecodingBackend) {
   expect_not_supported("guided_decoding_backend", "xgrammar");
 }
-TEST(RequestFieldsNotSupported, StructuredOutputs) {
-  expect_not_supported("structured_outputs", {{"regex", "a"}});
+
+// ---- guided decoding (server/guided_fields.h) ----
+
+TEST(RequestFieldsGuided, ConvertedOnEveryEndpoint) {
+  const json bodies[] = {
+      {{"guided_regex", "[a-z]{1,3}"}},
+      {{"guided_choice", {"yes", "no"}}},
+      {{"guided_json", {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}}}},
+      {{"guided_json", R"({"type": "boolean"})"}},
+      {{"structured_outputs", {{"regex", "x+"}}}},
+      {{"structured_outputs", {{"json_object", true}, {"disable_any_whitespace", true}}}}};
+  for (const json& b : bodies) {
+    SCOPED_TRACE(b.dump());
+    for (const ParseResult& r : {completion(b), chat(b), generate(b)}) {
+      const ParsedRequest p = ok(r);
+      ASSERT_TRUE(p.sampling.guide);
+      ASSERT_TRUE(p.sampling.guided_spec);
+    }
+  }
+  const ParsedRequest c = ok(completion({{"guided_choice", {"yes", "no"}}}));
+  EXPECT_TRUE(c.sampling.guide->matches("yes"));
+  EXPECT_FALSE(c.sampling.guide->matches("yesno"));
+  const ParsedRequest rf = ok(chat(
+      {{"response_format",
+        {{"type", "json_schema"},
+         {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", {{"type", "integer"}}}}}}}}));
+  EXPECT_TRUE(rf.sampling.guide->matches("-12"));
+  EXPECT_FALSE(rf.sampling.guide->matches("1.5"));
+  const ParsedRequest jo = ok(completion({{"response_format", {{"type", "json_object"}}}}));
+  EXPECT_TRUE(jo.sampling.guide->matches("{\"a\": [1, 2]}"));
+  EXPECT_FALSE(ok(completion({{"response_format", {{"type", "text"}}}})).sampling.guide);
+  EXPECT_FALSE(ok(completion(json::object())).sampling.guide);
 }
+
+TEST(RequestFieldsGuided, InvalidSpecsAre400sNamingTheProblem) {
+  struct Case {
+    json body;
+    std::string param, message;
+  } cases[] = {
+      {{{"guided_regex", "(ab"}}, "guided_regex", "missing ')'"},
+      {{{"guided_regex", 5}}, "guided_regex", "must be a string"},
+      {{{"guided_choice", json::array()}}, "guided_choice", "non-empty list"},
+      {{{"guided_choice", {"a", 1}}}, "guided_choice", "list of strings"},
+      {{{"guided_json", {{"type", "strin"}}}}, "guided_json", "unknown type 'strin'"},
+      {{{"guided_json", "{bad"}}, "guided_json", "not valid JSON"},
+      {{{"guided_json", {{"type", "string"}, {"format", "email"}}}},
+       "guided_json",
+       "format 'email'"},
+      {{{"guided_regex", "a"}, {"guided_choice", {"a"}}}, "guided_choice", "only one kind"},
+      {{{"structured_outputs", {{"grammar", "root ::= \"a\""}}}},
+       "structured_outputs",
+       "not supported yet"},
+      {{{"structured_outputs", {{"regexp", "a"}}}}, "structured_outputs", "no field 'regexp'"},
+      {{{"guided_json", {{"type", "object"}}}, {"guided_whitespace_pattern", "(  "}},
+       "guided_json",
+       "guided_whitespace_pattern"},
+      {{{"response_format",
+         {{"type", "json_schema"},
+          {"json_schema", {{"schema", {{"type", "integer"}, {"minimum", 3}, {"maximum", 1}}}}}}}},
+       "response_format",
+       "no document"},
+      {{{"response_format", {{"type", "json_schema"}}}},
+       "response_format",
+       "json_schema is required"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body.dump());
+    const OpenAIError e = err(completion(c.body));
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, c.param);
+    EXPECT_NE(e.message.find(c.message), std::string::npos) << e.message;
+  }
+  // Beam search cannot take a constraint.
+  const OpenAIError beam = err(completion(
+      {{"guided_regex", "a+"}, {"use_beam_search", true}, {"temperature", 0}, {"n", 2}}));
+  EXPECT_NE(beam.message.find("guided decoding is not supported with use_beam_search"),
+            std::string::npos)
+      << beam.message;
+}
+
 // ---- beam search (use_beam_search, length_penalty, early_stopping) ----
 
 TEST(RequestFieldsBeamSearch, ConvertedOnEveryEndpoint) {

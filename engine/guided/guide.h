@@ -1,0 +1,101 @@
+// Guide: a compiled output constraint (guided decoding, vLLM's structured
+// outputs) over one tokenizer's vocabulary. Per request the engine keeps an
+// automaton state (an int32_t); per step the guide yields the tokens allowed
+// from it (a bitmask over token ids) and advances on the sampled token.
+//
+//   kind       spec                         compiled to
+//   kRegex     a regex (regex_dfa.h syntax)  DFA over bytes
+//   kChoice    a JSON array of strings       alternation of the literals
+//   kJson      a JSON schema (text)          regex (json_schema_regex.h) -> DFA
+//   kJsonObject (spec unused)                regex of any JSON object, nesting
+//                                            bounded (json_schema_regex.h)
+//
+// Token masks: per DFA state, computed on first use by walking the
+// vocabulary's byte trie through the DFA (a token is allowed when all its
+// bytes lead to live states: from them the pattern can still be completed),
+// then cached in the guide; guides are cached across requests by
+// (kind, spec, whitespace pattern, vocabulary) in a bounded LRU
+// (compile_guide). The same idea as outlines' index (Willard & Louf 2023,
+// "Efficient Guided Generation for Large Language Models"), computed lazily.
+//
+// End of output: EOS is allowed when the state accepts (the engine adds it:
+// the mask holds text tokens only). When a state allows no text token (the
+// pattern can only end, or the vocabulary cannot continue it) the sequence
+// finishes with "stop" (engine/sched/stop_checker.cpp). Thread-safe: masks
+// are filled under a mutex (the engine thread reads, servers compile).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/guided/regex_dfa.h"
+#include "engine/guided/token_vocab.h"
+
+namespace pagoda::guided {
+
+enum class GuideKind { kRegex, kChoice, kJson, kJsonObject };
+
+// What a request asks for (SamplingParams::guided).
+struct GuideSpec {
+  GuideKind kind = GuideKind::kRegex;
+  std::string spec;                            // regex, JSON array of choices, or schema text
+  std::string whitespace_pattern;              // JSON kinds: the regex between tokens; "" = default
+  bool disable_additional_properties = false;  // JSON: absent additionalProperties = false
+  bool operator==(const GuideSpec&) const = default;
+};
+
+// Allowed text tokens of one state: bit (id % 64) of words[id / 64].
+struct TokenMask {
+  std::vector<uint64_t> words;  // [ceil(vocab / 64)]
+  int64_t count = 0;            // set bits
+  bool test(int32_t id) const {
+    const auto i = static_cast<size_t>(id) >> 6;
+    return id >= 0 && i < words.size() && ((words[i] >> (id & 63)) & 1u);
+  }
+};
+
+class Guide {
+ public:
+  Guide(ByteDfa dfa, std::shared_ptr<const TokenVocab> vocab, std::string regex);
+
+  int32_t start() const { return dfa_.start(); }
+  // State after token `id`'s bytes from `state`; ByteDfa::kDead when the
+  // token is not allowed there (or has no bytes).
+  int32_t advance(int32_t state, int32_t id) const;
+  // State after raw bytes (tests, prefixes); ByteDfa::kDead when they leave the pattern.
+  int32_t walk(int32_t state, std::string_view bytes) const { return dfa_.walk(state, bytes); }
+  bool accepting(int32_t state) const { return dfa_.accepting(state); }
+  // The text tokens allowed from `state` (computed once, then cached).
+  const TokenMask& mask(int32_t state) const;
+  // True when `text` is a complete match (tests).
+  bool matches(std::string_view text) const { return dfa_.matches(text); }
+  const std::string& regex() const { return regex_; }  // the compiled pattern
+  // Most bytes a complete output can have; -1 when unbounded.
+  int64_t max_output_bytes() const { return dfa_.max_match_length(); }
+  const TokenVocab& vocab() const { return *vocab_; }
+  size_t num_states() const { return dfa_.num_states(); }
+
+ private:
+  ByteDfa dfa_;
+  std::shared_ptr<const TokenVocab> vocab_;
+  std::string regex_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<TokenMask>> masks_;  // [num_states], filled lazily
+};
+
+// The pattern a spec compiles to. Throws std::invalid_argument (a
+// RegexError or a schema error) naming the problem.
+std::string guide_regex(const GuideSpec& spec);
+
+// Compiles (or finds in the cache: the most recent kGuideCacheSize specs
+// per process) the guide of `spec` over `vocab`. Throws
+// std::invalid_argument naming the problem (bad regex, schema, choices).
+inline constexpr size_t kGuideCacheSize = 64;
+std::shared_ptr<const Guide> compile_guide(const GuideSpec& spec,
+                                           const std::shared_ptr<const TokenVocab>& vocab);
+
+}  // namespace pagoda::guided

@@ -1,0 +1,81 @@
+// Regular expression -> deterministic automaton over bytes (UTF-8), for
+// guided decoding (guided_regex, guided_choice, JSON schemas compiled to a
+// regex). The whole output must match: anchors are implicit ("^" at the
+// start and "$" at the end are accepted and mean nothing more).
+//
+// Algorithm: a recursive-descent parser builds Thompson's NFA (Thompson,
+// "Regular expression search algorithm", CACM 1968; as in Russ Cox's
+// "Regular Expression Matching Can Be Simple And Fast"), code-point classes
+// become UTF-8 byte-range sequences (the range splitting of RE2 / Rust
+// regex-syntax's Utf8Sequences), then the subset construction (Rabin-Scott)
+// gives the DFA over byte equivalence classes, and states from which no
+// accepting state is reachable are removed (a transition into them is dead).
+//
+// Syntax (Python `re` / ECMAScript subset): literals; "." (any code point
+// but "\n"); classes "[...]" / "[^...]" with ranges and escapes; escapes
+// \d \D \w \W \s \S (ASCII meanings), \n \r \t \f \v \0, \xHH, \uHHHH,
+// \u{H...}, and an escaped punctuation character; groups "(...)",
+// "(?:...)", "(?P<name>...)", "(?<name>...)"; alternation "|"; quantifiers
+// * + ? {n} {n,} {n,m} (a lazy "?" or possessive "+" suffix is accepted:
+// laziness does not change what matches). Not supported (an error naming
+// it): backreferences, lookaround, \b \B, inline flags.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pagoda::guided {
+
+// An invalid or unsupported pattern, or one whose automaton exceeds the
+// limits below; what() names the problem and the offset.
+class RegexError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Limits that keep compilation bounded (a 400, not a stall).
+inline constexpr size_t kMaxNfaStates = 400'000;
+inline constexpr size_t kMaxDfaStates = 30'000;
+inline constexpr int kMaxRepeat = 1'000;  // largest n / m of {n,m}
+
+class ByteDfa {
+ public:
+  static constexpr int32_t kDead = -1;
+
+  // Compiles `pattern`. Throws RegexError.
+  static ByteDfa compile(std::string_view pattern);
+
+  int32_t start() const { return start_; }
+  // Next state after byte b from state s (s >= 0), or kDead.
+  int32_t next(int32_t s, uint8_t b) const {
+    return next_[static_cast<size_t>(s) * num_classes_ + byte_class_[b]];
+  }
+  bool accepting(int32_t s) const { return accept_[static_cast<size_t>(s)] != 0; }
+  // True when some byte leads from s to a live state.
+  bool has_transition(int32_t s) const { return has_out_[static_cast<size_t>(s)] != 0; }
+  size_t num_states() const { return accept_.size(); }
+  // State after `bytes` from s, or kDead.
+  int32_t walk(int32_t s, std::string_view bytes) const;
+  // True when the whole of `text` matches.
+  bool matches(std::string_view text) const;
+  // Length in bytes of the longest match, or -1 when matches are unbounded
+  // (the live automaton has a cycle).
+  int64_t max_match_length() const;
+  // True when some match contains byte b (a live transition on it).
+  bool uses_byte(uint8_t b) const;
+
+ private:
+  int32_t start_ = 0;
+  size_t num_classes_ = 1;
+  uint8_t byte_class_[256] = {};
+  std::vector<int32_t> next_;  // [num_states * num_classes]
+  std::vector<uint8_t> accept_;
+  std::vector<uint8_t> has_out_;
+};
+
+// `text` as a regex matching exactly it (every metacharacter escaped).
+std::string regex_escape(std::string_view text);
+
+}  // namespace pagoda::guided

@@ -1,0 +1,30 @@
+// Guided decoding fields of a generation request (vLLM's structured
+// outputs, vllm/entrypoints/openai/protocol.py and sampling_params.py
+// StructuredOutputsParams): guided_json (a schema object or its JSON text),
+// guided_regex, guided_choice (a list of strings), guided_grammar,
+// guided_whitespace_pattern, structured_outputs {json, regex, choice,
+// grammar, json_object, whitespace_pattern, disable_any_whitespace,
+// disable_additional_properties, disable_fallback, structural_tag}, and
+// response_format {type: json_object} / {type: json_schema, json_schema:
+// {name, schema, strict, description}}. At most one constraint per request
+// (400 naming both otherwise). The constraint is compiled here
+// (engine/guided/guide.h, cached across requests) so an invalid regex,
+// schema or choice list is a 400 naming the problem before anything runs.
+// guided_grammar / structured_outputs.grammar and structural_tag are 400
+// "not supported yet".
+#pragma once
+#include "engine/sample/sampling_params.h"
+#include "server/serving_model.h"
+
+namespace pagoda::request_model {
+class RequestFields;
+}
+
+namespace pagoda::openai_fields {
+
+// Fills sp.guided_spec and sp.guide (both null without a constraint).
+// Throws RequestFieldError (400) via fail().
+void parse_guided(const request_model::RequestFields& fields, const ServingModel& model,
+                  SamplingParams& sp);
+
+}  // namespace pagoda::openai_fields

@@ -1,0 +1,169 @@
+// engine/guided/json_schema_regex.h and guide.h: schemas compile to
+// patterns that accept valid documents and reject invalid ones; integer
+// ranges are exact; token masks agree with a brute-force walk of the
+// vocabulary (Qwen2's byte-level BPE).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/guided/guide.h"
+#include "engine/guided/json_schema_regex.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace pagoda::guided {
+namespace {
+
+ByteDfa schema_dfa(const std::string& schema, const std::string& ws = "") {
+  return ByteDfa::compile(json_schema_to_regex(schema, ws));
+}
+
+TEST(GuidedJsonSchema, IntegerRangesAreExact) {
+  const long long bounds[][2] = {{0, 0},     {0, 9},     {3, 47}, {-15, 15},
+                                 {-120, -7}, {95, 1005}, {-1, 0}, {7, 7}};
+  for (auto [lo, hi] : bounds) {
+    ByteDfa d = ByteDfa::compile(integer_range_regex(lo, hi));
+    for (long long v = -1200; v <= 1200; ++v)
+      ASSERT_EQ(d.matches(std::to_string(v)), v >= lo && v <= hi)
+          << lo << ".." << hi << " at " << v;
+    EXPECT_FALSE(d.matches("-0"));
+    EXPECT_FALSE(d.matches("007"));
+  }
+}
+
+TEST(GuidedJsonSchema, ObjectsWithRequiredAndOptionalProperties) {
+  ByteDfa d = schema_dfa(
+      R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":3},"c":{"type":"boolean"}},"required":["b"]})");
+  EXPECT_TRUE(d.matches(R"({"a": 1, "b": "xy", "c": true})"));
+  EXPECT_TRUE(d.matches(R"({"b":"", "c":false})"));
+  EXPECT_TRUE(d.matches(R"({"b":"abc"})"));
+  EXPECT_FALSE(d.matches(R"({"a": 1})"));           // b required
+  EXPECT_FALSE(d.matches(R"({"b":"abcd"})"));       // maxLength
+  EXPECT_FALSE(d.matches(R"({"b":"a", "a": 1})"));  // schema order
+  EXPECT_FALSE(d.matches(R"({"b":"a",})"));
+}
+
+TEST(GuidedJsonSchema, ArraysEnumsRefsAnyOf) {
+  ByteDfa arr =
+      schema_dfa(R"({"type":"array","items":{"enum":["x",1,null]},"minItems":1,"maxItems":2})");
+  EXPECT_TRUE(arr.matches(R"(["x"])"));
+  EXPECT_TRUE(arr.matches(R"([1, null])"));
+  EXPECT_FALSE(arr.matches(R"([])"));
+  EXPECT_FALSE(arr.matches(R"([1,1,1])"));
+  EXPECT_FALSE(arr.matches(R"(["y"])"));
+  ByteDfa ref = schema_dfa(
+      R"({"$defs":{"p":{"type":"object","properties":{"n":{"const":"k"}},"required":["n"]}},"anyOf":[{"$ref":"#/$defs/p"},{"type":"null"}]})");
+  EXPECT_TRUE(ref.matches(R"({"n": "k"})"));
+  EXPECT_TRUE(ref.matches("null"));
+  EXPECT_FALSE(ref.matches(R"({"n": "j"})"));
+  // Recursive $ref: a bounded-depth expansion.
+  ByteDfa tree = schema_dfa(
+      R"({"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":9},"kids":{"type":"array","items":{"$ref":"#"},"maxItems":2}},"required":["v"]})");
+  EXPECT_TRUE(tree.matches(R"({"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]})"));
+  EXPECT_FALSE(tree.matches(R"({"v": 10})"));
+}
+
+TEST(GuidedJsonSchema, NumbersStringsFormatsWhitespace) {
+  ByteDfa num = schema_dfa(R"({"type":"number","minimum":-2.5,"maximum":3})");
+  for (const char* ok : {"-2", "0", "3", "2.75", "-1.5", "0.001", "3.0"})
+    EXPECT_TRUE(num.matches(ok)) << ok;
+  for (const char* bad : {"4", "-3", "3.5", "1e2", "-2.9"}) EXPECT_FALSE(num.matches(bad)) << bad;
+  ByteDfa s = schema_dfa(R"({"type":"string","pattern":"^[a-z]{2}\\d$"})");
+  EXPECT_TRUE(s.matches(R"("ab1")"));
+  EXPECT_FALSE(s.matches(R"("ab")"));
+  ByteDfa unanchored = schema_dfa(R"({"type":"string","pattern":"q"})");
+  EXPECT_TRUE(unanchored.matches(R"("xxqyy")"));
+  ByteDfa date = schema_dfa(R"({"type":"string","format":"date"})");
+  EXPECT_TRUE(date.matches(R"("2024-02-28")"));
+  EXPECT_FALSE(date.matches(R"("2024-13-01")"));
+  ByteDfa esc = schema_dfa(R"({"type":"string"})");
+  EXPECT_TRUE(esc.matches(R"("a\"b\\c\n")"));
+  EXPECT_FALSE(esc.matches("\"a\nb\""));  // a raw control character is not JSON
+  ByteDfa ws = schema_dfa(
+      R"({"type":"object","properties":{"a":{"type":"null"}},"required":["a"]})", "[\\n ]{0,2}");
+  EXPECT_TRUE(ws.matches("{\n \"a\" : null\n}"));
+  ByteDfa obj = ByteDfa::compile(json_object_regex(""));
+  EXPECT_TRUE(obj.matches(R"({"k": [1, {"z": "q"}], "t": true})"));
+  EXPECT_FALSE(obj.matches(R"([1])"));
+}
+
+TEST(GuidedJsonSchema, UnsupportedAndInvalidSchemasAreErrors) {
+  auto err = [](const std::string& schema) {
+    try {
+      json_schema_to_regex(schema, "");
+    } catch (const SchemaError& e) {
+      return std::string(e.what());
+    } catch (const RegexError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(err(R"({"type":"strin"})").find("unknown type 'strin'"), std::string::npos);
+  EXPECT_NE(err(R"({"not":{}})").find("'not'"), std::string::npos);
+  EXPECT_NE(err(R"({"$ref":"#/$defs/missing"})").find("does not resolve"), std::string::npos);
+  EXPECT_NE(err(R"({"type":"string","pattern":"(a"})").find("'pattern'"), std::string::npos);
+  EXPECT_NE(err(R"({"type":"string","pattern":"^a\"$"})").find("escaped"), std::string::npos);
+  EXPECT_NE(err(R"({"type":"string","format":"email"})").find("format 'email'"), std::string::npos);
+  EXPECT_NE(err(R"({"type":"integer","minimum":5,"maximum":1})").find("no document"),
+            std::string::npos);
+  // Optional properties nested deep repeat their patterns: a bound, not a stall.
+  std::string deep = R"({"type":"string"})";
+  for (int level = 0; level < 4; ++level) {
+    std::string props;
+    for (int p = 0; p < 8; ++p)
+      props.append(p ? "," : "").append("\"p").append(std::to_string(p)).append("\":").append(deep);
+    std::string next = R"({"type":"object","properties":{)";
+    next.append(props).append("}}");
+    deep = std::move(next);
+  }
+  EXPECT_NE(err(deep).find("too complex"), std::string::npos);
+}
+
+std::shared_ptr<const Tokenizer> qwen2() {
+  static std::shared_ptr<const Tokenizer> tok =
+      load_tokenizer(std::string(PAGODA_SHARED_DIR) + "/tokenizers/qwen2");
+  return tok;
+}
+
+TEST(GuidedTokenVocab, ByteStrings) {
+  auto tok = qwen2();
+  for (const char* text : {"hello world", " {\"a\": 1}", "中文\n"}) {
+    std::string joined;
+    for (int32_t id : tok->encode(text, false)) joined += token_byte_string(*tok, id);
+    EXPECT_EQ(joined, text);
+  }
+  EXPECT_EQ(token_byte_string(*tok, *tok->eos_token_id()), "");  // special: no text
+}
+
+// Every token in a state's mask advances to a live state; every other
+// token with text dies (brute force over the whole vocabulary).
+TEST(GuidedTokenVocab, MasksMatchBruteForce) {
+  auto vocab = TokenVocab::of(qwen2());
+  GuideSpec spec{
+      GuideKind::kJson,
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":4},"n":{"type":"integer","minimum":0,"maximum":99}},"required":["name","n"]})"};
+  auto guide = compile_guide(spec, vocab);
+  EXPECT_EQ(compile_guide(spec, vocab), guide);  // cached
+  int32_t s = guide->start();
+  for (const char* step : {"", "{", "{\"name\": \"ab", "{\"name\": \"abcd\", \"n\": 4"}) {
+    const int32_t state = guide->walk(s, step);
+    ASSERT_GE(state, 0) << step;
+    const TokenMask& mask = guide->mask(state);
+    int64_t count = 0;
+    for (int32_t id = 0; id < vocab->size(); ++id) {
+      const bool live = !vocab->bytes(id).empty() && guide->advance(state, id) >= 0;
+      ASSERT_EQ(mask.test(id), live)
+          << "step '" << step << "' token " << id << " '" << vocab->bytes(id) << "'";
+      count += live;
+    }
+    EXPECT_EQ(mask.count, count);
+    EXPECT_GT(count, 0);
+  }
+  EXPECT_THROW(compile_guide(GuideSpec{GuideKind::kRegex, "(a"}, vocab), RegexError);
+  auto choice = compile_guide(GuideSpec{GuideKind::kChoice, R"(["yes","no","maybe so"])"}, vocab);
+  EXPECT_TRUE(choice->matches("maybe so"));
+  EXPECT_FALSE(choice->matches("yesno"));
+}
+
+}  // namespace
+}  // namespace pagoda::guided
