@@ -7,18 +7,24 @@
 // Errors: offline::LLMError and std::invalid_argument → ValueError (vLLM
 // raises ValueError for invalid requests), std::runtime_error (a model that
 // does not load) → RuntimeError.
+#include <fmt/format.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "server/engine_args.h"
 #include "server/llm.h"
+#include "server/openai_request.h"
+#include "server/prompt_tokenizer.h"
 
 namespace py = pybind11;
 using nlohmann::json;
@@ -29,9 +35,26 @@ namespace {
 // names (a JSON object; __init__.py refuses the others).
 pagoda::EngineArgs engine_args(const json& a) {
   pagoda::EngineArgs e;
+  // A value of the wrong type is a ValueError naming the argument (not
+  // nlohmann's type_error).
   auto get = [&a](const char* k, auto& field) {
-    if (auto it = a.find(k); it != a.end() && !it->is_null())
-      field = it->get<std::decay_t<decltype(field)>>();
+    auto it = a.find(k);
+    if (it == a.end() || it->is_null()) return;
+    using T = std::decay_t<decltype(field)>;
+    const bool ok = std::is_same_v<T, std::string> ? it->is_string()
+                    : std::is_same_v<T, bool>      ? it->is_boolean()
+                    : std::is_floating_point_v<T>  ? it->is_number()
+                    : std::is_unsigned_v<T>        ? it->is_number_unsigned()
+                                                   : it->is_number_integer();
+    if (!ok)
+      throw std::invalid_argument(fmt::format("LLM argument '{}' must be {}, got {}", k,
+                                              std::is_same_v<T, std::string> ? "a string"
+                                              : std::is_same_v<T, bool>      ? "a bool"
+                                              : std::is_floating_point_v<T>  ? "a number"
+                                              : std::is_unsigned_v<T> ? "a non-negative integer"
+                                                                      : "an integer",
+                                              it->dump()));
+    field = it->get<T>();
   };
   get("served_model_name", e.served_model_name);
   get("max_model_len", e.max_model_len);
@@ -69,6 +92,47 @@ class PyLLM {
   // (one for all, one per prompt, or none). Returns [RequestOutput JSON].
   std::string generate(const std::string& prompts_json, const std::string& params_json,
                        bool use_tqdm) {
+    // Ctrl-C: the engine polls this between steps; with the GIL taken back,
+    // Python's SIGINT handler runs and raises KeyboardInterrupt, which is
+    // kept (PyErr_Fetch) until the aborted run has unwound, then raised.
+    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+    llm_->set_interrupt_check([&] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() == 0) return false;
+      PyErr_Fetch(&type, &value, &trace);
+      return true;
+    });
+    struct Reset {
+      pagoda::offline::LLM& llm;
+      ~Reset() { llm.set_interrupt_check({}); }
+    } reset{*llm_};
+    try {
+      return generate_released(prompts_json, params_json, use_tqdm);
+    } catch (const pagoda::offline::Interrupted&) {
+      PyErr_Restore(type, value, trace);
+      throw py::error_already_set();
+    }
+  }
+
+  // LLM.get_tokenizer(): the model's tokenizer, as the server tokenizes
+  // prompts (add_special_tokens: BOS when the tokenizer adds it).
+  std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const {
+    return pagoda::encode_prompt(*llm_->serving_model().tokenizer, text, add_special_tokens);
+  }
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+    const pagoda::Tokenizer& tok = *llm_->serving_model().tokenizer;
+    for (int32_t id : ids)
+      if (id < 0 || id >= tok.vocab_size())
+        throw std::invalid_argument(fmt::format("token id {} is out of vocabulary", id));
+    return tok.decode(ids, skip_special_tokens);
+  }
+
+  int64_t max_model_len() const { return llm_->serving_model().max_model_len; }
+  std::string model_dir() const { return llm_->serving_model().model_dir; }
+
+ private:
+  std::string generate_released(const std::string& prompts_json, const std::string& params_json,
+                                bool use_tqdm) {
     py::gil_scoped_release release;
     std::vector<pagoda::offline::Prompt> prompts;
     for (json& r : json::parse(prompts_json))
@@ -82,10 +146,6 @@ class PyLLM {
     return arr.dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
-  int64_t max_model_len() const { return llm_->serving_model().max_model_len; }
-  std::string model_dir() const { return llm_->serving_model().model_dir; }
-
- private:
   std::unique_ptr<pagoda::offline::LLM> llm_;
 };
 
@@ -98,11 +158,19 @@ PYBIND11_MODULE(_pagoda, m) {
   m.doc() =
       "Pagoda's offline engine (use the pagoda package: from pagoda import LLM, SamplingParams)";
   py::register_exception<pagoda::offline::LLMError>(m, "LLMError", PyExc_ValueError);
+  // SamplingParams(...)'s checks at construction (vLLM's __post_init__):
+  // the engine's field tables, no model. ValueError naming the field.
+  m.def("check_sampling_params", [](const std::string& fields_json) {
+    const auto e = pagoda::check_sampling_fields(json::parse(fields_json));
+    if (e) throw std::invalid_argument(e->message);
+  });
   py::class_<PyLLM>(m, "_LLM")
       .def(py::init<const std::string&, const std::string&>(), py::arg("model"),
            py::arg("engine_args_json"))
       .def("generate", &PyLLM::generate, py::arg("prompts_json"), py::arg("params_json"),
            py::arg("use_tqdm"))
+      .def("encode", &PyLLM::encode, py::arg("text"), py::arg("add_special_tokens"))
+      .def("decode", &PyLLM::decode, py::arg("ids"), py::arg("skip_special_tokens"))
       .def_property_readonly("max_model_len", &PyLLM::max_model_len)
       .def_property_readonly("model_dir", &PyLLM::model_dir);
 }

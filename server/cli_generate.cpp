@@ -19,7 +19,10 @@ using nlohmann::json;
 
 void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: the bundled stories260K)");
-  app.add_option("--prompt", a.prompts, "A text prompt (repeatable)");
+  // Vector options take one value per occurrence (repeat the flag), so a
+  // trailing positional is MODEL_DIR, not one more value.
+  app.add_option("--prompt", a.prompts, "A text prompt (repeat the flag for more)")
+      ->allow_extra_args(false);
   app.add_option(
       "--prompts-file", a.prompts_file,
       "A file of prompts, one a line: plain text, or JSON lines ({\"prompt\": ...} | "
@@ -50,11 +53,15 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("--presence-penalty", a.presence_penalty);
   app.add_option("--frequency-penalty", a.frequency_penalty);
   app.add_option("--repetition-penalty", a.repetition_penalty);
-  app.add_option("--stop", a.stop, "Stop string (repeatable)");
-  app.add_option("--stop-token-ids", a.stop_token_ids, "Stop token id (repeatable)");
-  app.add_option("--bad-words", a.bad_words, "A word never generated (repeatable)");
+  app.add_option("--stop", a.stop, "Stop string (repeat the flag for more)")
+      ->allow_extra_args(false);
+  app.add_option("--stop-token-ids", a.stop_token_ids, "Stop token id (repeat the flag for more)")
+      ->allow_extra_args(false);
+  app.add_option("--bad-words", a.bad_words, "A word never generated (repeat the flag for more)")
+      ->allow_extra_args(false);
   app.add_option("--allowed-token-ids", a.allowed_token_ids,
-                 "Only these ids may be sampled (repeatable)");
+                 "Only these ids may be sampled (repeat the flag for more)")
+      ->allow_extra_args(false);
   app.add_option("--logit-bias", a.logit_bias, "A JSON object of token id → bias in [-100, 100]");
   app.add_flag("--ignore-eos", a.ignore_eos, "Keep generating past EOS");
   app.add_flag("--include-stop-str-in-output", a.include_stop_str_in_output);
@@ -132,6 +139,8 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
   size_t n = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;
+    // A UTF-8 byte order mark (Windows editors write one) is not text.
+    if (n == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") != std::string::npos) lines.emplace_back(n, line);
   }
@@ -209,16 +218,25 @@ int run_generate(GenerateArgs a) {
         ++failed;
         const std::string message = r.error ? r.error->message : in.error;
         const std::string param = r.error ? r.error->param : "";
-        const std::string where =
-            in.line ? fmt::format("{}:{}", source, in.line) : fmt::format("--prompt {}", i + 1);
+        // "prompt <index>" as the output line's index (0-based, as
+        // LLMError's); a file line also by its 1-based line number.
+        const std::string where = in.line ? fmt::format("prompt {}, {}:{}", i, source, in.line)
+                                          : fmt::format("prompt {}, --prompt", i);
         spdlog::error("{}: {}{}", where, message,
                       param.empty() ? "" : fmt::format(" (field '{}')", param));
         if (a.output_format == "json") {
           json line = {{"index", i},
+                       {"line", in.line ? json(in.line) : json(nullptr)},
                        {"error", message},
                        {"param", param.empty() ? json(nullptr) : json(param)}};
-          if (in.line) line["line"] = in.line;
           std::printf("%s\n", dump(line).c_str());
+        } else {
+          // A line for every input, so outputs stay aligned with them.
+          const json* text = in.request ? &*in.request : nullptr;
+          const json prompt = text && text->contains("prompt") && (*text)["prompt"].is_string()
+                                  ? (*text)["prompt"]
+                                  : json(nullptr);
+          std::printf("Prompt: %s, Error: %s\n", dump(prompt).c_str(), dump(json(message)).c_str());
         }
         continue;
       }

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,17 +22,15 @@ namespace fs = std::filesystem;
 void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_option("--model", a.model, "Hugging Face model directory (same as the positional MODEL_DIR)");
   app.add_option("--served-model-name", a.served_model_name, "Model name in the API (default: MODEL_DIR)");
-  app.add_option("--max-model-len", a.max_model_len, "Context length (default: config max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-num-seqs", a.max_num_seqs, "Most sequences per step")->check(CLI::PositiveNumber);
+  app.add_option("--max-model-len", a.max_model_len,
+                 "Context length (default: config max_position_embeddings)");
+  app.add_option("--max-num-seqs", a.max_num_seqs, "Most sequences per step");
   app.add_option("--long-prefill-token-threshold", a.long_prefill_token_threshold,
                  "Most prompt tokens one request prefills per step (vLLM's flag; 0: off, only "
                  "--max-num-batched-tokens caps it): bounds how long a step carrying a prefill "
-                 "chunk stalls the decodes batched with it")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--block-size", a.block_size, "Tokens per KV-cache block")->check(CLI::PositiveNumber);
+                 "chunk stalls the decodes batched with it");
+  app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step");
+  app.add_option("--block-size", a.block_size, "Tokens per KV-cache block");
   app.add_option("--seed", a.seed,
                  "Random seed: unseeded requests' sampling (vLLM's --seed), dummy weights");
   app.add_option("--chat-template", a.chat_template, "Chat template: a Jinja file (or inline template)");
@@ -39,10 +39,10 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
       ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32"}));
   app.add_option("--load-format", a.load_format, "auto | safetensors | dummy")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
-  app.add_option("--gpu-memory-utilization", a.gpu_memory_utilization, "Fraction of GPU memory to use")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--num-gpu-blocks-override", a.num_gpu_blocks_override, "Exactly this many KV blocks")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--gpu-memory-utilization", a.gpu_memory_utilization,
+                 "Fraction of GPU memory to use, in [0, 1]");
+  app.add_option("--num-gpu-blocks-override", a.num_gpu_blocks_override,
+                 "Exactly this many KV blocks");
   app.add_option("--kv-cache-memory", a.kv_cache_memory, "CPU KV-cache budget in bytes (256MiB, 1GiB, ...)")
       ->transform(CLI::AsSizeValue(true));
   app.add_flag("--enforce-eager", a.enforce_eager, "No CUDA graphs");
@@ -51,8 +51,7 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
       "Reuse the KV blocks of prompt prefixes seen before (automatic prefix caching; default on)");
   app.add_option("--swap-space", a.swap_space,
                  "GiB of host memory for preempted sequences' KV blocks (preemption by swap; "
-                 "default 4)")
-      ->check(CLI::NonNegativeNumber);
+                 "default 4)");
   app.add_option("--preemption-mode", a.preemption_mode,
                  "recompute | swap: how a preempted sequence's KV cache is freed (default: "
                  "recompute for a request with one running sequence, swap for several, as vLLM)")
@@ -73,7 +72,50 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError("--model", e.what());
     }
+    try {
+      validate_engine_args(a);
+    } catch (const EngineArgError& e) {
+      std::string flag = "--" + e.arg;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      throw CLI::ValidationError(flag, e.what());
+    }
   });
+}
+
+void validate_engine_args(const EngineArgs& a) {
+  auto at_least = [](const char* name, auto v, auto lo) {
+    if (!(v >= lo))
+      throw EngineArgError(name, fmt::format("{} must be >= {}, got {}", name, lo, v));
+  };
+  at_least("max_model_len", a.max_model_len, 0);
+  at_least("max_num_seqs", a.max_num_seqs, 1);
+  at_least("max_num_batched_tokens", a.max_num_batched_tokens, 1);
+  at_least("long_prefill_token_threshold", a.long_prefill_token_threshold, 0);
+  at_least("block_size", a.block_size, 1);
+  at_least("num_gpu_blocks_override", a.num_gpu_blocks_override, 0);
+  at_least("tensor_parallel_size", a.tensor_parallel_size, 1);
+  if (!std::isfinite(a.swap_space) || a.swap_space < 0)
+    throw EngineArgError(
+        "swap_space",
+        fmt::format("swap_space must be a finite number >= 0 (GiB), got {}", a.swap_space));
+  if (!(a.gpu_memory_utilization >= 0 && a.gpu_memory_utilization <= 1))
+    throw EngineArgError(
+        "gpu_memory_utilization",
+        fmt::format("gpu_memory_utilization must be in [0, 1], got {}", a.gpu_memory_utilization));
+  auto one_of = [](const char* name, const std::string& v,
+                   std::initializer_list<const char*> values) {
+    for (const char* ok : values)
+      if (v == ok) return;
+    std::string list;
+    for (const char* ok : values) list += fmt::format("{}'{}'", list.empty() ? "" : ", ", ok);
+    throw EngineArgError(name, fmt::format("{} must be one of {}, got '{}'", name, list, v));
+  };
+  one_of("device", a.device, {"auto", "cpu", "cuda"});
+  one_of("dtype", a.dtype,
+         {"auto", "bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32"});
+  one_of("load_format", a.load_format, {"auto", "safetensors", "dummy"});
+  if (!a.preemption_mode.empty())
+    one_of("preemption_mode", a.preemption_mode, {"recompute", "swap"});
 }
 
 void apply_model_flag(EngineArgs& a) {

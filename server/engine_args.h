@@ -4,9 +4,10 @@
 // model executor, Engine).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,20 @@ struct EngineArgs {
 // that runs apply_model_flag after parsing (its error becomes a CLI11
 // ValidationError: "--model: ...", exit code 105).
 void add_engine_flags(CLI::App& app, EngineArgs& args);
+
+// The engine arguments' ranges, checked once for every front end (the CLI's
+// flags, the Python module's LLM(...) keywords, offline::LLM): counts >= 1
+// (max_num_seqs, max_num_batched_tokens, block_size, tensor_parallel_size),
+// >= 0 (max_model_len, num_gpu_blocks_override, swap_space, finite),
+// gpu_memory_utilization in [0, 1], device / dtype / load_format /
+// preemption_mode among their values. Throws EngineArgError naming the
+// argument by vLLM's name ("max_num_seqs must be >= 1, got 0").
+struct EngineArgError : std::invalid_argument {
+  EngineArgError(std::string arg_name, const std::string& message)
+      : std::invalid_argument(message), arg(std::move(arg_name)) {}
+  std::string arg;  // vLLM's name: "max_num_seqs" (the flag: --max-num-seqs)
+};
+void validate_engine_args(const EngineArgs& args);
 
 // Merges --model into model_dir: either alone is the model directory; both
 // must name the same directory (as given) or std::invalid_argument is thrown

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/tokenizer/detokenizer.h"
+
 namespace pagoda {
 
 GenerationGroup::GenerationGroup(ParsedRequest req, EngineHandle& engine,
@@ -167,9 +169,15 @@ void GenerationGroup::drain_beam(Sub& sub, std::vector<ChoiceDelta>& out) {
       d.token_ids = h.token_ids;
       d.cumulative_logprob = h.cumulative_logprob;
       d.completion_tokens = static_cast<int64_t>(h.token_ids.size());
-      d.text = req_.tokenizer
-                   ? req_.tokenizer->decode(h.token_ids, req_.sampling.skip_special_tokens)
-                   : "";
+      if (req_.tokenizer) {
+        // Decoded against the prompt, as the incremental detokenizer decodes
+        // a sampled completion (a leading "▁" after the prompt is a space).
+        Detokenizer detok(*req_.tokenizer,
+                          req_.prompts[static_cast<size_t>(sub.first_index / n_)].token_ids,
+                          req_.sampling.skip_special_tokens);
+        for (int32_t id : h.token_ids) d.text += detok.step(id);
+        d.text += detok.flush();
+      }
       const int32_t last = h.token_ids.empty() ? -1 : h.token_ids.back();
       const bool ended_by_eos =
           std::find(p.eos_token_ids.begin(), p.eos_token_ids.end(), last) != p.eos_token_ids.end();
@@ -183,6 +191,7 @@ void GenerationGroup::drain_beam(Sub& sub, std::vector<ChoiceDelta>& out) {
       finished_[static_cast<size_t>(d.index)] = true;
       ++finished_count_;
     }
+    if (tap_) tap_(d);
     out.push_back(assembler_.add(d));
   }
 }

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 #include <variant>
@@ -79,7 +80,7 @@ RequestOutput make_output(const Job& j, const Tokenizer& tok) {
   const ParsedRequest& req = j.group->request();
   RequestOutput out;
   out.request_id = req.request_id;
-  out.prompt = req.prompts.front().text;
+  if (!req.prompts.front().token_ids_only) out.prompt = req.prompts.front().text;
   out.prompt_token_ids = req.prompts.front().token_ids;
   if (req.sampling.prompt_logprobs) {
     std::vector<std::optional<PositionLogprobs>> pl{std::nullopt};
@@ -91,8 +92,11 @@ RequestOutput make_output(const Job& j, const Tokenizer& tok) {
   for (const ChoiceDelta& c : j.group->choices()) {
     CompletionOutput o;
     o.index = c.index;
-    o.text = c.text;
+    if (req.detokenize) o.text = c.text;
     o.token_ids = c.token_ids;
+    // Beam search: the beam's cumulative logprob, as vLLM's beam search.
+    if (req.beam_search)
+      o.cumulative_logprob = j.raw.at(static_cast<size_t>(c.index)).cumulative_logprob;
     if (logprobs) {
       const RawChoice& r = j.raw.at(static_cast<size_t>(c.index));
       o.cumulative_logprob = r.cumulative_logprob;
@@ -198,6 +202,7 @@ LLM::LLM(std::string model_dir, EngineArgs args) {
   // vLLM serves a model under the name it was given; the bundled default
   // (no model_dir) is "stories260K".
   if (model_dir.empty() && args.served_model_name.empty()) args.served_model_name = "stories260K";
+  validate_engine_args(args);
   args.model_dir = resolve_model_dir(model_dir);
   args.disable_log_stats = true;  // vLLM's LLM: unless asked
   spdlog::info("Pagoda {} generating with {}", pagoda_version(), args.model_dir);
@@ -302,7 +307,18 @@ std::vector<Result> LLM::run_parsed(std::vector<ParseResult> parsed, ProgressBar
   const Tokenizer& tok = *serving_.tokenizer;
   // Engine::add_request may reject a request at once (its error delta is
   // already in the channel): drain before the first step.
+  bool interrupted = false;
+  auto last_check = std::chrono::steady_clock::now();
   for (bool worked = true; !pending.empty(); worked = model_->engine->step()) {
+    if (interrupt_ &&
+        std::chrono::steady_clock::now() - last_check >= std::chrono::milliseconds(50)) {
+      last_check = std::chrono::steady_clock::now();
+      if (interrupt_()) {
+        for (Job* j : pending) j->group->abort();
+        interrupted = true;
+        break;
+      }
+    }
     for (Job* j : pending) {
       j->group->drain();
       if (!j->group->done()) continue;
@@ -339,6 +355,7 @@ std::vector<Result> LLM::run_parsed(std::vector<ParseResult> parsed, ProgressBar
   // step until the engine holds nothing of this run.
   while (model_->engine->step()) {
   }
+  if (interrupted) throw Interrupted();
   return results;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,8 +67,8 @@ struct CompletionOutput {
 // vLLM's RequestOutput: one prompt's result.
 struct RequestOutput {
   std::string request_id;  // "0", "1", ... counting this LLM's requests (vLLM's Counter)
-  // The prompt text: as given, or the rendered chat template; for token-id
-  // prompts the ids decoded (special tokens kept).
+  // The prompt text: as given, or the rendered chat template; none for
+  // token-id prompts (vLLM v1: a TokensPrompt has no text).
   std::optional<std::string> prompt;
   std::vector<int32_t> prompt_token_ids;
   // With SamplingParams.prompt_logprobs: one entry per prompt token, the
@@ -143,6 +144,13 @@ class LLMError : public std::invalid_argument {
   RequestError error_;
 };
 
+// generate() / run() stopped by the interrupt check (LLM::set_interrupt_check):
+// every request of the run was aborted.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("generation interrupted") {}
+};
+
 // One request's result: its output or its error.
 struct Result {
   std::optional<RequestOutput> output;
@@ -193,6 +201,11 @@ class LLM {
   // generate`: per-line errors).
   std::vector<Result> run(const std::vector<nlohmann::json>& requests, ProgressBar::Mode bar);
 
+  // Polled between engine steps (at most every 50 ms) while a run goes on;
+  // true aborts the run's requests and throws Interrupted (the Python
+  // module: Ctrl-C, PyErr_CheckSignals). Empty: never.
+  void set_interrupt_check(std::function<bool()> check) { interrupt_ = std::move(check); }
+
   const ServingModel& serving_model() const { return serving_; }
   const LoadedModel& loaded_model() const { return *model_; }
 
@@ -204,6 +217,7 @@ class LLM {
   ServingModel serving_;
   std::unique_ptr<EngineAdapter> handle_;
   std::mutex mu_;  // one generate() at a time
+  std::function<bool()> interrupt_;
   uint64_t next_request_ = 0;
 };
 

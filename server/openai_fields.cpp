@@ -302,7 +302,8 @@ std::string check_model(const json& obj, const ServingModel& model) {
 }
 
 int64_t resolve_max_tokens(std::optional<int64_t> requested, int64_t prompt_len,
-                           int64_t max_model_len, const char* what, const char* param) {
+                           int64_t max_model_len, const char* what, const char* param,
+                           ContextOverflow overflow) {
   if (requested && *requested < 1)
     fail(fmt::format("max_tokens must be at least 1, got {}.", *requested), param);
   if (prompt_len >= max_model_len)
@@ -313,6 +314,7 @@ int64_t resolve_max_tokens(std::optional<int64_t> requested, int64_t prompt_len,
          what);
   if (!requested) return max_model_len - prompt_len;
   if (*requested > max_model_len - prompt_len) {
+    if (overflow == ContextOverflow::kCap) return max_model_len - prompt_len;
     int64_t total = *requested > std::numeric_limits<int64_t>::max() - prompt_len
                         ? std::numeric_limits<int64_t>::max()
                         : prompt_len + *requested;

@@ -54,12 +54,21 @@ void parse_sampling(const request_model::RequestFields& fields, const ServingMod
 // "The model `x` does not exist.".
 std::string check_model(const nlohmann::json& obj, const ServingModel& model);
 
+// What a front end does with prompt_len + max_tokens > max_model_len (a
+// prompt of max_model_len tokens or more is refused by both).
+enum class ContextOverflow {
+  kRefuse,  // vLLM's OpenAI server: 400 "maximum context length is ... you requested ..."
+  kCap,     // vLLM's offline LLM: generation stops at max_model_len (finish_reason "length")
+};
+
 // Validates requested max_tokens (≥ 1) against the context: with it unset,
 // max_model_len − prompt_len; prompt_len + max_tokens > max_model_len → 400
-// with vLLM's message stating both numbers. `what` is "messages" (chat) or
-// "prompt" (completions) for the message text.
+// with vLLM's message stating both numbers (kRefuse) or max_model_len −
+// prompt_len (kCap). `what` is "messages" (chat) or "prompt" (completions)
+// for the message text.
 int64_t resolve_max_tokens(std::optional<int64_t> requested, int64_t prompt_len,
-                           int64_t max_model_len, const char* what, const char* param);
+                           int64_t max_model_len, const char* what, const char* param,
+                           ContextOverflow overflow = ContextOverflow::kRefuse);
 
 // JSON type name for messages ("string", "array", ...).
 const char* type_name(const nlohmann::json& v);

@@ -470,7 +470,8 @@ namespace {
 // add_generation_prompt, chat_template_kwargs and documents; cut after the
 // final message when continue_final_message.
 std::string render_chat(const RequestFields& f, const ordered_json& messages,
-                        const ServingModel& model, const ordered_json& tools = nullptr) {
+                        const ServingModel& model, const ordered_json& tools = nullptr,
+                        bool offline = false) {
   ChatRenderOptions o;
   o.add_generation_prompt = *f.boolean("add_generation_prompt");
   const bool continue_final = *f.boolean("continue_final_message");
@@ -514,11 +515,15 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
     }
   }
   if (!model.chat_renderer || (o.chat_template.empty() && !model.has_chat_template))
-    fail(fmt::format(
-             "The model `{}` has no chat template (tokenizer_config.json has no chat_template); "
-             "start the server with --chat-template FILE, or send chat_template, to use "
-             "/v1/chat/completions",
-             model.served_model_name),
+    fail(offline ? fmt::format("The model `{}` has no chat template (tokenizer_config.json has no "
+                               "chat_template); pass chat_template (LLM(chat_template=...) or "
+                               "LLM.chat(..., chat_template=...); `pagoda generate "
+                               "--chat-template FILE`) to chat with it",
+                               model.served_model_name)
+                 : fmt::format("The model `{}` has no chat template (tokenizer_config.json has no "
+                               "chat_template); start the server with --chat-template FILE, or "
+                               "send chat_template, to use /v1/chat/completions",
+                               model.served_model_name),
          "messages");
   std::string prompt;
   try {
@@ -637,6 +642,28 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
 
 }  // namespace
 
+std::optional<OpenAIError> check_sampling_fields(const json& fields) {
+  try {
+    if (!fields.is_object()) fail("SamplingParams fields must be a JSON object", "");
+    request_model::RequestFields f(fields, request_model::offline_model());
+    if (!f.unknown().empty())
+      fail(fmt::format("'{}' is not a SamplingParams field", f.unknown().front()),
+           f.unknown().front());
+    for (const char* prompt : {"prompt", "prompt_token_ids", "messages"})
+      if (fields.contains(prompt))
+        fail(fmt::format("'{}' is not a SamplingParams field", prompt), prompt);
+    const json* stop = f.value("stop");
+    if (!*f.boolean("detokenize") && stop && !stop->empty())
+      fail(
+          "stop strings are only supported when detokenize is True. Set detokenize=True to use "
+          "stop.",
+          "stop");
+    return std::nullopt;
+  } catch (const RequestFieldError& e) {
+    return e.error;
+  }
+}
+
 ParseResult parse_offline_object(json obj, const ServingModel& model) {
   try {
     ParsedRequest req;
@@ -653,6 +680,13 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     req.tokenizer = model.tokenizer;
     parse_sampling(f, model, req.sampling);
     if (auto lp = f.integer("logprobs")) req.sampling.logprobs = static_cast<int>(*lp);
+    req.detokenize = *f.boolean("detokenize");
+    // vLLM's SamplingParams._verify_args.
+    if (!req.detokenize && !req.sampling.stop.empty())
+      fail(
+          "stop strings are only supported when detokenize is True. Set detokenize=True to use "
+          "stop.",
+          "stop");
     const int forms =
         int{f.has("prompt")} + int{f.has("prompt_token_ids")} + int{f.has("messages")};
     if (forms != 1)
@@ -687,21 +721,24 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
       what = "messages";
       const ordered_json sent(*f.value("messages"));
       const ordered_json messages = chat_messages(&sent, model.max_chat_messages);
-      p.text = render_chat(f, messages, model);
+      p.text = render_chat(f, messages, model, nullptr, /*offline=*/true);
       p.token_ids =
           encode_prompt_checked(p.text, /*add_special_tokens=*/false, model, length, what, keep);
       if (p.token_ids.empty()) fail("The rendered chat prompt is empty", what);
     }
     if (k) truncate_ids(p.token_ids, *k, added_specials, model);
-    if (f.has("prompt_token_ids"))
-      p.text = model.tokenizer->decode(p.token_ids, /*skip_special_tokens=*/false);
-    // Unset max_tokens: vLLM SamplingParams' 16, capped by the room left in
-    // the context (as /v1/completions).
+    p.token_ids_only = f.has("prompt_token_ids");
+    // Unset max_tokens: vLLM SamplingParams' 16; null: vLLM's None, until
+    // the context is full. Either way, and for a requested count, capped by
+    // the room left in the context: vLLM's LLM refuses only a prompt that
+    // fills it, and generation stops at max_model_len ("length").
     const bool requested = f.has("max_tokens");
+    const auto mt = obj.find("max_tokens");
+    const bool unlimited = mt != obj.end() && mt->is_null();
     p.max_tokens = resolve_max_tokens(requested ? f.integer("max_tokens") : std::nullopt,
                                       static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
-                                      what, "max_tokens");
-    if (!requested) p.max_tokens = std::min(p.max_tokens, *f.integer("max_tokens"));
+                                      what, "max_tokens", ContextOverflow::kCap);
+    if (!requested && !unlimited) p.max_tokens = std::min(p.max_tokens, *f.integer("max_tokens"));
     req.prompts.push_back(std::move(p));
     finish_checks(req);
     parse_beam_search(f, model, req);

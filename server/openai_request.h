@@ -42,6 +42,9 @@ struct PromptInput {
   std::vector<int32_t> token_ids;
   std::string text;        // as sent, or the ids decoded (echo, /generate)
   int64_t max_tokens = 0;  // resolved for this prompt's length
+  // Offline token-id prompt (vLLM's TokensPrompt): it has no text, and
+  // RequestOutput.prompt is None, as vLLM v1's.
+  bool token_ids_only = false;
 };
 
 struct ParsedRequest {
@@ -84,6 +87,9 @@ struct ParsedRequest {
   // (e.g. a misspelled "max_token"), in the body's order; logged once.
   std::vector<std::string> ignored_fields;
 
+  // Offline SamplingParams.detokenize (vLLM): false leaves the outputs'
+  // text empty.
+  bool detokenize = true;
   // use_beam_search: the search's parameters (max_tokens is each prompt's
   // PromptInput::max_tokens); sampling.n of the beams are each prompt's
   // choices. Unset: sampling as usual.
@@ -147,12 +153,21 @@ bool chat_needs_key_order(const nlohmann::json& obj);
 // continue_final_message / chat_template_kwargs / documents, tokenized
 // without special tokens), plus vLLM's SamplingParams keywords, validated as
 // the HTTP endpoints validate them (the same field tables and conversion).
-// max_tokens unset: 16 (vLLM's SamplingParams), capped at max_model_len -
-// prompt length. A key the model does not declare is a 400 naming it. The
+// max_tokens unset: 16 (vLLM's SamplingParams); null: vLLM's None, the room
+// left in the context; any of them capped at max_model_len - prompt length
+// (ContextOverflow::kCap: vLLM's LLM refuses only a prompt of max_model_len
+// tokens or more). A key the model does not declare is a 400 naming it. The
 // ParsedRequest has kind kCompletion, no echo and no request_id (the caller
-// names it); prompts[0].text: the prompt text (token ids: decoded; chat:
-// the rendered template).
+// names it); prompts[0].text: the prompt text (token ids: none,
+// token_ids_only; chat: the rendered template).
 ParseResult parse_offline_object(nlohmann::json obj, const ServingModel& model);
+
+// vLLM's SamplingParams.__post_init__ checks, without a model: `fields` (a
+// JSON object of SamplingParams keywords) against request_model::
+// offline_model()'s types and ranges, unknown names refused, prompt keys
+// refused. The same tables parse_offline_object checks; what needs the
+// model (token ids in the vocabulary, the context) waits for generate().
+std::optional<OpenAIError> check_sampling_fields(const nlohmann::json& fields);
 
 // vLLM's api_server POST /generate: {"prompt": string, "stream", sampling
 // fields}; max_tokens defaults to 16 (vLLM SamplingParams' default).

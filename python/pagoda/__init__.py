@@ -14,12 +14,15 @@ request pipeline, the same engine; generation runs with the GIL released.
 
 from __future__ import annotations
 
+import copy
 import json
+import math
+import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from ._pagoda import LLMError, _LLM
+from ._pagoda import LLMError, _LLM, check_sampling_params
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "LLMError"]
 
@@ -50,46 +53,85 @@ _SAMPLING_DEFAULTS: Dict[str, Any] = {
     "truncate_prompt_tokens": None,
     "logit_bias": None,
     "allowed_token_ids": None,
+    # Beam search (vLLM's SamplingParams before v0.6.3; BeamSearchParams since).
+    "use_beam_search": False,
+    "length_penalty": 1.0,
+    "early_stopping": False,
+    # False: the outputs' text is empty (token ids only); stop strings refused.
+    "detokenize": True,
 }
 
 # vLLM keywords accepted for compatibility that change nothing here.
-_SAMPLING_NO_EFFECT = {"detokenize", "output_kind", "extra_args"}
+_SAMPLING_NO_EFFECT = {"output_kind", "extra_args"}
+
+# Fields sent when None (vLLM's None is not "unset" there): max_tokens=None
+# generates until the context is full.
+_SAMPLING_SEND_NONE = {"max_tokens"}
+
+
+def _check_finite(name: str, value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"SamplingParams.{name} must be a finite number, got {value!r}")
 
 
 class SamplingParams:
     """vLLM's SamplingParams: keyword arguments by vLLM's names.
 
-    Only the fields given are sent; the others keep vLLM's defaults (not the
-    model's generation_config.json: LLM.generate without sampling_params
+    Every field is an attribute (vLLM's defaults for those not given) and is
+    read when generate() runs, so changing one after construction counts.
+    Fields equal to vLLM's defaults are not sent (not the model's
+    generation_config.json either: LLM.generate without sampling_params
     applies those, as vLLM's get_default_sampling_params). Values are checked
     by the engine's request validation when generate() runs (ValueError
-    naming the field). max_tokens=None is "unset" (16), not vLLM's "until the
-    context is full".
+    naming the field). max_tokens=None generates until max_model_len, as
+    vLLM's.
     """
 
     def __init__(self, **kwargs: Any) -> None:
         for key in kwargs:
             if key not in _SAMPLING_DEFAULTS and key not in _SAMPLING_NO_EFFECT:
                 raise TypeError(f"SamplingParams got an unexpected keyword argument '{key}'")
-        self._fields = {k: v for k, v in kwargs.items()
-                        if k in _SAMPLING_DEFAULTS and v is not None}
+        for key, default in _SAMPLING_DEFAULTS.items():
+            setattr(self, key, kwargs.get(key, default))
+        for key in _SAMPLING_NO_EFFECT:
+            if key in kwargs:
+                setattr(self, key, kwargs[key])
+        # vLLM's __post_init__: invalid values raise ValueError here, by the
+        # engine's own field checks (types, ranges, beam search's fields).
+        check_sampling_params(json.dumps(self.to_dict()))
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        fields = self.__dict__.get("_fields", {})
-        if name in fields:
-            return fields[name]
-        if name in _SAMPLING_DEFAULTS:
-            return _SAMPLING_DEFAULTS[name]
-        raise AttributeError(f"'SamplingParams' object has no attribute '{name}'")
+    def clone(self) -> "SamplingParams":
+        """A deep copy (vLLM's SamplingParams.clone)."""
+        return copy.deepcopy(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SamplingParams):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in _SAMPLING_DEFAULTS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as vLLM's
 
     def to_dict(self) -> Dict[str, Any]:
-        """The fields set (what the engine receives)."""
-        return dict(self._fields)
+        """The fields that differ from vLLM's defaults (what the engine
+        receives), read from the attributes now."""
+        out: Dict[str, Any] = {}
+        for key, default in _SAMPLING_DEFAULTS.items():
+            value = getattr(self, key)
+            if value is None and key not in _SAMPLING_SEND_NONE:
+                continue
+            if type(value) is type(default) and value == default:
+                continue
+            _check_finite(key, value)
+            if key == "stop" and isinstance(value, (list, tuple)):
+                for v in value:
+                    _check_finite(key, v)
+            if isinstance(value, tuple):
+                value = list(value)
+            out[key] = value
+        return out
 
     def __repr__(self) -> str:
-        shown = {k: self._fields.get(k, v) for k, v in _SAMPLING_DEFAULTS.items()}
+        shown = {k: getattr(self, k) for k in _SAMPLING_DEFAULTS}
         return "SamplingParams(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
@@ -137,6 +179,9 @@ class RequestOutput:
         self.prompt_logprobs = prompt_logprobs
         self.outputs = outputs
         self.finished = finished
+        # vLLM's prefix-cache hit tokens: the engine does not report them per
+        # request yet, so None (vLLM's value when unknown).
+        self.num_cached_tokens: Optional[int] = None
 
     @classmethod
     def _from_json(cls, o: Dict[str, Any]) -> "RequestOutput":
@@ -180,15 +225,23 @@ def _prompt_request(p: Any) -> Dict[str, Any]:
     if isinstance(p, str):
         return {"prompt": p}
     if isinstance(p, dict):
-        if "prompt_token_ids" in p:
-            return {"prompt_token_ids": list(p["prompt_token_ids"])}
-        if "prompt" in p:
+        form = "prompt_token_ids" if "prompt_token_ids" in p else "prompt" if "prompt" in p else None
+        if form is not None:
+            # vLLM's TextPrompt / TokensPrompt keys Pagoda lacks
+            # (multi_modal_data, mm_processor_kwargs, cache_salt, ...) are an
+            # error, not dropped.
+            extra = sorted(k for k in p if k != form)
+            if extra:
+                raise ValueError(f"prompt key(s) {extra} are not supported by Pagoda (a prompt "
+                                 "is {'prompt': str} or {'prompt_token_ids': [int, ...]})")
+            if form == "prompt_token_ids":
+                return {"prompt_token_ids": list(p["prompt_token_ids"])}
             return {"prompt": p["prompt"]}
     raise TypeError("a prompt is a string, {'prompt': str} or {'prompt_token_ids': [int, ...]}; "
                     f"got {type(p).__name__}")
 
 
-def _params_list(sampling_params: Any) -> List[Dict[str, Any]]:
+def _params_list(sampling_params: Any, num_requests: int) -> List[Dict[str, Any]]:
     if sampling_params is None:
         return []
     if isinstance(sampling_params, SamplingParams):
@@ -197,7 +250,37 @@ def _params_list(sampling_params: Any) -> List[Dict[str, Any]]:
     for sp in items:
         if not isinstance(sp, SamplingParams):
             raise TypeError(f"sampling_params must hold SamplingParams, got {type(sp).__name__}")
+    # vLLM's _validate_and_add_requests: a list is one per prompt.
+    if len(items) != num_requests:
+        raise ValueError("The lengths of prompts and params must be the same.")
     return [sp.to_dict() for sp in items]
+
+
+def _refuse_unsupported(**given: Any) -> None:
+    """vLLM's LLM.generate / LLM.chat keywords Pagoda does not implement:
+    None (their default) passes, anything else is refused by name."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name == "priority" and all(p == 0 for p in value):
+            continue  # FCFS: the default priority
+        if name == "priority":
+            raise NotImplementedError("priority other than 0 is not supported by Pagoda (FCFS "
+                                      "scheduling, vLLM's default policy)")
+        raise NotImplementedError(f"{name} is not supported by Pagoda")
+
+
+class Tokenizer:
+    """The model's tokenizer, as the engine uses it (LLM.get_tokenizer)."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
+        return list(self._llm.encode(text, add_special_tokens))
+
+    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self._llm.decode(list(token_ids), skip_special_tokens)
 
 
 class LLM:
@@ -210,40 +293,69 @@ class LLM:
     cpu_offload_gb, ...) are accepted with a warning; unknown ones raise TypeError.
     """
 
-    def __init__(self, model: str = "", **kwargs: Any) -> None:
+    def __init__(self, model: str = "", tokenizer: Optional[str] = None, **kwargs: Any) -> None:
         args = {}
         for key, value in kwargs.items():
             if key in _ENGINE_ARGS:
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError(f"LLM argument '{key}' must be a finite number, got {value!r}")
                 args[key] = value
             elif key in _ENGINE_ARGS_NO_EFFECT:
                 warnings.warn(f"pagoda.LLM: '{key}' has no effect here", stacklevel=2)
             else:
                 raise TypeError(f"LLM got an unexpected keyword argument '{key}'")
-        self._llm = _LLM(model, json.dumps(args))
+        self._llm = _LLM(model, json.dumps(args, allow_nan=False))
+        # The tokenizer is the model directory's own; vLLM's tokenizer=
+        # naming that directory is accepted, another is not supported.
+        if tokenizer is not None and (
+                not os.path.isdir(tokenizer)
+                or os.path.realpath(tokenizer) != os.path.realpath(self._llm.model_dir)):
+            raise ValueError(f"tokenizer={tokenizer!r}: Pagoda uses the model directory's "
+                             f"tokenizer ({self._llm.model_dir}); a separate tokenizer is not "
+                             "supported")
+
+    def get_tokenizer(self) -> "Tokenizer":
+        """The model's tokenizer (vLLM's LLM.get_tokenizer): encode(text) →
+        ids, decode(ids) → text."""
+        return Tokenizer(self._llm)
 
     def generate(self, prompts: Any, sampling_params: Any = None, use_tqdm: bool = True,
-                 **_: Any) -> List[RequestOutput]:
+                 lora_request: Any = None, prompt_adapter_request: Any = None,
+                 guided_options_request: Any = None, priority: Optional[List[int]] = None,
+                 tokenization_kwargs: Optional[Dict[str, Any]] = None) -> List[RequestOutput]:
         """vLLM's LLM.generate: prompts (a string, a list of strings, or
         {"prompt_token_ids": [...]} items), one SamplingParams for all or one
         per prompt. Returns a RequestOutput per prompt, in order. Invalid
         requests raise ValueError (naming the prompt and field) before any
-        runs."""
+        runs. vLLM's lora_request, prompt_adapter_request,
+        guided_options_request, a non-zero priority and tokenization_kwargs
+        raise NotImplementedError unless None."""
+        _refuse_unsupported(lora_request=lora_request,
+                            prompt_adapter_request=prompt_adapter_request,
+                            guided_options_request=guided_options_request, priority=priority,
+                            tokenization_kwargs=tokenization_kwargs)
         if isinstance(prompts, (str, dict)):
             prompts = [prompts]
         requests = [_prompt_request(p) for p in prompts]
-        params = _params_list(sampling_params)
-        if len(params) > 1 and len(params) != len(requests):
-            raise ValueError("The lengths of prompts and params must be the same.")
+        params = _params_list(sampling_params, len(requests))
         return self._run(requests, params, use_tqdm)
 
     def chat(self, messages: Any, sampling_params: Any = None, use_tqdm: bool = True,
-             chat_template: Optional[str] = None, add_generation_prompt: bool = True,
-             continue_final_message: bool = False,
+             lora_request: Any = None, chat_template: Optional[str] = None,
+             chat_template_content_format: str = "auto", add_generation_prompt: bool = True,
+             continue_final_message: bool = False, tools: Optional[List[Dict[str, Any]]] = None,
              chat_template_kwargs: Optional[Dict[str, Any]] = None,
-             documents: Optional[List[Dict[str, Any]]] = None, **_: Any) -> List[RequestOutput]:
+             mm_processor_kwargs: Optional[Dict[str, Any]] = None,
+             documents: Optional[List[Dict[str, Any]]] = None) -> List[RequestOutput]:
         """vLLM's LLM.chat: one conversation (a list of {"role", "content"})
         or a list of them, rendered with the model's chat template (or
-        chat_template: its Jinja source) and generated."""
+        chat_template: its Jinja source) and generated. lora_request, tools
+        and mm_processor_kwargs raise NotImplementedError unless None."""
+        _refuse_unsupported(lora_request=lora_request, tools=tools,
+                            mm_processor_kwargs=mm_processor_kwargs)
+        if chat_template_content_format not in ("auto", "string", "openai"):
+            raise ValueError("chat_template_content_format must be 'auto', 'string' or 'openai', "
+                             f"got {chat_template_content_format!r}")
         conversations = messages if messages and isinstance(messages[0], list) else [messages]
         options: Dict[str, Any] = {"add_generation_prompt": add_generation_prompt,
                                    "continue_final_message": continue_final_message}
@@ -254,12 +366,11 @@ class LLM:
         if documents is not None:
             options["documents"] = documents
         requests = [dict(options, messages=list(c)) for c in conversations]
-        params = _params_list(sampling_params)
-        if len(params) > 1 and len(params) != len(requests):
-            raise ValueError("The lengths of prompts and params must be the same.")
+        params = _params_list(sampling_params, len(requests))
         return self._run(requests, params, use_tqdm)
 
     def _run(self, requests: List[Dict[str, Any]], params: List[Dict[str, Any]],
              use_tqdm: bool) -> List[RequestOutput]:
-        out = self._llm.generate(json.dumps(requests), json.dumps(params), bool(use_tqdm))
+        out = self._llm.generate(json.dumps(requests, allow_nan=False), json.dumps(params),
+                                 bool(use_tqdm))
         return [RequestOutput._from_json(o) for o in json.loads(out)]

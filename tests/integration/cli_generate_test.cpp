@@ -49,6 +49,22 @@ GenerateRun run_generate_cli(const std::string& name, const std::vector<std::str
   return r;
 }
 
+// Runs `pagoda generate <args>` as given (no --prompts-file added).
+GenerateRun run_generate_args(const std::string& name, const std::string& args,
+                              bool parse_stdout = true) {
+  const std::string base = ::testing::TempDir() + "pagoda_generate_" + name;
+  const std::string cmd =
+      std::string(PAGODA_BIN) + " generate " + args + " >'" + base + ".out' 2>'" + base + ".err'";
+  const int status = std::system(cmd.c_str());
+  GenerateRun r;
+  if (status != -1 && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
+  std::istringstream lines(read_text_file(base + ".out"));
+  for (std::string line; std::getline(lines, line);)
+    r.lines.push_back(parse_stdout ? json::parse(line) : json(line));
+  r.err = read_text_file(base + ".err");
+  return r;
+}
+
 TEST(CliGenerate, EveryPromptCompletedExitsZero) {
   GenerateRun r = run_generate_cli("ok", {"Once upon a time", "The little dog"}, "--max-tokens 4 --temperature 0");
   EXPECT_EQ(r.exit_status, 0) << r.err;
@@ -290,6 +306,79 @@ TEST(CliGenerate, TextOutputAndForcedTextInput) {
       r.lines[1].get<std::string>().rfind(R"(Prompt: "Once upon a time", Generated text: ")", 0),
       0u)
       << r.lines[1];
+}
+
+// vLLM's offline LLM refuses only a prompt that fills the context: a
+// longer max_tokens generates until max_model_len (stories260K: 512),
+// finish_reason "length".
+TEST(CliGenerate, MaxTokensPastTheContextStopsAtMaxModelLen) {
+  GenerateRun r = run_generate_args("past_context", "--prompt Once --max-tokens 600 --ignore-eos");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  const json& o = r.lines[0];
+  EXPECT_EQ(o["prompt_token_ids"].size() + o["outputs"][0]["token_ids"].size(), 512u) << o.dump();
+  EXPECT_EQ(o["outputs"][0]["finish_reason"], "length");
+}
+
+// Each --prompt / --stop / ... takes one value: a trailing positional is
+// MODEL_DIR.
+TEST(CliGenerate, RepeatableFlagsTakeOneValueEach) {
+  const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/stories260K";
+  GenerateRun r = run_generate_args(
+      "one_value", "--prompt Once --stop zzz --stop-token-ids 2 --max-tokens 2 '" + model + "'");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  EXPECT_EQ(r.lines[0]["prompt"], "Once");
+  GenerateRun two = run_generate_args("two_prompts", "--prompt Once --prompt Hi --max-tokens 2");
+  EXPECT_EQ(two.exit_status, 0) << two.err;
+  EXPECT_EQ(two.lines.size(), 2u) << two.err;
+}
+
+// A BOM is not part of the first line; token-id prompts have no text (vLLM
+// v1's None).
+TEST(CliGenerate, ByteOrderMarkIsStrippedAndTokenPromptsHaveNoText) {
+  GenerateRun r = run_generate_cli(
+      "bom", {"\xEF\xBB\xBF{\"prompt\": \"Once\"}", R"({"prompt_token_ids": [1, 403]})"},
+      "--max-tokens 2");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 2u) << r.err;
+  EXPECT_EQ(r.lines[0]["prompt"], "Once") << r.lines[0].dump();
+  EXPECT_TRUE(r.lines[1]["prompt"].is_null()) << r.lines[1].dump();
+}
+
+// A failed --prompt gets the documented {"index", "line", "error", "param"}
+// (line null: no file), stderr names the same index; text output keeps one
+// line per input.
+TEST(CliGenerate, FailedPromptLinesAreAlignedAndConsistent) {
+  GenerateRun r = run_generate_args("prompt_error", "--prompt Once --temperature -1");
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  EXPECT_EQ(r.lines[0]["index"], 0);
+  EXPECT_TRUE(r.lines[0].contains("line") && r.lines[0]["line"].is_null()) << r.lines[0].dump();
+  EXPECT_EQ(r.lines[0]["param"], "temperature");
+  EXPECT_NE(r.err.find("prompt 0, --prompt: temperature"), std::string::npos) << r.err;
+  GenerateRun t =
+      run_generate_cli("text_error", {R"({"prompt": "Once", "top_p": 0})", R"({"prompt": "Hi"})"},
+                       "--output-format text --max-tokens 2", /*parse_stdout=*/false);
+  EXPECT_EQ(t.exit_status, 1) << t.err;
+  ASSERT_EQ(t.lines.size(), 2u) << t.err;
+  EXPECT_EQ(t.lines[0].get<std::string>().rfind(R"(Prompt: "Once", Error: ")", 0), 0u)
+      << t.lines[0];
+  EXPECT_EQ(t.lines[1].get<std::string>().rfind(R"(Prompt: "Hi", Generated text: ")", 0), 0u)
+      << t.lines[1];
+}
+
+// Engine flags out of range say so plainly (not CLI11's "not in range 0 to
+// 1.79e308"), by the same check the Python LLM(...) uses.
+TEST(CliGenerate, EngineArgRangesAreClear) {
+  GenerateRun r = run_generate_args("seqs0", "--prompt Once --max-num-seqs 0");
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_NE(r.err.find("max_num_seqs must be >= 1, got 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("17976931348623157"), std::string::npos) << r.err;
+  GenerateRun g = run_generate_args("gpu15", "--prompt Once --gpu-memory-utilization 1.5");
+  EXPECT_NE(g.exit_status, 0);
+  EXPECT_NE(g.err.find("gpu_memory_utilization must be in [0, 1], got 1.5"), std::string::npos)
+      << g.err;
 }
 
 }  // namespace

@@ -88,8 +88,11 @@ def test_sampling_params_names_and_defaults():
 
 
 def test_invalid_requests_raise_value_error_naming_prompt_and_field(llm):
-    with pytest.raises(ValueError, match=r"prompt 1: temperature must be non-negative"):
-        llm.generate(["a", "b"], [SamplingParams(), SamplingParams(temperature=-1)], use_tqdm=False)
+    # What needs the model (the vocabulary) is checked when generate() runs,
+    # naming the prompt; the rest when SamplingParams is built.
+    with pytest.raises(ValueError, match=r"prompt 1: .*stop_token_ids"):
+        llm.generate(["a", "b"], [SamplingParams(), SamplingParams(stop_token_ids=[10**6])],
+                     use_tqdm=False)
     with pytest.raises(ValueError, match="lengths of prompts and params"):
         llm.generate(["a", "b", "c"], [SamplingParams(), SamplingParams()], use_tqdm=False)
     with pytest.raises(ValueError, match="out of vocabulary"):
@@ -120,8 +123,10 @@ def test_logprobs_n_and_stop_in_vllms_shape(llm):
 
 
 def test_chat_without_a_template_says_so(llm):
-    with pytest.raises(ValueError, match="no chat template"):
+    with pytest.raises(ValueError, match="no chat template") as e:
         llm.chat([{"role": "user", "content": "Hi"}], use_tqdm=False)
+    # Offline wording: no server to start, no endpoint.
+    assert "chat_template" in str(e.value) and "/v1/chat/completions" not in str(e.value)
 
 
 def test_chat_batch_of_conversations(llm):
@@ -199,3 +204,131 @@ def test_scheduling_engine_args_change_the_schedule_not_the_greedy_text():
         assert out.outputs[0].token_ids == c["greedy_ids"]
     with pytest.raises(Exception, match="preemption"):
         LLM(model=MODEL, device="cpu", preemption_mode="evict")
+
+
+def test_max_tokens_past_the_context_stops_at_max_model_len(llm):
+    # vLLM's LLM refuses only a prompt that fills the context; otherwise it
+    # generates until max_model_len ("length"). max_tokens=None: until then.
+    max_len = llm._llm.max_model_len
+    for sp in [SamplingParams(max_tokens=max_len + 88, ignore_eos=True),
+               SamplingParams(max_tokens=None, ignore_eos=True)]:
+        (out,) = llm.generate("Once", sp, use_tqdm=False)
+        assert len(out.prompt_token_ids) + len(out.outputs[0].token_ids) == max_len
+        assert out.outputs[0].finish_reason == "length"
+    (out,) = llm.generate("Once", SamplingParams(ignore_eos=True), use_tqdm=False)
+    assert len(out.outputs[0].token_ids) == 16
+    with pytest.raises(ValueError, match="maximum context length"):
+        llm.generate({"prompt_token_ids": [1] * max_len}, use_tqdm=False)
+
+
+def test_sampling_params_attributes_changed_after_construction_count(llm):
+    sp = SamplingParams(temperature=0, max_tokens=8)
+    sp.max_tokens = 3
+    (out,) = llm.generate("Once upon a time", sp, use_tqdm=False)
+    assert len(out.outputs[0].token_ids) == 3
+    assert SamplingParams(max_tokens=None).to_dict() == {"max_tokens": None}
+
+
+def test_unknown_and_unsupported_keywords_are_refused(llm):
+    with pytest.raises(TypeError, match="bogus"):
+        llm.generate("Once", SamplingParams(max_tokens=1), use_tqdm=False, bogus=1)
+    with pytest.raises(TypeError, match="bogus"):
+        llm.chat([{"role": "user", "content": "Hi"}], bogus=1)
+    with pytest.raises(NotImplementedError, match="lora_request"):
+        llm.generate("Once", SamplingParams(max_tokens=1), use_tqdm=False, lora_request=object())
+    with pytest.raises(NotImplementedError, match="priority"):
+        llm.generate("Once", SamplingParams(max_tokens=1), use_tqdm=False, priority=[1])
+    # The default priority and None pass.
+    llm.generate("Once", SamplingParams(max_tokens=1), use_tqdm=False, priority=[0],
+                 lora_request=None)
+    with pytest.raises(NotImplementedError, match="tools"):
+        llm.chat([{"role": "user", "content": "Hi"}], tools=[{"type": "function"}])
+    with pytest.raises(ValueError, match="multi_modal_data"):
+        llm.generate({"prompt": "Once", "multi_modal_data": {"image": None}}, use_tqdm=False)
+
+
+def test_params_list_must_match_the_prompts(llm):
+    with pytest.raises(ValueError, match="The lengths of prompts and params must be the same."):
+        llm.generate(["a", "b"], [SamplingParams(max_tokens=1)], use_tqdm=False)
+
+
+def test_non_finite_and_mistyped_values_are_value_errors_naming_them():
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams(temperature=float("nan")).to_dict()
+    with pytest.raises(ValueError, match="max_model_len"):
+        LLM(model=MODEL, device="cpu", max_model_len="abc")
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        LLM(model=MODEL, device="cpu", gpu_memory_utilization=1.5)
+
+
+def test_token_id_prompts_have_no_prompt_text(llm):
+    (out,) = llm.generate({"prompt_token_ids": [1, 403]}, SamplingParams(max_tokens=1),
+                          use_tqdm=False)
+    assert out.prompt is None
+
+
+def test_beam_search_fields_in_sampling_params(llm):
+    sp = SamplingParams(use_beam_search=True, n=2, best_of=3, temperature=0, max_tokens=4,
+                        length_penalty=1.0, early_stopping=True)
+    (out,) = llm.generate("Once", sp, use_tqdm=False)
+    assert len(out.outputs) == 2
+    # The beam's text is decoded after the prompt, as a sampled completion's
+    # (the leading space kept), and carries its cumulative logprob.
+    (greedy,) = llm.generate("Once", SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
+    assert out.outputs[0].token_ids == greedy.outputs[0].token_ids
+    assert out.outputs[0].text == greedy.outputs[0].text
+    assert out.outputs[0].text.startswith(" ")
+    for c in out.outputs:
+        assert isinstance(c.cumulative_logprob, float) and c.cumulative_logprob < 0
+    with pytest.raises(ValueError, match="beam search"):
+        llm.generate("Once", SamplingParams(use_beam_search=True, temperature=0.5, n=2),
+                     use_tqdm=False)
+
+
+def test_ctrl_c_interrupts_generate_promptly(llm):
+    import _thread
+    import time
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    t0 = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate(["Once upon a time"] * 128, SamplingParams(max_tokens=None, ignore_eos=True),
+                     use_tqdm=False)
+    timer.join()
+    assert time.monotonic() - t0 < 5
+    # The LLM still works after the aborted run.
+    (out,) = llm.generate("Once", SamplingParams(max_tokens=2), use_tqdm=False)
+    assert len(out.outputs[0].token_ids) == 2
+
+
+def test_sampling_params_validate_at_construction_clone_and_eq():
+    with pytest.raises(ValueError, match="temperature must be non-negative"):
+        SamplingParams(temperature=-1)
+    with pytest.raises(ValueError, match="top_p"):
+        SamplingParams(top_p=0)
+    sp = SamplingParams(temperature=0.5, stop=["x"])
+    c = sp.clone()
+    assert c == sp and c is not sp and c.stop is not sp.stop
+    c.stop.append("y")
+    assert c != sp
+    with pytest.raises(ValueError, match="detokenize"):
+        SamplingParams(detokenize=False, stop=["x"])
+
+
+def test_detokenize_false_leaves_text_empty(llm):
+    (out,) = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=4,
+                                                             detokenize=False), use_tqdm=False)
+    assert out.outputs[0].text == ""
+    assert len(out.outputs[0].token_ids) == 4
+
+
+def test_get_tokenizer_and_tokenizer_argument(llm):
+    tok = llm.get_tokenizer()
+    ids = tok.encode("Once upon a time")
+    (out,) = llm.generate("Once upon a time", SamplingParams(max_tokens=1), use_tqdm=False)
+    assert ids == out.prompt_token_ids
+    assert tok.decode(ids) == "Once upon a time"
+    assert out.num_cached_tokens is None
+    LLM(model=MODEL, tokenizer=MODEL, device="cpu")
+    with pytest.raises(ValueError, match="tokenizer"):
+        LLM(model=MODEL, tokenizer="hf-internal-testing/llama-tokenizer", device="cpu")

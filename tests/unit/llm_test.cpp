@@ -78,6 +78,7 @@ TEST_F(LLMTest, TextAndTokenPromptsReproduceTheGreedyReference) {
   }
   // Outputs in prompt order; request ids count this LLM's requests.
   EXPECT_EQ(outs[0].prompt, "");
+  EXPECT_FALSE(outs[1].prompt);  // a TokensPrompt has no text (vLLM v1: None)
   EXPECT_EQ(outs[2].prompt, "Once upon a time");
   EXPECT_EQ(std::stoll(outs[1].request_id), std::stoll(outs[0].request_id) + 1);
 }
@@ -180,6 +181,26 @@ TEST_F(LLMTest, InvalidRequestsThrowNamingThePromptAndFieldBeforeAnyRuns) {
   std::string too_long;
   for (int i = 0; i < 600; ++i) too_long += "dog ";
   EXPECT_THROW(llm_->generate({too_long}, std::nullopt, false), LLMError);
+}
+
+TEST_F(LLMTest, MaxTokensPastTheContextStopsAtMaxModelLen) {
+  // vLLM's LLM refuses only a prompt that fills the context; a longer
+  // max_tokens (or None: null) generates until max_model_len, "length".
+  const int64_t max_len = llm_->serving_model().max_model_len;
+  auto outs =
+      llm_->generate({"Once", "Once"},
+                     std::vector<SamplingParams>{
+                         SamplingParams(json{{"max_tokens", max_len + 88}, {"ignore_eos", true}}),
+                         SamplingParams(json{{"max_tokens", nullptr}, {"ignore_eos", true}})},
+                     false);
+  for (const RequestOutput& o : outs) {
+    EXPECT_EQ(static_cast<int64_t>(o.prompt_token_ids.size() + o.outputs[0].token_ids.size()),
+              max_len);
+    EXPECT_EQ(o.outputs[0].finish_reason, "length");
+  }
+  // Left out, max_tokens stays vLLM SamplingParams' 16.
+  auto d = llm_->generate({"Once"}, SamplingParams(json{{"ignore_eos", true}}), false);
+  EXPECT_EQ(d[0].outputs[0].token_ids.size(), 16u);
 }
 
 TEST_F(LLMTest, RunReportsEachRequestsErrorAndRunsTheRest) {
