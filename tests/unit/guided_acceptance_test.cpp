@@ -31,7 +31,26 @@ guided::GuideSpec spec_of(const GuidedCase& c) {
   return {guided::GuideKind::kJson, c.spec.dump()};
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+#else
+constexpr bool kAsan = false;
+#endif
+
 TEST(GuidedAcceptance, ThousandConstraintsOnTinyRandomQwen2AllValidate) {
+  // Run in the Release stage only: under ASan it takes 460 s of CI's time.
+  // OPEN DEFECT (2026-12-02, clean-clone CI at 581227c): in that ASan run
+  // (clang -O1: other float rounding, so other draws at temperature 1)
+  // cases 194, 604 and 654 ended "length" with empty text, where Release
+  // ends all 1,000 with "stop"; every output still validated. Not yet
+  // explained: reproduce with build-san's pagoda_unit_tests and this filter.
+  if (kAsan) GTEST_SKIP() << "Release stage only (460 s under ASan); see the open defect above";
   if (std::system("python3 -c 'import jsonschema' 2>/dev/null") != 0)
     GTEST_SKIP() << "python3-jsonschema is not installed (scripts/install-deps.sh installs it)";
   EngineArgs args;
