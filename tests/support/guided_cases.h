@@ -5,6 +5,7 @@
 // constraint is bounded (strings, arrays, numbers and repetitions have
 // upper bounds) so a random model must finish within the case's max_tokens.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -36,8 +37,11 @@ class CaseGenerator {
       c.kind = "choice";
       std::vector<std::string> choices;
       const int n = 1 + pick(4);
-      for (int k = 0; k < n; ++k)
-        choices.push_back(word(1 + pick(6)) + (pick(2) ? " " + word(1 + pick(4)) : ""));
+      for (int k = 0; k < n; ++k) {
+        std::string choice = word(1 + pick(6));
+        if (pick(2)) choice += " " + word(1 + pick(4));
+        choices.push_back(std::move(choice));
+      }
       c.spec = choices;
       c.fields = {{"guided_choice", choices}};
     } else if (i % 5 == 4) {
@@ -159,22 +163,39 @@ class CaseGenerator {
         return "[^ \"]";
       case 5:
         return "[A-Z]";
-      case 6:
-        return regex(depth + 1) + regex(depth + 1);
-      case 7:
-        return "(" + regex(depth + 1) + "|" + regex(depth + 1) + ")";
+      // Each draw in its own statement: the operands of + are evaluated in
+      // an unspecified order (GCC and clang differ), and the cases must be
+      // the same under every compiler.
+      case 6: {
+        std::string a = regex(depth + 1);
+        return a + regex(depth + 1);
+      }
+      case 7: {
+        std::string a = regex(depth + 1);
+        return "(" + a + "|" + regex(depth + 1) + ")";
+      }
       case 8:
         return "(?:" + regex(depth + 1) + ")?";
       default: {
         const int lo = pick(3);
-        return "(?:" + regex(depth + 1) + "){" + std::to_string(lo) + "," +
-               std::to_string(lo + pick(4)) + "}";
+        std::string a = regex(depth + 1);
+        return "(?:" + a + "){" + std::to_string(lo) + "," + std::to_string(lo + pick(4)) + "}";
       }
     }
   }
 
   std::mt19937_64 rng_;
 };
+
+// max_tokens for a case whose longest output is `bound` bytes, so that
+// "length" can only mean the constraint did not end the output: each text
+// token adds at least one byte, and an output that can still grow has fewer
+// than `bound` bytes, so its EOS comes by token `bound`; an output of
+// exactly `bound` bytes ends without EOS (nothing can follow). A pattern
+// that matches only "" (bound 0) still samples one token, the EOS, and
+// vLLM's check_stop tests length before EOS: max_tokens 1 would end it
+// "length", hence at least 2.
+inline int64_t max_tokens_for_bound(int64_t bound) { return std::max<int64_t>(bound, 1) + 1; }
 
 // Writes one JSON line per output ({"kind", "spec", "text"}) to `path`,
 // then runs the Python validator over it; returns its exit status (0: every
