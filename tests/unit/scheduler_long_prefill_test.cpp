@@ -15,21 +15,15 @@
 #include "engine/model_runner.h"
 #include "engine/sched/scheduler.h"
 #include "engine_test_fakes.h"
+#include "scheduler_rig.h"
 
 namespace pagoda {
 namespace {
 
-using testing::FakeExecutor;
-using testing::FakeTokenizer;
-
 constexpr int64_t kVocab = 40, kBlock = 4, kBlocks = 64;
 
-struct Rig {
-  explicit Rig(int64_t threshold)
-      : exec(kVocab, kBlocks, kBlock),
-        blocks(kBlocks, kBlock, false),
-        sched(config(threshold), blocks),
-        runner(exec) {}
+struct Rig : testing::SchedulerRig {
+  explicit Rig(int64_t threshold) : SchedulerRig(config(threshold), kVocab, kBlocks, kBlock) {}
   static SchedulerConfig config(int64_t threshold) {
     SchedulerConfig c;
     c.max_num_seqs = 4;
@@ -39,45 +33,6 @@ struct Rig {
     c.long_prefill_token_threshold = threshold;
     return c;
   }
-  std::shared_ptr<OutputChannel> add(const std::string& id, int64_t prompt_len,
-                                     int64_t max_tokens) {
-    GenerateRequest req;
-    req.request_id = id;
-    for (int64_t i = 0; i < prompt_len; ++i)
-      req.prompt_token_ids.push_back(static_cast<int32_t>(3 + (i * 7 + id.size()) % 30));
-    req.sampling.ignore_eos = true;
-    req.output = std::make_shared<OutputChannel>();
-    auto g = std::make_unique<SequenceGroup>();
-    g->request_id = id;
-    g->best_of = g->n = 1;
-    g->output = req.output;
-    g->seqs.push_back(std::make_unique<Sequence>(req, max_tokens, 0, tok, 0));
-    sched.add_group(std::move(g));
-    return req.output;
-  }
-  // One step; returns (request id, new tokens) of each scheduled sequence.
-  std::vector<std::pair<std::string, int64_t>> step() {
-    SchedulerOutput out = sched.schedule();
-    sched.check_invariants();
-    std::vector<std::pair<std::string, int64_t>> got;
-    for (const ScheduledSeq& s : out.seqs) got.emplace_back(s.seq->request_id, s.num_new_tokens);
-    if (!out.empty()) {
-      runner.execute(out, logits);
-      std::vector<int32_t> sampled(static_cast<size_t>(out.num_sampled_tokens()),
-                                   static_cast<int32_t>(5 + steps % 20));
-      sched.postprocess(out, sampled);
-      sched.check_invariants();
-    }
-    ++steps;
-    return got;
-  }
-  FakeTokenizer tok{kVocab};
-  FakeExecutor exec;
-  BlockManager blocks;
-  Scheduler sched;
-  ModelRunner runner;
-  std::vector<float> logits;
-  int64_t steps = 0;
 };
 
 std::vector<int32_t> ids_of(OutputChannel& ch) {
@@ -90,14 +45,16 @@ std::vector<int32_t> ids_of(OutputChannel& ch) {
 TEST(SchedulerLongPrefill, ALongPromptGoesInChunksOfTheThresholdBesideADecode) {
   Rig r(16);
   auto a = r.add("a", 6, 8);
-  EXPECT_EQ(r.step(),
+  EXPECT_EQ(r.step_scheduled(),
             (std::vector<std::pair<std::string, int64_t>>{{"a", 6}}));  // under the threshold
   auto b = r.add("b", 40, 2);
   // b's 40 prompt tokens in chunks of 16, 16, 8; a decodes one token each step.
-  EXPECT_EQ(r.step(), (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 16}}));
-  EXPECT_EQ(r.step(), (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 16}}));
-  EXPECT_EQ(r.step(), (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 8}}));
-  EXPECT_EQ(r.step(), (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 1}}));
+  EXPECT_EQ(r.step_scheduled(),
+            (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 16}}));
+  EXPECT_EQ(r.step_scheduled(),
+            (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 16}}));
+  EXPECT_EQ(r.step_scheduled(), (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 8}}));
+  EXPECT_EQ(r.step_scheduled(), (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 1}}));
   while (r.sched.has_unfinished()) r.step();
   EXPECT_EQ(ids_of(*a).size(), 8u);
   EXPECT_EQ(ids_of(*b).size(), 2u);
@@ -109,8 +66,10 @@ TEST(SchedulerLongPrefill, OffByDefaultTheStepBudgetAloneCapsAPrefill) {
   r.step();
   r.add("b", 100, 2);
   // 64 tokens a step: a's decode and 63 of b's prompt, then the other 37.
-  EXPECT_EQ(r.step(), (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 63}}));
-  EXPECT_EQ(r.step(), (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 37}}));
+  EXPECT_EQ(r.step_scheduled(),
+            (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 63}}));
+  EXPECT_EQ(r.step_scheduled(),
+            (std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 37}}));
 }
 
 TEST(SchedulerLongPrefill, EveryRequestFinishesWithAndWithoutTheCap) {

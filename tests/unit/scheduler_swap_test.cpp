@@ -18,24 +18,18 @@
 #include "engine/model_runner.h"
 #include "engine/sched/scheduler.h"
 #include "engine_test_fakes.h"
+#include "scheduler_rig.h"
 
 namespace pagoda {
 namespace {
 
-using testing::FakeExecutor;
-using testing::FakeTokenizer;
-
 constexpr int64_t kVocab = 40;
 constexpr int64_t kBlock = 4;
 
-struct Rig {
+struct Rig : testing::SchedulerRig {
   Rig(int64_t num_blocks, int64_t host_blocks, std::optional<PreemptionMode> mode,
       bool caching = false)
-      : exec(kVocab, num_blocks, kBlock, host_blocks),
-        blocks(num_blocks, kBlock, caching),
-        host(host_blocks),
-        sched(config(num_blocks, mode), blocks, &host),
-        runner(exec) {}
+      : SchedulerRig(config(num_blocks, mode), kVocab, num_blocks, kBlock, host_blocks, caching) {}
   static SchedulerConfig config(int64_t num_blocks, std::optional<PreemptionMode> mode) {
     SchedulerConfig c;
     c.max_num_seqs = 4;
@@ -45,59 +39,6 @@ struct Rig {
     c.preemption_mode = mode;
     return c;
   }
-  // A request of best_of sequences: `prompt_len` tokens, max_tokens each.
-  std::shared_ptr<OutputChannel> add(const std::string& id, int64_t prompt_len, int64_t max_tokens,
-                                     int best_of = 1) {
-    GenerateRequest req;
-    req.request_id = id;
-    for (int64_t i = 0; i < prompt_len; ++i)
-      req.prompt_token_ids.push_back(static_cast<int32_t>(3 + (i * 7 + id.size()) % 30));
-    req.sampling.ignore_eos = true;
-    req.output = std::make_shared<OutputChannel>();
-    auto g = std::make_unique<SequenceGroup>();
-    g->request_id = id;
-    g->best_of = g->n = best_of;
-    g->output = req.output;
-    for (int i = 0; i < best_of; ++i)
-      g->seqs.push_back(std::make_unique<Sequence>(req, max_tokens, 0, tok, i));
-    sched.add_group(std::move(g));
-    return req.output;
-  }
-  // One engine step; returns its output (its sequence pointers may be gone
-  // by then: a finished group is freed in postprocess), and last_ids holds
-  // the request ids of the sequences it scheduled.
-  SchedulerOutput step() {
-    SchedulerOutput out = sched.schedule();
-    sched.check_invariants();
-    last_ids.clear();
-    for (const ScheduledSeq& s : out.seqs) last_ids.push_back(s.seq->request_id);
-    runner.apply_swaps(out);
-    if (!out.empty()) {
-      runner.execute(out, logits);  // FakeExecutor: checks every KV read
-      std::vector<int32_t> sampled(static_cast<size_t>(out.num_sampled_tokens()),
-                                   static_cast<int32_t>(5 + steps % 20));
-      sched.postprocess(out, sampled);
-      sched.check_invariants();
-    }
-    ++steps;
-    return out;
-  }
-  std::vector<SchedulerOutput> run_to_end() {
-    std::vector<SchedulerOutput> outs;
-    for (int k = 0; k < 1000 && sched.has_unfinished(); ++k) outs.push_back(step());
-    EXPECT_FALSE(sched.has_unfinished());
-    return outs;
-  }
-
-  FakeTokenizer tok{kVocab};
-  FakeExecutor exec;
-  BlockManager blocks;
-  HostBlockPool host;
-  Scheduler sched;
-  ModelRunner runner;
-  std::vector<float> logits;
-  int64_t steps = 0;
-  std::vector<std::string> last_ids;
 };
 
 int64_t output_tokens(OutputChannel& ch) {
@@ -126,7 +67,7 @@ TEST(SchedulerSwap, AVictimsBlocksGoToTheHostAndComeBackBeforeItResumes) {
       EXPECT_EQ(out.swap_out[1].host, 1);
       EXPECT_EQ(r.sched.num_swapped(), 1);
       EXPECT_EQ(r.host.num_used(), 2);
-      for (const std::string& id : r.last_ids) EXPECT_EQ(id, "a");
+      for (const auto& [id, n] : r.scheduled) EXPECT_EQ(id, "a");
     }
     if (out.num_swapped_in > 0) {
       swapped_in = true;
@@ -135,7 +76,7 @@ TEST(SchedulerSwap, AVictimsBlocksGoToTheHostAndComeBackBeforeItResumes) {
       EXPECT_EQ(r.host.num_used(), 0);
       EXPECT_EQ(r.sched.num_swapped(), 0);
       ASSERT_EQ(out.seqs.size(), 1u);
-      EXPECT_EQ(r.last_ids[0], "b");
+      EXPECT_EQ(r.scheduled[0].first, "b");
       EXPECT_EQ(out.seqs[0].num_new_tokens, 1);  // a decode: nothing recomputed
     }
   }
@@ -166,7 +107,7 @@ TEST(SchedulerSwap, SwappedRequestsResumeBeforeWaitingOnes) {
   bool b_back = false;
   for (int k = 0; k < 100 && r.sched.has_unfinished(); ++k) {
     r.step();
-    for (const std::string& id : r.last_ids) {
+    for (const auto& [id, n] : r.scheduled) {
       if (id == "b") b_back = true;
       if (id == "c") {
         EXPECT_TRUE(b_back) << "c ran before the swapped b resumed";
