@@ -40,7 +40,10 @@ ForwardBatch ModelRunner::build_batch(const SchedulerOutput& out, int64_t block_
 }
 
 void ModelRunner::apply_swaps(const SchedulerOutput& out) {
+  // swap_out first: a block swapped out may be a copy's (fresh) destination;
+  // copies before swap_in, whose blocks are never a copy's pinned source.
   executor_.swap_out(out.swap_out);
+  executor_.copy_blocks(out.block_copies);
   executor_.swap_in(out.swap_in);
 }
 

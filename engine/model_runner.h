@@ -28,7 +28,8 @@ class ModelRunner {
   // Throws std::logic_error when a block table is too short.
   static ForwardBatch build_batch(const SchedulerOutput& out, int64_t block_size);
 
-  // The step's block swaps (preemption by swap), swap_out then swap_in, on
+  // The step's block swaps (preemption by swap) and copies (partial-block
+  // prefix hits): swap_out, block_copies, then swap_in, on
   // the executor: call after Scheduler::schedule() and before execute() or
   // execute_and_sample(), also for a step with no sequences (its swap-outs
   // must land before the blocks they free are written).

@@ -95,6 +95,7 @@ void merge_delta(RequestOutput& into, const RequestOutput& d) {
   into.cumulative_logprob = d.cumulative_logprob;
   if (d.prompt_logprobs) into.prompt_logprobs = d.prompt_logprobs;
   into.prompt_tokens = d.prompt_tokens;
+  into.num_cached_tokens = d.num_cached_tokens;
   into.completion_tokens = d.completion_tokens;
   if (d.first_token_s >= 0 && into.first_token_s < 0) into.first_token_s = d.first_token_s;
   if (d.finished || !d.error.empty()) {

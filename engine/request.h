@@ -76,6 +76,10 @@ struct RequestOutput {
   std::optional<int32_t> stop_token_id;
   int64_t prompt_tokens = 0;      // usage, valid on every delta
   int64_t completion_tokens = 0;  // total so far
+  // Prompt tokens whose K/V came from the prefix cache (vLLM's
+  // RequestOutput.num_cached_tokens; usage.prompt_tokens_details.
+  // cached_tokens), valid on every delta; 0 before the first step.
+  int64_t num_cached_tokens = 0;
   std::string error;              // non-empty: the request failed (finished)
   // The HTTP status an API layer reports for `error`: 400 (the request is
   // invalid), 503 (the server is shutting down and takes no new requests).

@@ -45,6 +45,8 @@ class CudaBackend final : public Backend {
                 std::span<const BlockSwap> pairs) override;
   void swap_in(std::span<const LayerKVCache> device, const HostKVCache& host,
                std::span<const BlockSwap> pairs) override;
+  void copy_blocks(std::span<const LayerKVCache> caches,
+                   std::span<const BlockCopy> copies) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;

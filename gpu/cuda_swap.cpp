@@ -1,5 +1,6 @@
 // CudaBackend's swap space (preemption by swap; vLLM's CacheEngine
-// swap_in / swap_out over ops.swap_blocks): pinned host blocks, and
+// swap_in / swap_out over ops.swap_blocks) and block copies (copy_blocks):
+// pinned host blocks, and
 // cudaMemcpyAsync on the backend's stream per run of consecutive block
 // pairs (block_runs), per layer and K/V, so a swap is ordered before the
 // step's forward issued after it and overlaps nothing the host does.
@@ -56,6 +57,16 @@ void CudaBackend::swap_in(std::span<const LayerKVCache> device, const HostKVCach
                           std::span<const BlockSwap> pairs) {
   check_swap("cuda backend: swap_in", device, host, pairs);
   swap(device, host, pairs, /*to_host=*/false);
+}
+
+void CudaBackend::copy_blocks(std::span<const LayerKVCache> caches,
+                              std::span<const BlockCopy> copies) {
+  check_block_copies("cuda backend: copy_blocks", caches, copies);
+  // One device-to-device copy per block, layer and K/V: a step copies a few
+  // blocks (one per sequence that continues a cached partial block).
+  for_each_block_copy(caches, copies, [&](std::byte* dst, const std::byte* src, size_t n) {
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_));
+  });
 }
 
 }  // namespace pagoda::cuda

@@ -82,6 +82,7 @@ void append_choice_delta(ChoiceDelta& into, const ChoiceDelta& next) {
   into.engine_deltas += next.engine_deltas;
   into.prompt_tokens = next.prompt_tokens;
   into.completion_tokens = next.completion_tokens;
+  into.num_cached_tokens = std::max(into.num_cached_tokens, next.num_cached_tokens);
   if (next.finished || !next.error.empty()) {
     into.finished = next.finished;
     into.finish_reason = next.finish_reason;
@@ -95,6 +96,20 @@ json stop_reason_json(const RequestOutput& out) {
   if (out.stop_str) return *out.stop_str;
   if (out.stop_token_id) return *out.stop_token_id;
   return nullptr;
+}
+
+int64_t cached_tokens(const ParsedRequest& req, const std::vector<ChoiceDelta>& choices) {
+  const int n = std::max(1, req.sampling.n);
+  std::vector<int64_t> per_prompt;
+  for (const ChoiceDelta& c : choices) {
+    if (c.index < 0) continue;
+    const auto p = static_cast<size_t>(c.index / n);
+    if (p >= per_prompt.size()) per_prompt.resize(p + 1, 0);
+    per_prompt[p] = std::max(per_prompt[p], c.num_cached_tokens);
+  }
+  int64_t total = 0;
+  for (int64_t v : per_prompt) total += v;
+  return total;
 }
 
 const PromptInput* prompt_of(const ParsedRequest& req, int index) {
@@ -139,6 +154,7 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
   out.stop_reason = stop_reason_json(d);
   out.completion_tokens = d.completion_tokens;
   out.prompt_tokens = d.prompt_tokens;
+  out.num_cached_tokens = d.num_cached_tokens;
   out.error = d.error;
   out.error_status = d.error_status;
   const bool in_range = d.index >= 0 && static_cast<size_t>(d.index) < choices_.size();

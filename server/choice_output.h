@@ -47,6 +47,7 @@ struct ChoiceDelta {
   nlohmann::json stop_reason;     // vLLM's: the stop string, else the stop token id, else null
   int64_t prompt_tokens = 0;      // this choice's prompt
   int64_t completion_tokens = 0;  // this choice's, so far
+  int64_t num_cached_tokens = 0;  // its prompt's tokens read from the prefix cache
   int engine_deltas = 1;          // engine deltas it covers (a /v1/ws seq counts these)
   std::string error;              // non-empty: the request failed (finished)
   int error_status = 400;         // RequestOutput::error_status
@@ -79,6 +80,11 @@ const char* finish_reason_name(const ChoiceDelta& c);
 // token id, else null.
 nlohmann::json stop_reason_json(const RequestOutput& out);
 
+// Prompt tokens read from the prefix cache over the request's prompts:
+// for each prompt the largest num_cached_tokens among its choices (the
+// choices of one prompt share it; a choice not yet started reports 0).
+int64_t cached_tokens(const ParsedRequest& req, const std::vector<ChoiceDelta>& choices);
+
 // The prompt behind request-wide choice `index` (index / n); null when out
 // of range.
 const PromptInput* prompt_of(const ParsedRequest& req, int index);
@@ -97,6 +103,8 @@ class ChoiceAssembler {
   // Usage as OpenAI counts it: each prompt once, every choice's tokens.
   int64_t prompt_tokens() const;
   int64_t completion_tokens() const;
+  // Prompt tokens read from the prefix cache, each prompt once.
+  int64_t num_cached_tokens() const { return cached_tokens(req_, choices_); }
 
  private:
   struct State {

@@ -36,6 +36,7 @@ struct ServeArgs {
   // Tool calling (vLLM's flags): tool_choice "auto" needs both; the parser
   // ("hermes" | "llama3_json") finds calls in chat output.
   bool enable_auto_tool_choice = false;
+  bool enable_prompt_tokens_details = false;  // vLLM's: usage.prompt_tokens_details.cached_tokens
   std::string tool_call_parser;
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);

@@ -87,6 +87,9 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
   app.add_flag("--enable-auto-tool-choice", a.enable_auto_tool_choice,
                "Let chat requests with tools use tool_choice \"auto\" (the default with tools): "
                "the model decides, and --tool-call-parser finds its calls (vLLM's flag)");
+  app.add_flag("--enable-prompt-tokens-details", a.enable_prompt_tokens_details,
+               "Add \"prompt_tokens_details\": {\"cached_tokens\": N} to usage: the prompt tokens "
+               "read from the prefix cache (vLLM's flag)");
   app.add_option("--tool-call-parser", a.tool_call_parser,
                  "How tool calls are found in chat output: hermes (Qwen2/Qwen2.5's "
                  "<tool_call>{json}</tool_call>) or llama3_json (Llama 3.1's JSON); vLLM's names")
@@ -124,6 +127,7 @@ int run_serve(ServeArgs a) {
     if (a.enable_auto_tool_choice && a.tool_call_parser.empty())
       throw std::runtime_error("--enable-auto-tool-choice requires --tool-call-parser");
     ctx.model.enable_auto_tool_choice = a.enable_auto_tool_choice;
+    ctx.model.enable_prompt_tokens_details = a.enable_prompt_tokens_details;
     ctx.model.tool_call_parser =
         tool_parser_from_name(a.tool_call_parser).value_or(ToolParserKind::kNone);
     if (a.enable_auto_tool_choice)

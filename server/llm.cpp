@@ -109,6 +109,7 @@ RequestOutput make_output(const Job& j, const Tokenizer& tok) {
     out.outputs.push_back(std::move(o));
   }
   out.finished = true;
+  out.num_cached_tokens = cached_tokens(req, j.group->choices());
   return out;
 }
 
@@ -142,7 +143,8 @@ json to_json(const RequestOutput& out) {
           {"prompt_token_ids", out.prompt_token_ids},
           {"prompt_logprobs", std::move(prompt_lps)},
           {"outputs", std::move(outputs)},
-          {"finished", out.finished}};
+          {"finished", out.finished},
+          {"num_cached_tokens", out.num_cached_tokens}};
 }
 
 Prompt::Prompt(std::string text) { request_["prompt"] = std::move(text); }

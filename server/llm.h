@@ -76,6 +76,9 @@ struct RequestOutput {
   std::optional<std::vector<std::optional<PositionLogprobs>>> prompt_logprobs;
   std::vector<CompletionOutput> outputs;  // index order
   bool finished = false;
+  // Prompt tokens whose K/V came from the prefix cache when the request
+  // was first scheduled (vLLM v1's num_cached_tokens).
+  int64_t num_cached_tokens = 0;
 };
 
 // The JSON form `pagoda generate` writes and the Python module reads:

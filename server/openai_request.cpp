@@ -356,6 +356,7 @@ void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequ
     req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);
   }
   req.return_token_ids = *f.boolean("return_token_ids");
+  req.prompt_tokens_details = model.enable_prompt_tokens_details;
   req.request_id = response_id(f, prefix);
 }
 

@@ -62,6 +62,9 @@ struct ParsedRequest {
   // stream_options.continuous_usage_stats (vLLM extension), only honoured
   // with include_usage: every chunk carries its choice's usage so far.
   bool continuous_usage_stats = false;
+  // --enable-prompt-tokens-details: usage carries "prompt_tokens_details":
+  // {"cached_tokens": prompt tokens read from the prefix cache}.
+  bool prompt_tokens_details = false;
   bool return_token_ids = false;  // vLLM extension: ids in the choices
   bool echo = false;              // completions: prompt text first
   // Completions' echo with max_tokens 0 (OpenAI's legacy API, vLLM): each

@@ -19,6 +19,16 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+// With --enable-prompt-tokens-details, usage's "prompt_tokens_details":
+// {"cached_tokens": n}. vLLM adds it when n is non-zero; here also when 0,
+// as OpenAI's API does, so a client reads one shape.
+json usage_json(const ParsedRequest& req, int64_t prompt_tokens, int64_t completion_tokens,
+                int64_t cached_tokens) {
+  json u = usage_json(prompt_tokens, completion_tokens);
+  if (req.prompt_tokens_details) u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
+  return u;
+}
+
 json finish_reason_json(const ChoiceDelta& out) {
   if (!out.finished || out.finish_reason == FinishReason::kNone) return nullptr;
   return finish_reason_name(out);  // "tool_calls" once the parser found a call
@@ -98,7 +108,8 @@ json completion_response(const ParsedRequest& req, const std::vector<ChoiceDelta
               {"created", req.created},
               {"model", req.model},
               {"choices", std::move(out_choices)},
-              {"usage", usage_json(total_prompt_tokens(req), completion_tokens)}};
+              {"usage", usage_json(req, total_prompt_tokens(req), completion_tokens,
+                                   cached_tokens(req, choices))}};
   if (req.kind == ApiKind::kChat && req.sampling.prompt_logprobs)
     out["prompt_logprobs"] = choices.empty() ? json(nullptr) : choices.front().prompt_logprobs;
   return out;
@@ -151,7 +162,7 @@ json StreamFormatter::chunk(json choice) const {
       // vLLM (serving_completion.py / serving_chat.py): the chunk's choice's
       // prompt tokens and its completion tokens so far.
       const Choice& st = choices_[c["choices"][0]["index"].get<size_t>()];
-      c["usage"] = usage_json(st.prompt_tokens, st.completion_tokens);
+      c["usage"] = usage_json(req_, st.prompt_tokens, st.completion_tokens, st.num_cached_tokens);
     }
   }
   return c;
@@ -189,12 +200,18 @@ std::string StreamFormatter::finish_stream() {
   if (req_.include_usage) {
     int64_t completion_tokens = 0;
     for (const Choice& c : choices_) completion_tokens += c.completion_tokens;
+    std::vector<ChoiceDelta> cached(choices_.size());
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      cached[i].index = static_cast<int>(i);
+      cached[i].num_cached_tokens = choices_[i].num_cached_tokens;
+    }
     json c = {{"id", req_.request_id},
               {"object", object_name(req_, true)},
               {"created", req_.created},
               {"model", req_.model},
               {"choices", json::array()},
-              {"usage", usage_json(total_prompt_tokens(req_), completion_tokens)}};
+              {"usage", usage_json(req_, total_prompt_tokens(req_), completion_tokens,
+                                   cached_tokens(req_, cached))}};
     out += sse_event(c);
   }
   return out + kSseDone;
@@ -215,6 +232,7 @@ std::string StreamFormatter::format_one(const ChoiceDelta& d) {
   Choice& st = choices_[static_cast<size_t>(d.index)];
   if (st.finished) return "";
   st.completion_tokens = d.completion_tokens;
+  st.num_cached_tokens = std::max(st.num_cached_tokens, d.num_cached_tokens);
   st.text += d.text;
   st.received = true;
   if (d.finished) {

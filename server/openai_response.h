@@ -90,6 +90,7 @@ class StreamFormatter {
     bool received = false;  // a delta of this choice has arrived
     int64_t prompt_tokens = 0;
     int64_t completion_tokens = 0;
+    int64_t num_cached_tokens = 0;
     bool finished = false;
   };
   nlohmann::json chunk(nlohmann::json choice) const;

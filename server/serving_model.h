@@ -61,6 +61,9 @@ struct ServingModel {
   // tool_choice "auto" needs both; the parser finds calls in the output.
   bool enable_auto_tool_choice = false;
   ToolParserKind tool_call_parser = ToolParserKind::kNone;
+  // vLLM's --enable-prompt-tokens-details: usage carries
+  // prompt_tokens_details {cached_tokens} (prefix-cache hits).
+  bool enable_prompt_tokens_details = false;
   static constexpr int64_t kDefaultMaxSeqsPerRequest = 1024;
   static constexpr int64_t kDefaultMaxChatMessages = 2048;
 };

@@ -116,6 +116,13 @@ class CpuBackend final : public Backend {
     check_swap("cpu backend: swap_in", device, host, pairs);
     swap(device, host, pairs, /*to_host=*/false);
   }
+  void copy_blocks(std::span<const LayerKVCache> caches,
+                   std::span<const BlockCopy> copies) override {
+    check_block_copies("cpu backend: copy_blocks", caches, copies);
+    for_each_block_copy(caches, copies, [](std::byte* dst, const std::byte* src, size_t n) {
+      std::memcpy(dst, src, n);
+    });
+  }
 
   void copy_from_host(Tensor& dst, const void* src, DType src_dtype) override {
     const int64_t n = dst.numel();

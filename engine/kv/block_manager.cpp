@@ -33,6 +33,8 @@ BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, bool enable_c
     hash_.assign(n, 0);
     parent_.assign(n, 0);
     tokens_.assign(n * static_cast<size_t>(block_size), 0);
+    plen_.assign(n, 0);
+    pparent_.assign(n, 0);
   }
 }
 
@@ -41,6 +43,19 @@ uint64_t BlockManager::chain_hash(uint64_t parent, std::span<const int32_t> toke
   for (int32_t t : tokens)
     h = mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 0x9e3779b97f4a7c15ull));
   return h;
+}
+
+std::vector<uint64_t> BlockManager::prefix_hashes(uint64_t parent,
+                                                  std::span<const int32_t> tokens) {
+  // chain_hash's loop, keeping every step.
+  std::vector<uint64_t> out;
+  out.reserve(tokens.size());
+  uint64_t h = mix64(parent + 0x9e3779b97f4a7c15ull);
+  for (int32_t t : tokens) {
+    h = mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 0x9e3779b97f4a7c15ull));
+    out.push_back(h);
+  }
+  return out;
 }
 
 std::span<const int32_t> BlockManager::recorded_tokens(size_t i) const {
@@ -91,6 +106,7 @@ int32_t BlockManager::take_block() {
     if (it != map_.end() && it->second == b) map_.erase(it);
     has_[i] = 0;
   }
+  if (caching_) drop_partial(b);
   ref_[i] = 1;
   return b;
 }
@@ -192,6 +208,82 @@ void BlockManager::cache_full_blocks(const BlockTable& table, std::span<const in
   *num_recorded = std::max(*num_recorded, full);
 }
 
+void BlockManager::drop_partial(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  if (plen_[i] == 0) return;
+  const std::span<const int32_t> toks(tokens_.data() + i * static_cast<size_t>(block_size_),
+                                      static_cast<size_t>(plen_[i]));
+  for (uint64_t h : prefix_hashes(pparent_[i], toks)) {
+    auto it = partial_map_.find(h);
+    if (it != partial_map_.end() && it->second == b) partial_map_.erase(it);
+  }
+  plen_[i] = 0;
+}
+
+void BlockManager::cache_partial_block(const BlockTable& table, std::span<const int32_t> tokens,
+                                       int64_t num_computed) {
+  if (!caching_) return;
+  const int64_t bs = block_size_;
+  const int64_t full = num_computed / bs, k = num_computed % bs;
+  if (k == 0 || static_cast<int64_t>(table.size()) <= full ||
+      static_cast<int64_t>(tokens.size()) < num_computed)
+    return;
+  const int32_t b = table[static_cast<size_t>(full)];
+  const auto i = static_cast<size_t>(b);
+  if (ref_[i] != 1 || has_[i]) return;  // shared (a fork's), or somehow a full record
+  uint64_t parent = kRootHash;
+  if (full > 0) {
+    const auto prev = static_cast<size_t>(table[static_cast<size_t>(full - 1)]);
+    if (!has_[prev]) return;  // the chain before it is unknown
+    parent = hash_[prev];
+  }
+  drop_partial(b);
+  const std::span<const int32_t> toks =
+      tokens.subspan(static_cast<size_t>(full * bs), static_cast<size_t>(k));
+  plen_[i] = static_cast<int32_t>(k);
+  pparent_[i] = parent;
+  std::copy(toks.begin(), toks.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(i * bs));
+  for (uint64_t h : prefix_hashes(parent, toks)) partial_map_[h] = b;
+}
+
+int64_t BlockManager::acquire_cached_partial(std::span<const int32_t> tokens, int64_t max_tokens,
+                                             const BlockTable& table, int32_t* src) {
+  if (!caching_) return 0;
+  const int64_t bs = block_size_;
+  const int64_t start = static_cast<int64_t>(table.size()) * bs;
+  const int64_t m =
+      std::min({max_tokens - start, bs - 1, static_cast<int64_t>(tokens.size()) - start});
+  if (m <= 0) return 0;
+  const uint64_t parent = table.empty() ? kRootHash : hash_[static_cast<size_t>(table.back())];
+  const std::span<const int32_t> want =
+      tokens.subspan(static_cast<size_t>(start), static_cast<size_t>(m));
+  const std::vector<uint64_t> hs = prefix_hashes(parent, want);
+  for (int64_t j = m; j >= 1; --j) {
+    auto it = partial_map_.find(hs[static_cast<size_t>(j - 1)]);
+    if (it == partial_map_.end()) continue;
+    const int32_t b = it->second;
+    const auto i = static_cast<size_t>(b);
+    const auto rec = tokens_.begin() + static_cast<std::ptrdiff_t>(i * bs);
+    if (plen_[i] < j || pparent_[i] != parent || !std::equal(want.begin(), want.begin() + j, rec))
+      continue;  // a hash collision
+    if (ref_[i]++ == 0) unlink_free(b);
+    *src = b;
+    return j;
+  }
+  return 0;
+}
+
+void BlockManager::release_pinned(int32_t b) {
+  if (b < 0 || b >= num_blocks_ || ref_[static_cast<size_t>(b)] <= 0)
+    throw std::logic_error("BlockManager::release_pinned: block " + std::to_string(b) +
+                           " is not pinned");
+  if (--ref_[static_cast<size_t>(b)] == 0) push_free(b);
+}
+
+int64_t BlockManager::num_partial_blocks() const {
+  return caching_ ? std::ranges::count_if(plen_, [](int32_t n) { return n > 0; }) : 0;
+}
+
 bool BlockManager::block_holds(int32_t b, std::span<const int32_t> tokens) const {
   if (!caching_ || b < 0 || b >= num_blocks_ || static_cast<int64_t>(tokens.size()) != block_size_)
     return false;
@@ -233,6 +325,23 @@ void BlockManager::check_invariants() const {
     if (!has_[i]) continue;
     if (chain_hash(parent_[i], recorded_tokens(i)) != hash_[i])
       fail("block " + std::to_string(b) + "'s hash does not match its tokens");
+  }
+  for (const auto& [h, b] : partial_map_) {
+    const auto i = static_cast<size_t>(b);
+    if (plen_[i] <= 0)
+      fail("partial map entry without its record (block " + std::to_string(b) + ")");
+    const std::vector<uint64_t> hs = prefix_hashes(
+        pparent_[i],
+        {tokens_.data() + i * static_cast<size_t>(block_size_), static_cast<size_t>(plen_[i])});
+    if (std::ranges::find(hs, h) == hs.end())
+      fail("partial map entry of block " + std::to_string(b) + " is no prefix of its record");
+  }
+  for (int64_t b = 0; b < num_blocks_; ++b) {
+    const auto i = static_cast<size_t>(b);
+    if (plen_[i] < 0 || plen_[i] >= block_size_)
+      fail("block " + std::to_string(b) + " has a partial record of " + std::to_string(plen_[i]) +
+           " tokens");
+    if (plen_[i] > 0 && has_[i]) fail("block " + std::to_string(b) + " has both kinds of record");
   }
 }
 

@@ -9,8 +9,8 @@
 // append_slot() copies on write when the last block is shared. Nothing else
 // allocates blocks. Not thread-safe: the engine thread owns it.
 // The Scheduler forks only full prompt blocks (n > 1 / best_of, scheduler.h)
-// and so never needs append_slot's copy: no ModelExecutor op performs a
-// BlockCopy yet (SchedulerOutput::block_copies stays empty).
+// and so never needs append_slot's copy; its BlockCopy list carries the
+// partial-block hits below (ModelExecutor::copy_blocks).
 //
 // Automatic prefix caching (enable_caching; vLLM v1's KVCacheManager over a
 // BlockPool, nano-vllm's hash table): a full block whose K/V are computed is
@@ -24,6 +24,20 @@
 // run of hits (a free cached block leaves the free list), comparing each
 // hit's tokens and parent hash, so a hash collision can only share blocks
 // whose own tokens are equal and whose prefixes hash alike (64-bit chain).
+//
+// Partially filled blocks (beyond vLLM, whose cache holds full blocks only;
+// SGLang's radix cache reuses any token prefix): when a sequence's table is
+// released, its last block, if partly filled with computed tokens and owned
+// by it alone, is recorded (cache_partial_block) with those k < block_size
+// tokens and the chain hash of the full blocks before it, under the hash of
+// each of its token prefixes 1..k. A new sequence whose full-block hits end
+// where such a record starts takes the longest prefix of the record that
+// its own next tokens match (acquire_cached_partial): the record's block is
+// pinned (a reference) and copied into the sequence's fresh block before
+// the step (BlockCopy; slots past the match are overwritten as usual), so
+// e.g. a beam search step, a resent prompt or a chat turn that continues
+// the previous one computes only the tokens after the match. A record
+// lives until its block is taken for new tokens, like a full one.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -32,16 +46,11 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kv/block_swap.h"
+
 namespace pagoda {
 
 using BlockTable = std::vector<int32_t>;
-
-// A block to copy before the step runs (copy-on-write): KV of block `src`
-// into block `dst`, all layers.
-struct BlockCopy {
-  int32_t src = 0;
-  int32_t dst = 0;
-};
 
 class BlockManager {
  public:
@@ -101,9 +110,33 @@ class BlockManager {
   bool block_holds(int32_t b, std::span<const int32_t> tokens) const;
   // Blocks that serve prefix hits (in use or free).
   int64_t num_cached_blocks() const { return static_cast<int64_t>(map_.size()); }
+
+  // Records the last block of `table` as a partial block, before the table
+  // is freed: when num_computed (the computed tokens of `tokens`, a
+  // sequence's tokens held by `table`) ends inside table[num_computed /
+  // block_size], that block is owned by this table alone and the full
+  // blocks before it are recorded (cache_full_blocks). Otherwise a no-op.
+  void cache_partial_block(const BlockTable& table, std::span<const int32_t> tokens,
+                           int64_t num_computed);
+  // For a sequence whose `table` holds its cached full blocks (the
+  // acquire_cached_prefix hits: tokens[0, table.size() * block_size)): the
+  // longest j in [1, min(max_tokens - that, block_size - 1)] for which a
+  // partial record holds tokens[that, that + j) after the same full-block
+  // chain. On a hit the record's block is pinned (one reference; released
+  // by release_pinned after the copy ran) and stored in *src; returns j
+  // (0: no hit, *src untouched).
+  int64_t acquire_cached_partial(std::span<const int32_t> tokens, int64_t max_tokens,
+                                 const BlockTable& table, int32_t* src);
+  // Drops the reference acquire_cached_partial took; the block keeps its
+  // record.
+  void release_pinned(int32_t b);
+  // Blocks holding a partial record (free or pinned).
+  int64_t num_partial_blocks() const;
   // Checks the invariants (tests, the simulation): the free list holds
   // exactly the blocks of reference count 0; every mapped hash is its
-  // block's record; every record's hash is H(parent hash, its tokens).
+  // block's record; every record's hash is H(parent hash, its tokens);
+  // every partial-map entry is the hash of a prefix of its block's partial
+  // record, and no block holds both kinds of record.
   // Throws std::logic_error naming the first violation.
   void check_invariants() const;
 
@@ -112,6 +145,9 @@ class BlockManager {
   void push_free(int32_t b);  // to the tail (most recently freed)
   void unlink_free(int32_t b);
   static uint64_t chain_hash(uint64_t parent, std::span<const int32_t> tokens);
+  // chain_hash(parent, tokens[0, j)) for j = 1..tokens.size(), in order.
+  static std::vector<uint64_t> prefix_hashes(uint64_t parent, std::span<const int32_t> tokens);
+  void drop_partial(int32_t b);  // forgets b's partial record and its map entries
   std::span<const int32_t> recorded_tokens(size_t i) const;  // block i's record (caching)
 
   int64_t num_blocks_;
@@ -128,6 +164,12 @@ class BlockManager {
   std::vector<uint64_t> hash_, parent_;
   std::vector<int32_t> tokens_;
   std::unordered_map<uint64_t, int32_t> map_;  // hash -> block serving hits
+  // Partial records (caching): plen_[b] tokens (0: none) in tokens_[b *
+  // block_size ...] after the chain hash pparent_[b]; partial_map_ maps the
+  // hash of each prefix of a record to its block (the latest record wins).
+  std::vector<int32_t> plen_;
+  std::vector<uint64_t> pparent_;
+  std::unordered_map<uint64_t, int32_t> partial_map_;
 };
 
 }  // namespace pagoda

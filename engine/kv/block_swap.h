@@ -17,6 +17,16 @@ struct BlockSwap {
   bool operator==(const BlockSwap&) const = default;
 };
 
+// A device block copied to another before the step runs, all layers' K
+// and V (vLLM v0's blocks_to_copy): copy-on-write of a shared block, or a
+// cached partially filled block that a new sequence continues
+// (BlockManager::acquire_cached_partial).
+struct BlockCopy {
+  int32_t src = 0;
+  int32_t dst = 0;
+  bool operator==(const BlockCopy&) const = default;
+};
+
 // `count` blocks from device block `device` and host block `host` on.
 struct BlockRun {
   int32_t device = 0;

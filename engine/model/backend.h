@@ -110,6 +110,35 @@ void for_each_swap_range(std::span<const LayerKVCache> device, const HostKVCache
              host.at(static_cast<int64_t>(l), kv, r.host), static_cast<size_t>(r.count) * bb);
 }
 
+// Calls copy(dst_bytes, src_bytes, n) for every block a copy moves: per
+// layer, K then V, per pair (Backend::copy_blocks).
+template <typename Copy>
+void for_each_block_copy(std::span<const LayerKVCache> caches, std::span<const BlockCopy> copies,
+                         Copy&& copy) {
+  for (const LayerKVCache& c : caches) {
+    const size_t bb = c.k.nbytes() / static_cast<size_t>(c.k.dim(0));
+    for (int kv = 0; kv < 2; ++kv) {
+      auto* base = static_cast<std::byte*>(kv == 0 ? c.k.data : c.v.data);
+      for (const BlockCopy& p : copies)
+        copy(base + static_cast<size_t>(p.dst) * bb, base + static_cast<size_t>(p.src) * bb, bb);
+    }
+  }
+}
+
+// Checks a block copy's ids (Backend::copy_blocks): in [0, blocks of the
+// cache), src != dst. Throws std::invalid_argument naming `op`.
+inline void check_block_copies(const char* op, std::span<const LayerKVCache> caches,
+                               std::span<const BlockCopy> copies) {
+  if (copies.empty()) return;
+  if (caches.empty()) throw std::invalid_argument(std::string(op) + ": no KV cache");
+  const int64_t n = caches.front().k.dim(0);
+  for (const BlockCopy& c : copies)
+    if (c.src < 0 || c.src >= n || c.dst < 0 || c.dst >= n || c.src == c.dst)
+      throw std::invalid_argument(std::string(op) + ": block copy " + std::to_string(c.src) +
+                                  " -> " + std::to_string(c.dst) + " out of range (" +
+                                  std::to_string(n) + " blocks)");
+}
+
 // Checks a swap's arguments (Backend::swap_out / swap_in): one device cache
 // per host layer, block sizes equal, every id in range. Throws
 // std::invalid_argument naming `op` and the first problem.
@@ -308,6 +337,13 @@ class Backend {
                         std::span<const BlockSwap> pairs) = 0;
   virtual void swap_in(std::span<const LayerKVCache> device, const HostKVCache& host,
                        std::span<const BlockSwap> pairs) = 0;
+  // vLLM v0's copy_blocks (CacheEngine.copy): for each pair, device block
+  // c.src of every layer's K and V (caches, in layer order) into block
+  // c.dst (a cached partial block a new sequence continues). Asynchronous
+  // on the stream like the swaps; the CPU copies at once. Bad ids throw
+  // std::invalid_argument (check_block_copies).
+  virtual void copy_blocks(std::span<const LayerKVCache> caches,
+                           std::span<const BlockCopy> copies) = 0;
 
   // Uploads the step's metadata into backend-owned buffers.
   virtual const DeviceBatch& upload_batch(const ForwardBatch& batch) = 0;

@@ -465,6 +465,12 @@ void LlamaModel::swap_out(std::span<const BlockSwap> pairs) {
   backend_.swap_out(c, host_kv_, pairs);
 }
 
+void LlamaModel::copy_blocks(std::span<const BlockCopy> copies) {
+  if (copies.empty()) return;
+  const std::vector<LayerKVCache> c = kv_caches();
+  backend_.copy_blocks(c, copies);
+}
+
 void LlamaModel::swap_in(std::span<const BlockSwap> pairs) {
   if (pairs.empty()) return;
   const std::vector<LayerKVCache> c = kv_caches();

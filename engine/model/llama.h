@@ -86,6 +86,8 @@ class LlamaModel {
   // before later forwards).
   void swap_out(std::span<const BlockSwap> pairs);
   void swap_in(std::span<const BlockSwap> pairs);
+  // Copies device KV blocks src -> dst for every layer (Backend::copy_blocks).
+  void copy_blocks(std::span<const BlockCopy> copies);
   // Activation buffers for up to max_num_tokens tokens and max_num_seqs
   // logits rows per step; also builds the rope table for max_positions.
   void allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions);

@@ -145,6 +145,15 @@ class BackendModelExecutor final : public ModelExecutor {
     check_swap_ids(pairs);
     run_ranks([&](int r) { rank(r).model->swap_in(pairs); });
   }
+  void copy_blocks(std::span<const BlockCopy> copies) override {
+    if (copies.empty()) return;
+    for (const BlockCopy& c : copies)
+      if (c.src < 0 || c.src >= num_kv_blocks() || c.dst < 0 || c.dst >= num_kv_blocks() ||
+          c.src == c.dst)
+        throw std::invalid_argument(
+            fmt::format("ModelExecutor: block copy {} -> {} out of range", c.src, c.dst));
+    run_ranks([&](int r) { rank(r).model->copy_blocks(copies); });
+  }
   std::string describe() const override { return description_; }
 
   void execute(const ForwardBatch& batch, std::vector<float>& logits) override {

@@ -38,6 +38,13 @@ class ModelExecutor {
   virtual void swap_in(std::span<const BlockSwap> pairs) {
     if (!pairs.empty()) throw std::logic_error("ModelExecutor: no swap space");
   }
+  // Copies each pair's device block src into block dst, all layers' K and
+  // V, on every rank, ordered before the next execute (SchedulerOutput::
+  // block_copies). Throws std::invalid_argument for ids out of range or
+  // src == dst; std::logic_error where the executor cannot copy.
+  virtual void copy_blocks(std::span<const BlockCopy> copies) {
+    if (!copies.empty()) throw std::logic_error("ModelExecutor: no block copies");
+  }
   // One step: fills logits with [batch.logits_indices.size(), vocab_size()]
   // row-major F32 (resized as needed).
   virtual void execute(const ForwardBatch& batch, std::vector<float>& logits) = 0;

@@ -28,6 +28,7 @@ Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks, HostBlockPool
 }
 
 Scheduler::~Scheduler() {
+  for (int32_t b : pinned_) blocks_.release_pinned(b);
   for (auto& [id, g] : groups_)
     for (auto& seq : g->seqs) {
       blocks_.free(seq->block_table);
@@ -83,6 +84,7 @@ void Scheduler::fork_child(Sequence& parent, Sequence& child) {
   child.block_table = blocks_.fork(prefix);
   child.num_computed_tokens = full * blocks_.block_size();
   child.num_cached_blocks = std::min(parent.num_cached_blocks, full);
+  child.num_cached_tokens = parent.num_cached_tokens;
   child.status = SequenceStatus::kRunning;
   running_.push_back(&child);
 }
@@ -175,6 +177,7 @@ int64_t Scheduler::abort_all() {
 }
 
 void Scheduler::release_blocks(Sequence* seq) {
+  blocks_.cache_partial_block(seq->block_table, seq->token_ids, seq->num_computed_tokens);
   blocks_.free(seq->block_table);
   if (host_) host_->free(seq->host_table);
   seq->num_cached_blocks = 0;
@@ -249,6 +252,9 @@ bool Scheduler::swap_in(Sequence* seq, int64_t n, SchedulerOutput& out) {
 
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
+  // Pins of a step that never reached postprocess (its forward threw).
+  for (int32_t b : pinned_) blocks_.release_pinned(b);
+  pinned_.clear();
   swapped_insert_ = swapped_.size();
   int64_t budget = config_.max_num_batched_tokens;
   // Prompt positions whose logprobs are scored this step (their [rows,
@@ -340,24 +346,33 @@ SchedulerOutput Scheduler::schedule() {
          seats_taken + seats(waiting_.front()) <= config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     // Prefix caching: start from the longest cached run of its leading
-    // full blocks (all but its last token at most: that one is computed).
+    // full blocks, then of a partially filled block continuing them (all
+    // but its last token at most: that one is computed). A partial hit is
+    // pinned and copied into the sequence's own block before the step.
     int64_t hit = 0;
+    int32_t partial_src = -1;
     const bool lookup = blocks_.caching() && seq->block_table.empty() &&
                         seq->num_computed_tokens == 0 && !seq->sampling.prompt_logprobs;
     if (lookup) {
       hit = blocks_.acquire_cached_prefix(
           seq->token_ids, (seq->num_tokens() - 1) / blocks_.block_size(), seq->block_table);
-      seq->num_computed_tokens = hit;
       seq->num_cached_blocks = hit / blocks_.block_size();
+      hit += blocks_.acquire_cached_partial(seq->token_ids, seq->num_tokens() - 1, seq->block_table,
+                                            &partial_src);
+      seq->num_computed_tokens = hit;
     }
+    const auto give_up = [&] {
+      if (partial_src >= 0) blocks_.release_pinned(partial_src);
+      if (lookup) release_blocks(seq);
+    };
     int64_t n = cap_scored(seq, std::min(cap_long(seq), budget));
     if (n == 0) {
-      if (lookup) release_blocks(seq);
+      give_up();
       break;
     }
     int64_t need = seq->num_computed_tokens + n;
     if (!blocks_.can_allocate(seq->block_table, need)) {  // waits for blocks
-      if (lookup) release_blocks(seq);
+      give_up();
       break;
     }
     if (lookup) {
@@ -365,6 +380,12 @@ SchedulerOutput Scheduler::schedule() {
       prefix_cache_hits_ += hit;
     }
     blocks_.allocate(seq->block_table, need);
+    if (partial_src >= 0) {
+      out.block_copies.push_back(
+          {partial_src, seq->block_table[static_cast<size_t>(hit / blocks_.block_size())]});
+      pinned_.push_back(partial_src);
+    }
+    if (seq->num_cached_tokens < 0) seq->num_cached_tokens = hit;
     waiting_.pop_front();
     if (!seq->group->started) {
       seq->group->started = true;
@@ -399,6 +420,14 @@ PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
   PostprocessResult res;
   if (static_cast<int64_t>(sampled.size()) != out.num_sampled_tokens())
     throw std::logic_error("Scheduler::postprocess: sampled token count mismatch");
+  // The step's copies have run: their sources are free to go again.
+  for (const BlockCopy& c : out.block_copies) {
+    blocks_.release_pinned(c.src);
+    auto it = std::find(pinned_.begin(), pinned_.end(), c.src);
+    if (it == pinned_.end())
+      throw std::logic_error("Scheduler::postprocess: copy source not pinned");
+    pinned_.erase(it);
+  }
   size_t k = 0;
   for (const ScheduledSeq& s : out.seqs) {
     Sequence* seq = s.seq;
@@ -430,6 +459,7 @@ void Scheduler::check_invariants() const {
   const auto fail = [](const std::string& what) { throw std::logic_error("Scheduler: " + what); };
   const int64_t bs = blocks_.block_size();
   std::vector<int32_t> refs(static_cast<size_t>(blocks_.num_blocks()), 0);
+  for (int32_t b : pinned_) refs[static_cast<size_t>(b)]++;  // partial-hit copy sources
   if (host_) host_->check_invariants();
   int64_t swapped = 0, host_held = 0;
   for (const auto& [id, g] : groups_)

@@ -55,8 +55,12 @@
 // waiting sequence with no blocks first takes the longest run of cached
 // full blocks holding its leading tokens (prompt, and output when it was
 // preempted), leaving at least its last token to compute so that the step
-// yields its logits, and starts from there; postprocess() records every
-// block that fills up. Sequences that want prompt_logprobs skip the lookup
+// yields its logits, and starts from there; then, when a released
+// sequence's partially filled block continues those blocks with its next
+// tokens, from a copy of it (BlockManager::acquire_cached_partial;
+// SchedulerOutput::block_copies). postprocess() records every block that
+// fills up, and a released sequence's partial last block is recorded too.
+// Sequences that want prompt_logprobs skip the lookup
 // (every prompt position must be computed). The tokens looked up and hit
 // are counted (prefix_cache_queries / prefix_cache_hits).
 // Engine thread only.
@@ -112,7 +116,10 @@ struct ScheduledSeq {
 
 struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;   // running order
-  std::vector<BlockCopy> block_copies;  // copy-on-write, before the step
+  // Copies before the step (ModelRunner::apply_swaps, after swap_out and
+  // before swap_in): a cached partial block into the block of a sequence
+  // that continues it. Each src is pinned until postprocess(this output).
+  std::vector<BlockCopy> block_copies;
   // Swaps before the step, swap_out first (ModelRunner::apply_swaps): the
   // blocks of sequences preempted by swap this step, and those of
   // sequences swapped back in. Never both non-empty.
@@ -257,6 +264,8 @@ class Scheduler {
   int64_t num_swap_ins_total_ = 0;
   int64_t num_swap_fallbacks_total_ = 0;
   bool warned_swap_fallback_ = false;
+  // Sources of this step's block copies, pinned from schedule() to postprocess().
+  std::vector<int32_t> pinned_;
   int64_t num_unstarted_ = 0;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;

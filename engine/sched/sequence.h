@@ -71,6 +71,10 @@ struct Sequence {
   // Blocks of block_table recorded in the prefix cache (BlockManager::
   // cache_full_blocks), from the first; 0 whenever the table is freed.
   int64_t num_cached_blocks = 0;
+  // Prompt tokens found in the prefix cache when the sequence was first
+  // scheduled (vLLM v1's Request.num_cached_tokens: set once, not changed
+  // by preemption); -1 until then.
+  int64_t num_cached_tokens = -1;
   // While kSwapped: the host blocks (HostBlockPool) holding the K/V of its
   // first num_computed_tokens tokens, host_table[k] for table block k; its
   // block_table is then empty. Empty in every other state.

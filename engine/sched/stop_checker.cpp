@@ -130,6 +130,7 @@ RequestOutput make_delta(Sequence& seq) {
   }
 
   out.prompt_tokens = seq.num_prompt_tokens;
+  out.num_cached_tokens = std::max<int64_t>(seq.num_cached_tokens, 0);
   out.completion_tokens = seq.num_output_tokens();
   out.first_token_s = seq.first_token_s.value_or(-1.0);
   if (seq.finished()) {

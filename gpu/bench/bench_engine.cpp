@@ -62,6 +62,10 @@ class TimingExecutor final : public ModelExecutor {
   int64_t num_cuda_graphs() const override { return inner_->num_cuda_graphs(); }
   bool can_sample_on_device() const override { return inner_->can_sample_on_device(); }
   std::string describe() const override { return inner_->describe(); }
+  int64_t num_host_kv_blocks() const override { return inner_->num_host_kv_blocks(); }
+  void swap_out(std::span<const BlockSwap> p) override { inner_->swap_out(p); }
+  void swap_in(std::span<const BlockSwap> p) override { inner_->swap_in(p); }
+  void copy_blocks(std::span<const BlockCopy> c) override { inner_->copy_blocks(c); }
   void execute(const ForwardBatch& b, std::vector<float>& logits) override {
     const auto t = Clock::now();
     inner_->execute(b, logits);

@@ -70,6 +70,9 @@ class TimedBackend final : public Backend {
                std::span<const BlockSwap> p) override {
     b_.swap_in(d, h, p);
   }
+  void copy_blocks(std::span<const LayerKVCache> c, std::span<const BlockCopy> p) override {
+    b_.copy_blocks(c, p);
+  }
   // Packed quantized linears as the CUDA backend keeps them.
   bool keeps_quantized(const QuantConfig& qc, int64_t k) const override {
     return b_.keeps_quantized(qc, k);

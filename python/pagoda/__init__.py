@@ -172,16 +172,17 @@ class RequestOutput:
 
     def __init__(self, request_id: str, prompt: Optional[str], prompt_token_ids: List[int],
                  prompt_logprobs: Optional[List[Optional[Dict[int, Logprob]]]],
-                 outputs: List[CompletionOutput], finished: bool) -> None:
+                 outputs: List[CompletionOutput], finished: bool,
+                 num_cached_tokens: Optional[int] = None) -> None:
         self.request_id = request_id
         self.prompt = prompt
         self.prompt_token_ids = prompt_token_ids
         self.prompt_logprobs = prompt_logprobs
         self.outputs = outputs
         self.finished = finished
-        # vLLM's prefix-cache hit tokens: the engine does not report them per
-        # request yet, so None (vLLM's value when unknown).
-        self.num_cached_tokens: Optional[int] = None
+        # Prompt tokens read from the prefix cache (vLLM v1's
+        # num_cached_tokens).
+        self.num_cached_tokens: Optional[int] = num_cached_tokens
 
     @classmethod
     def _from_json(cls, o: Dict[str, Any]) -> "RequestOutput":
@@ -196,13 +197,13 @@ class RequestOutput:
         ]
         return cls(o["request_id"], o["prompt"], list(o["prompt_token_ids"]),
                    None if prompt_lps is None else [_logprob_dict(p) for p in prompt_lps],
-                   outputs, o["finished"])
+                   outputs, o["finished"], o.get("num_cached_tokens"))
 
     def __repr__(self) -> str:
         return (f"RequestOutput(request_id={self.request_id}, prompt={self.prompt!r}, "
                 f"prompt_token_ids={self.prompt_token_ids}, "
                 f"prompt_logprobs={self.prompt_logprobs}, outputs={self.outputs}, "
-                f"finished={self.finished})")
+                f"finished={self.finished}, num_cached_tokens={self.num_cached_tokens})")
 
 
 # vLLM's LLM(...) engine arguments Pagoda has (server/engine_args.h).

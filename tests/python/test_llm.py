@@ -328,7 +328,21 @@ def test_get_tokenizer_and_tokenizer_argument(llm):
     (out,) = llm.generate("Once upon a time", SamplingParams(max_tokens=1), use_tqdm=False)
     assert ids == out.prompt_token_ids
     assert tok.decode(ids) == "Once upon a time"
-    assert out.num_cached_tokens is None
+    assert out.num_cached_tokens == 0  # a prompt shorter than one block: nothing to reuse
     LLM(model=MODEL, tokenizer=MODEL, device="cpu")
     with pytest.raises(ValueError, match="tokenizer"):
         LLM(model=MODEL, tokenizer="hf-internal-testing/llama-tokenizer", device="cpu")
+
+
+def test_num_cached_tokens_counts_the_prefix_cache_hits(llm):
+    # 40 token ids, 2 output tokens: the second run of the same prompt reads
+    # the first run's two full 16-token blocks and 7 tokens of its partly
+    # filled third block: all but the last prompt token, which is computed.
+    ids = list(range(100, 140))
+    params = SamplingParams(max_tokens=2, temperature=0)
+    (first,) = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
+    (second,) = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
+    assert first.num_cached_tokens == 0
+    assert second.num_cached_tokens == 39
+    assert second.outputs[0].token_ids == first.outputs[0].token_ids
+    assert "num_cached_tokens=39" in repr(second)

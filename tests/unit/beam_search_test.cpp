@@ -6,7 +6,8 @@
 // ids: HF's 4 returned beams (tokens up to the first eos) and their
 // sequences_scores. Ours, through the CPU engine (fp32): the same tokens, the
 // same order, scores within 1e-4. Also: the beams share the prompt's blocks
-// through the prefix cache, and the errors.
+// through the prefix cache (each step computes one token per beam), and the
+// errors.
 #include "engine/beam_search.h"
 
 #include <gtest/gtest.h>
@@ -59,8 +60,22 @@ void check_model(const std::string& name, const std::string& dir) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     SCOPED_TRACE(name + " prompt of " + std::to_string(prompt.size()) + " early_stopping " +
                  c["early_stopping"].dump() + " length_penalty " + c["length_penalty"].dump());
-    const std::vector<BeamHypothesis> got = beam_search(
-        prompt, p, engine_next_token_logprobs(*engine, "beam" + std::to_string(checked), true));
+    const EngineStats before = engine->stats();
+    const NextTokenLogprobs inner =
+        engine_next_token_logprobs(*engine, "beam" + std::to_string(checked), true);
+    int64_t requests = 0;
+    const NextTokenLogprobs counted = [&](const std::vector<std::vector<int32_t>>& seqs, int k) {
+      requests += static_cast<int64_t>(seqs.size());
+      return inner(seqs, k);
+    };
+    const std::vector<BeamHypothesis> got = beam_search(prompt, p, counted);
+    // Each request after the first continues its beam's previous one: the
+    // full blocks and the copied partial block hold all but its new token.
+    const EngineStats after = engine->stats();
+    const int64_t computed =
+        (after.prefix_cache_queries_total - before.prefix_cache_queries_total) -
+        (after.prefix_cache_hits_total - before.prefix_cache_hits_total);
+    EXPECT_LE(computed, static_cast<int64_t>(prompt.size()) - 1 + requests);
     const auto& want = c["beams"];
     ASSERT_EQ(got.size(), want.size());
     for (size_t b = 0; b < got.size(); ++b) {

@@ -205,5 +205,121 @@ TEST(BlockManagerPrefixCache, WithoutCachingNothingIsRecordedOrFound) {
   bm.check_invariants();
 }
 
+// A released sequence's partly filled last block serves the longest prefix
+// of its tokens to a sequence continuing the same full blocks.
+TEST(BlockManagerPartialCache, ARecordedPartialBlockServesPrefixesOfItsTokens) {
+  BlockManager bm(8, 4, true);
+  const std::vector<int32_t> a = iota_tokens(11, 10);  // 2 full blocks + 3 tokens
+  BlockTable t;
+  int64_t rec = 0;
+  bm.allocate(t, 11);
+  bm.cache_full_blocks(t, a, 10, &rec);  // 10 computed: the 11th was only sampled
+  const int32_t last = t[2];
+  bm.cache_partial_block(t, a, 10);  // tokens 8, 9 in the third block
+  bm.free(t);
+  EXPECT_EQ(bm.num_partial_blocks(), 1);
+  bm.check_invariants();
+
+  // The same 10 tokens and one more: 2 full blocks, then both partial tokens.
+  std::vector<int32_t> b(a.begin(), a.begin() + 10);
+  b.push_back(99);
+  BlockTable h;
+  ASSERT_EQ(bm.acquire_cached_prefix(b, (11 - 1) / 4, h), 8);
+  int32_t src = -1;
+  EXPECT_EQ(bm.acquire_cached_partial(b, 10, h, &src), 2);
+  EXPECT_EQ(src, last);
+  EXPECT_EQ(bm.ref_count(last), 1);  // pinned: out of the free list
+  const int64_t free_pinned = bm.num_free();
+  bm.check_invariants();
+  bm.release_pinned(src);
+  EXPECT_EQ(bm.num_free(), free_pinned + 1);
+  EXPECT_EQ(bm.num_partial_blocks(), 1);  // the record stays
+
+  // The first 10 tokens alone (their last one is computed, so 9 at most)
+  // take 1 of them; tokens that differ at the first partial one take none.
+  int32_t src2 = -1;
+  EXPECT_EQ(bm.acquire_cached_partial(std::vector<int32_t>(a.begin(), a.begin() + 10), 9, h, &src2),
+            1);
+  bm.release_pinned(src2);
+  std::vector<int32_t> c = b;
+  c[8] = 77;
+  int32_t src3 = -1;
+  EXPECT_EQ(bm.acquire_cached_partial(c, 10, h, &src3), 0);
+  EXPECT_EQ(src3, -1);
+  bm.free(h);
+
+  // Other full blocks before the same partial tokens: no hit.
+  std::vector<int32_t> d = b;
+  d[0] = 55;
+  BlockTable hd;
+  EXPECT_EQ(bm.acquire_cached_prefix(d, 2, hd), 0);
+  EXPECT_EQ(bm.acquire_cached_partial(d, 10, hd, &src3), 0);
+  bm.check_invariants();
+  EXPECT_EQ(bm.num_used(), 0);
+}
+
+TEST(BlockManagerPartialCache, SharedOrFullOrUncachedBlocksAreNotRecordedAndTakingEvicts) {
+  BlockManager bm(4, 4, true);
+  const std::vector<int32_t> a = iota_tokens(6, 30);
+  BlockTable t;
+  int64_t rec = 0;
+  bm.allocate(t, 6);
+  bm.cache_full_blocks(t, a, 6, &rec);
+  BlockTable f = bm.fork(t);  // shared: not recorded
+  bm.cache_partial_block(t, a, 6);
+  EXPECT_EQ(bm.num_partial_blocks(), 0);
+  bm.free(f);
+  bm.cache_partial_block(t, a, 8);  // ends on a block boundary: nothing partial
+  EXPECT_EQ(bm.num_partial_blocks(), 0);
+  bm.cache_partial_block(t, a, 6);
+  EXPECT_EQ(bm.num_partial_blocks(), 1);
+  bm.free(t);
+  // Taking every free block for new tokens evicts the record with its block.
+  BlockTable all;
+  bm.allocate(all, 16);
+  EXPECT_EQ(bm.num_partial_blocks(), 0);
+  bm.check_invariants();
+  bm.free(all);
+  BlockTable h;
+  int32_t src = -1;
+  bm.acquire_cached_prefix(a, 1, h);
+  EXPECT_EQ(bm.acquire_cached_partial(a, 5, h, &src), 0);
+  bm.free(h);
+
+  BlockManager plain(4, 4);  // no caching: no records at all
+  BlockTable p;
+  plain.allocate(p, 6);
+  plain.cache_partial_block(p, a, 6);
+  EXPECT_EQ(plain.num_partial_blocks(), 0);
+  plain.free(p);
+  EXPECT_EQ(plain.acquire_cached_partial(a, 5, p, &src), 0);
+  EXPECT_THROW(plain.release_pinned(0), std::logic_error);
+}
+
+TEST(BlockManagerPartialCache, APinnedBlockIsNeverTakenForNewTokens) {
+  BlockManager bm(3, 4, true);
+  const std::vector<int32_t> a = iota_tokens(6, 40);
+  BlockTable t;
+  int64_t rec = 0;
+  bm.allocate(t, 6);
+  bm.cache_full_blocks(t, a, 6, &rec);
+  bm.cache_partial_block(t, a, 6);
+  bm.free(t);
+  BlockTable h;
+  ASSERT_EQ(bm.acquire_cached_prefix(a, 1, h), 4);
+  int32_t src = -1;
+  ASSERT_EQ(bm.acquire_cached_partial(a, 5, h, &src), 1);
+  // 3 blocks: h's one, the pinned one, one free: room for one more only.
+  EXPECT_TRUE(bm.can_allocate(h, 8));
+  EXPECT_FALSE(bm.can_allocate(h, 12));
+  bm.allocate(h, 8);
+  EXPECT_NE(h[1], src);
+  bm.check_invariants();
+  bm.release_pinned(src);
+  bm.free(h);
+  EXPECT_EQ(bm.num_used(), 0);
+  bm.check_invariants();
+}
+
 }  // namespace
 }  // namespace pagoda

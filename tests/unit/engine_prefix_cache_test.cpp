@@ -61,6 +61,8 @@ TEST(EnginePrefixCache, ASecondRequestSharingALongPrefixPrefillsOnlyItsNewTokens
       const int64_t hit = after.prefix_cache_hits_total - before.prefix_cache_hits_total;
       EXPECT_EQ(queried, caching ? static_cast<int64_t>(c.prompt->size()) : 0) << c.id;
       EXPECT_EQ(hit, caching ? c.hit : 0) << c.id;  // "second": only its 9 new tokens prefilled
+      // The request's own count (vLLM's RequestOutput.num_cached_tokens).
+      EXPECT_EQ(got.num_cached_tokens, caching ? c.hit : 0) << c.id;
       EXPECT_EQ(after.kv_blocks_used, 0);
     }
   }

@@ -103,6 +103,16 @@ class FakeExecutor : public ModelExecutor {
       ++blocks_swapped_in_;
     }
   }
+  void copy_blocks(std::span<const BlockCopy> copies) override {
+    for (const BlockCopy& c : copies) {
+      check(
+          c.src >= 0 && c.src < num_blocks_ && c.dst >= 0 && c.dst < num_blocks_ && c.src != c.dst,
+          "block copy out of range");
+      copy_block(slot_token_, slot_hash_, c.src, slot_token_, slot_hash_, c.dst);
+      ++blocks_copied_;
+    }
+  }
+  int64_t blocks_copied() const { return blocks_copied_; }
   int64_t blocks_swapped_out() const { return blocks_swapped_out_; }
   int64_t blocks_swapped_in() const { return blocks_swapped_in_; }
   std::string describe() const override { return "fake"; }
@@ -221,7 +231,7 @@ class FakeExecutor : public ModelExecutor {
   std::vector<uint64_t> slot_hash_;
   std::vector<int32_t> host_token_;
   std::vector<uint64_t> host_hash_;
-  int64_t blocks_swapped_out_ = 0, blocks_swapped_in_ = 0;
+  int64_t blocks_swapped_out_ = 0, blocks_swapped_in_ = 0, blocks_copied_ = 0;
   int64_t calls_ = 0, max_batch_seqs_ = 0, max_batch_tokens_ = 0, rows_without_logits_ = 0,
           prefill_like_ = 0;
 };

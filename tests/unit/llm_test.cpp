@@ -143,8 +143,8 @@ TEST_F(LLMTest, LogprobsNAndStopInVllmsShape) {
 
   // The JSON form keeps vLLM's names.
   const json j = to_json(o);
-  for (const char* k :
-       {"request_id", "prompt", "prompt_token_ids", "prompt_logprobs", "outputs", "finished"})
+  for (const char* k : {"request_id", "prompt", "prompt_token_ids", "prompt_logprobs", "outputs",
+                        "finished", "num_cached_tokens"})
     EXPECT_TRUE(j.contains(k)) << k;
   for (const char* k : {"index", "text", "token_ids", "cumulative_logprob", "logprobs",
                         "finish_reason", "stop_reason"})
