@@ -145,9 +145,13 @@ TEST_F(ServeToolChoice, NamedAndRequiredStreamedAndNotAllValidate) {
     EXPECT_EQ(got.finish, stream ? "tool_calls" : "stop") << what;
     EXPECT_EQ(got.content, stream ? "" : "") << what;
     ASSERT_FALSE(got.calls.empty()) << what;
-    if (!required) EXPECT_EQ(got.calls.size(), 1u) << what;
+    if (!required) {
+      EXPECT_EQ(got.calls.size(), 1u) << what;
+    }
     for (const auto& [name, args] : got.calls) {
-      if (!required) EXPECT_EQ(name, named) << what;
+      if (!required) {
+        EXPECT_EQ(name, named) << what;
+      }
       const json schema = schema_of(name);
       ASSERT_FALSE(schema.is_null()) << what << ": unknown tool " << name;
       ++seen[name];

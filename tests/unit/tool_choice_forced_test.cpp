@@ -12,6 +12,7 @@
 #include "engine/guided/json_schema_regex.h"
 #include "engine/guided/regex_dfa.h"
 #include "server/forced_tool_calls.h"
+#include "server/openai_fields.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/prompt_tokenizer.h"
@@ -380,7 +381,9 @@ TEST(ForcedToolCallsResponse, StreamedAsVllm) {
   std::vector<json> calls;
   for (const json& c : chunks) {
     const json& delta = c["choices"][0]["delta"];
-    if (!delta.contains("role")) EXPECT_FALSE(delta.contains("content")) << delta;
+    if (!delta.contains("role")) {
+      EXPECT_FALSE(delta.contains("content")) << delta;
+    }
     if (delta.contains("tool_calls"))
       for (const json& t : delta["tool_calls"]) calls.push_back(t);
   }
