@@ -127,10 +127,6 @@ ChatTools parse_chat_tools(const json* tools, const json* tool_choice,
   return out;
 }
 
-}  // namespace pagoda
-
-namespace pagoda {
-
 void apply_tool_choice_guide(const ChatTools& tools, const request_model::RequestFields& fields,
                              const ServingModel& model, SamplingParams& sp,
                              ForcedToolChoice& forced) {

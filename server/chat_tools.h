@@ -64,12 +64,13 @@ ChatTools parse_chat_tools(const nlohmann::json* tools, const nlohmann::json* to
 // tool_choice "required" or a named function (else nothing): compiles the
 // tools' schema (server/tool_choice_schema.h) into sp.guide / sp.guided_spec
 // and sets `forced` for the output side. Objects without
-// "additionalProperties" are closed (GuideSpec::disable_additional_properties),
-// as vLLM's default xgrammar backend (strict mode) generates them. 400 (RequestFieldError) when the
-// request also has a guided decoding field (`fields`: the request's; the
-// message names it: vLLM would let the tools' schema replace it silently),
-// or when the schema uses what the JSON-schema compiler lacks (param
-// "tools", the message naming the keyword; engine/guided/json_schema_regex.h).
+// "additionalProperties" are closed (GuideSpec::
+// disable_additional_properties), as vLLM's default xgrammar backend
+// (strict mode) generates them. 400 (RequestFieldError) when the request
+// also has a guided decoding field (`fields`: the request's; the message
+// names it: vLLM would let the tools' schema replace it silently), or when
+// the schema uses what the JSON-schema compiler lacks (param "tools", the
+// message naming the keyword; engine/guided/json_schema_regex.h).
 void apply_tool_choice_guide(const ChatTools& tools, const request_model::RequestFields& fields,
                              const ServingModel& model, SamplingParams& sp,
                              ForcedToolChoice& forced);
