@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+#include <stdexcept>
+
+#include "engine/guided/guide.h"
 #include "server/openai_fields.h"
+#include "server/request_model.h"
+#include "server/tool_choice_schema.h"
 
 namespace pagoda {
 
@@ -58,6 +64,13 @@ ChatTools parse_chat_tools(const json* tools, const json* tool_choice,
     for (size_t i = 0; i < list.size(); ++i) out.tools.push_back(dump_tool(list[i], i));
   }
   const bool have_tools = tools && !out.tools.empty();
+  // vLLM: "required" with an empty tools list is "none" (as OpenAI), the
+  // tools dropped.
+  if (tool_choice && tool_choice->is_string() && *tool_choice == "required" && tools &&
+      out.tools.is_array() && out.tools.empty()) {
+    out.tools = nullptr;
+    return out;
+  }
   // vLLM: tool_choice defaults to "auto" when tools are given, else "none".
   std::string choice = have_tools ? "auto" : "none";
   if (tool_choice) {
@@ -97,18 +110,11 @@ ChatTools parse_chat_tools(const json* tools, const json* tool_choice,
                        out.forced_function),
            "tool_choice");
   }
-  // vLLM constrains these to a JSON of the tool's parameters with guided
-  // decoding. GuidedToolChoice: once the constraint engine is in, build its
-  // JSON schema here (required: an array of {"name", "parameters"} items,
-  // one anyOf branch per tool; named: the tool's parameters) and parse the
-  // output as that JSON instead of refusing.
-  if (choice == "required")
-    fail("tool_choice 'required' needs guided decoding: not supported yet", "tool_choice");
-  if (choice == "function")
-    fail(fmt::format("tool_choice naming a function ('{}') needs guided decoding: not supported "
-                     "yet",
-                     out.forced_function),
-         "tool_choice");
+  // vLLM constrains these with guided decoding to a JSON schema of the
+  // tools (server/tool_choice_schema.h; the request's guide is set by
+  // apply_tool_choice_guide) and reads the calls from that JSON
+  // (server/forced_tool_calls.h).
+  out.required = choice == "required";
   if (choice == "auto") {
     if (!model.enable_auto_tool_choice || model.tool_call_parser == ToolParserKind::kNone)
       fail(
@@ -119,6 +125,47 @@ ChatTools parse_chat_tools(const json* tools, const json* tool_choice,
   }
   if (!tools) out.tools = nullptr;
   return out;
+}
+
+void apply_tool_choice_guide(const ChatTools& tools, const request_model::RequestFields& fields,
+                             const ServingModel& model, SamplingParams& sp,
+                             ForcedToolChoice& forced) {
+  if (!tools.required && tools.forced_function.empty()) return;
+  const std::string what =
+      tools.required ? std::string("tool_choice \"required\"")
+                     : fmt::format("tool_choice naming a function ('{}')", tools.forced_function);
+  if (sp.guide) {
+    std::string other = "guided decoding";
+    for (const char* k :
+         {"guided_json", "guided_regex", "guided_choice", "structured_outputs", "response_format"})
+      if (fields.declares(k) && fields.value(k)) {
+        other = k;
+        break;
+      }
+    fail(fmt::format("{} cannot be combined with '{}': both constrain the output (vLLM lets the "
+                     "tools' schema replace it)",
+                     what, other),
+         other);
+  }
+  const ordered_json schema = tools.required
+                                  ? required_tools_schema(tools.tools)
+                                  : named_tool_schema(tools.tools, tools.forced_function);
+  guided::GuideSpec spec{guided::GuideKind::kJson, schema.dump()};
+  // vLLM's default backend (xgrammar, strict mode) generates no property a
+  // schema does not list: an object schema without "additionalProperties"
+  // (a tool without parameters among them) is closed.
+  spec.disable_additional_properties = true;
+  if (!model.tokenizer) fail(fmt::format("{} needs the model's tokenizer", what), "tool_choice");
+  try {
+    sp.guide = guided::compile_guide(spec, guided::TokenVocab::of(model.tokenizer));
+  } catch (const std::invalid_argument& e) {
+    fail(fmt::format("{}: the tools' parameters cannot be used for guided decoding: {}", what,
+                     e.what()),
+         "tools");
+  }
+  sp.guided_spec = std::make_shared<const guided::GuideSpec>(std::move(spec));
+  forced.kind = tools.required ? ForcedToolChoice::Kind::kRequired : ForcedToolChoice::Kind::kNamed;
+  forced.name = tools.forced_function;
 }
 
 }  // namespace pagoda

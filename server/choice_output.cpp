@@ -131,7 +131,10 @@ ChoiceAssembler::ChoiceAssembler(const ParsedRequest& req) : req_(req) {
     c.engine_deltas = 0;
     c.prompt_tokens = p ? static_cast<int64_t>(p->token_ids.size())
                         : static_cast<int64_t>(req.prompt_token_ids.size());
-    if (req.kind == ApiKind::kChat && req.tool_parser != ToolParserKind::kNone)
+    if (req.kind == ApiKind::kChat && req.forced_tool.kind != ForcedToolChoice::Kind::kNone)
+      state_[i].forced = std::make_unique<ForcedToolCalls>(
+          req.forced_tool, [] { return make_request_id("chatcmpl-tool-"); });
+    else if (req.kind == ApiKind::kChat && req.tool_parser != ToolParserKind::kNone)
       state_[i].tools = std::make_unique<ToolCallParser>(
           req.tool_parser, [] { return make_request_id("chatcmpl-tool-"); });
     if (req.sampling.logprobs && req.tokenizer) {
@@ -190,7 +193,11 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
     if (st.logprobs)
       out.logprobs = echoed_lps.is_null() ? st.logprobs->completion({}) : std::move(echoed_lps);
   } else {
-    if (st.tools) {
+    if (st.forced) {
+      ToolParseResult r = st.forced->feed(d.text);
+      out.tool_calls = tool_call_deltas_json(r.calls);
+      out.tools_called = st.forced->called();
+    } else if (st.tools) {
       ToolParseResult r = st.tools->feed(d.text);
       if (out.finished) {
         ToolParseResult rest = st.tools->finish();
@@ -215,6 +222,13 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
   if (choice.engine_deltas == 0 && !out.logprobs.is_null())
     choice.logprobs = nullptr;  // replaced by the first delta's
   append_choice_delta(choice, out);
+  if (out.finished && st.forced && req_.forced_tool.kind == ForcedToolChoice::Kind::kRequired) {
+    std::string error;
+    if (auto calls = st.forced->final_calls(&error))
+      choice.tool_calls = tool_call_deltas_json(*calls);
+    else
+      choice.tool_call_error = std::move(error);
+  }
   return out;
 }
 

@@ -7,7 +7,9 @@
 //
 // Tool calls (chat with ParsedRequest::tool_parser set): each choice's text
 // goes through its ToolCallParser here, once for every front end; the
-// delta's text is then the content, tool_calls the calls' deltas.
+// delta's text is then the content, tool_calls the calls' deltas. With
+// ParsedRequest::forced_tool (tool_choice "required" / named) the text goes
+// through a ForcedToolCalls instead: no content, only calls.
 //
 // Echo (completions "echo", and vLLM's /generate, which always returns
 // prompt + completion): a choice's first delta starts with its prompt's
@@ -24,12 +26,13 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/request.h"
+#include "server/forced_tool_calls.h"
 #include "server/openai_logprobs.h"
 #include "server/openai_request.h"
 #include "server/tool_call_parser.h"
@@ -58,6 +61,12 @@ struct ChoiceDelta {
   // calls. tools_called: a call was found (finish_reason "tool_calls").
   nlohmann::json tool_calls = nlohmann::json::array();
   bool tools_called = false;
+  // tool_choice "required" (ParsedRequest::forced_tool), in choices() once
+  // finished: tool_calls are the calls re-read from the whole output
+  // (ForcedToolCalls::final_calls: arguments as vLLM's json.dumps), or, when
+  // the output is not a list of calls, this says why (the non-streamed
+  // response is then vLLM's 400). Empty otherwise.
+  std::string tool_call_error;
 };
 
 // Appends next (a later delta of the same choice) to into: text, token ids
@@ -110,6 +119,7 @@ class ChoiceAssembler {
   struct State {
     std::unique_ptr<ChoiceLogprobs> logprobs;
     std::unique_ptr<ToolCallParser> tools;  // chat with req.tool_parser set
+    std::unique_ptr<ForcedToolCalls> forced;  // chat with req.forced_tool set
     bool echoed = false;
   };
   // Echo with logprobs: the echoed prompt's logprobs entries (and the

@@ -356,8 +356,17 @@ void HttpSession::on_output() {
   }
   if (!group_->done()) return;
   Response res;
+  // tool_choice "required" whose output is not a list of calls (cut short):
+  // vLLM answers the non-streamed request with a 400.
+  const std::string* tool_error = nullptr;
+  for (const ChoiceDelta& c : group_->choices())
+    if (!c.tool_call_error.empty() && !tool_error) tool_error = &c.tool_call_error;
   if (group_->failed()) {
     OpenAIError e = error_for_output(group_->error());
+    res = Response{static_cast<http::status>(e.status), http_version_};
+    res.body() = e.body();
+  } else if (tool_error) {
+    OpenAIError e = bad_request(*tool_error, "tool_choice");
     res = Response{static_cast<http::status>(e.status), http_version_};
     res.body() = e.body();
   } else {

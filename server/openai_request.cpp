@@ -607,6 +607,7 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
     const ChatTools tools = parse_chat_tools(f.value("tools"), f.value("tool_choice"),
                                              sent_tools ? &*sent_tools : nullptr, model);
     req.tool_parser = tools.parser;
+    apply_tool_choice_guide(tools, f, model, req.sampling, req.forced_tool);
     const std::optional<ordered_json> sent_messages = ordered_field("messages");
     const ordered_json messages =
         chat_messages(sent_messages ? &*sent_messages : nullptr, model.max_chat_messages);

@@ -8,12 +8,10 @@
 // same validation messages where vLLM has one. Each endpoint's fields are
 // declared once in server/request_model.cpp (type, default, range, status)
 // and checked there before the conversion here reads them: fields known but
-// not supported yet (guided decoding, tool_choice "required" or named,
-// functions, suffix, ...) answer 400 naming them when set to anything but
-// their default; keys no model declares are logged (spdlog warn, vLLM's
-// words) and listed in ParsedRequest::ignored_fields. Completions' echo with
-// logprobs asks for the prompt's logprobs (vLLM: prompt_logprobs =
-// logprobs), written first in the logprobs object.
+// not supported yet (guided_grammar, functions, suffix, ...) answer 400 naming them when set to
+// anything but their default; keys no model declares are logged (spdlog warn, vLLM's words) and
+// listed in ParsedRequest::ignored_fields. Completions' echo with logprobs asks for the prompt's
+// logprobs (vLLM: prompt_logprobs = logprobs), written first in the logprobs object.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,6 +24,7 @@
 
 #include "engine/beam_search.h"
 #include "engine/sample/sampling_params.h"
+#include "server/forced_tool_calls.h"
 #include "server/openai_error.h"
 #include "server/serving_model.h"
 #include "server/tool_call_parser.h"
@@ -82,6 +81,10 @@ struct ParsedRequest {
   // in each choice's text (server/tool_call_parser.h; ChoiceAssembler runs
   // it). kNone: the text is content.
   ToolParserKind tool_parser = ToolParserKind::kNone;
+  // Chat with tool_choice "required" or a named function: sampling.guide
+  // constrains the output to the tools' JSON and ChoiceAssembler reads the
+  // calls from it (server/forced_tool_calls.h). kNone otherwise.
+  ForcedToolChoice forced_tool;
   // Logprobs wanted (sampling.logprobs set); chat writes logprobs.content,
   // completions the {tokens, token_logprobs, top_logprobs, text_offset}
   // object. The tokenizer turns ids into the token strings.

@@ -43,7 +43,10 @@ json chat_message(const ParsedRequest& req, const ChoiceDelta& c) {
     call.erase("index");
     calls.push_back(std::move(call));
   }
-  json content = c.tools_called && c.text.empty() ? json(nullptr) : json(c.text);
+  // tool_choice "required" / named: vLLM's content is "".
+  json content = req.forced_tool.kind != ForcedToolChoice::Kind::kNone ? json(c.text)
+                 : c.tools_called && c.text.empty()                    ? json(nullptr)
+                                                                       : json(c.text);
   return {{"role", req.response_role},
           {"content", std::move(content)},
           {"tool_calls", std::move(calls)}};
@@ -91,7 +94,13 @@ json completion_response(const ParsedRequest& req, const std::vector<ChoiceDelta
       choice["text"] = c.text;
     }
     choice["logprobs"] = c.logprobs;
-    choice["finish_reason"] = finish_reason_json(c);
+    // tool_choice "required" / named: vLLM's non-streamed finish_reason is
+    // the engine's ("stop", "length"), not "tool_calls" (streamed it is).
+    if (req.forced_tool.kind != ForcedToolChoice::Kind::kNone && c.finished &&
+        c.finish_reason != FinishReason::kNone)
+      choice["finish_reason"] = finish_reason_str(c.finish_reason);
+    else
+      choice["finish_reason"] = finish_reason_json(c);
     choice["stop_reason"] = c.stop_reason;
     // vLLM: completions carry prompt_logprobs in each choice (chat: at the
     // top level, below).

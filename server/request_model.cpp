@@ -254,8 +254,8 @@ std::vector<FieldSpec> chat_only_fields() {
        .note = "passed to the chat template as vLLM passes them (server/chat_tools.h)"},
       {.name = "tool_choice",
        .type = JsonType::kStringOrObject,
-       .note = "none | auto (--enable-auto-tool-choice) ; required and named functions: 400 "
-               "until guided decoding"},
+       .note = "none | auto (--enable-auto-tool-choice) | required | a named function (guided "
+               "decoding; server/tool_choice_schema.h)"},
       {.name = "functions", .type = kList, .status = kNotYet, .accepts = is_empty},
       {.name = "function_call",
        .type = JsonType::kAny,

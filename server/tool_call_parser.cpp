@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "server/python_json.h"
+
 namespace pagoda {
 
 namespace {
@@ -26,32 +28,6 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
     if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
   return 0;
-}
-
-// Python's json.dumps(v, ensure_ascii=False) (separators ", " and ": "), as
-// vLLM serializes parsed arguments.
-void python_dump(const ordered_json& v, std::string& out) {
-  if (v.is_object()) {
-    out += '{';
-    bool first = true;
-    for (const auto& [k, x] : v.items()) {
-      if (!first) out += ", ";
-      first = false;
-      out += ordered_json(k).dump();
-      out += ": ";
-      python_dump(x, out);
-    }
-    out += '}';
-  } else if (v.is_array()) {
-    out += '[';
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i) out += ", ";
-      python_dump(v[i], out);
-    }
-    out += ']';
-  } else {
-    out += v.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-  }
 }
 
 // Depth and string state of JSON text, one character at a time.
@@ -201,7 +177,7 @@ class CallScanner {
       return false;
     out.has_name = true;
     out.name = name->get<std::string>();
-    python_dump(*args, out.arguments);
+    out.arguments += python_json_dumps(*args);
     return true;
   }
 

@@ -2,8 +2,9 @@
 // with --enable-auto-tool-choice --tool-call-parser hermes: a tiny Qwen2
 // model built to always answer with one Hermes-style call (tool_model.mjs;
 // Qwen2.5's tokenizer and chat template), so the parser, the response shapes
-// (streamed and not), the tool and assistant tool_calls history and
-// tool_choice's validation are checked through the real server.
+// (streamed and not), the tool and assistant tool_calls history,
+// tool_choice "required" / named (guided decoding) and tool_choice's
+// validation are checked through the real server.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -109,12 +110,114 @@ test('tool_choice none: the text is content, no calls', async () => {
   assert.equal(r.choices[0].finish_reason, 'stop');
 });
 
-test('tool_choice required / named: 400 until guided decoding', async () => {
-  for (const [choice, re] of [['required', /tool_choice 'required' needs guided decoding: not supported yet/],
-    [{ type: 'function', function: { name: 'get_weather' } }, /naming a function \('get_weather'\) needs guided decoding/]]) {
-    await assert.rejects(client.chat.completions.create({ model: MODEL, messages: [user], tools, tool_choice: choice }), (e) => {
+// tool_choice "required" / named: guided decoding to the tools' schema. The
+// bigram model, constrained, writes the lowest allowed token id where its
+// chain has no successor; enums keep its arguments finite.
+const forcedTools = [{
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
+      required: ['city', 'unit'],
+    },
+  },
+}, { type: 'function', function: { name: 'now' } }];
+const named = { type: 'function', function: { name: 'get_weather' } };
+
+// The arguments validate against get_weather's parameters.
+function checkWeatherArgs(args) {
+  const v = JSON.parse(args);
+  assert.deepEqual(Object.keys(v).sort(), ['city', 'unit']);
+  assert.ok(['Paris', 'Rome'].includes(v.city), args);
+  assert.ok(['celsius', 'fahrenheit'].includes(v.unit), args);
+}
+
+function toolDeltas(chunks) {
+  return chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []);
+}
+
+test('tool_choice named, non-streamed: one call, content "", finish_reason the engine\'s (vLLM)', async () => {
+  const r = await client.chat.completions.create({ model: MODEL, messages: [user], tools: forcedTools, tool_choice: named, temperature: 0, max_tokens: 100 });
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'stop');
+  assert.equal(c.message.content, '');
+  assert.equal(c.message.tool_calls.length, 1);
+  const call = c.message.tool_calls[0];
+  assert.match(call.id, /^chatcmpl-tool-[0-9a-f]{32}$/);
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  checkWeatherArgs(call.function.arguments);
+  assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Paris', unit: 'celsius' });
+});
+
+test('tool_choice named, streamed: the name first, then argument fragments; finish_reason tool_calls', async () => {
+  const body = { model: MODEL, messages: [user], tools: forcedTools, tool_choice: named, temperature: 0, max_tokens: 100 };
+  const whole = await client.chat.completions.create(body);
+  const chunks = [];
+  for await (const c of await client.chat.completions.create({ ...body, stream: true })) chunks.push(c);
+  assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+  const deltas = toolDeltas(chunks);
+  assert.ok(deltas.length >= 2, `${deltas.length} tool-call deltas`);
+  assert.match(deltas[0].id, /^chatcmpl-tool-/);
+  assert.equal(deltas[0].type, 'function');
+  assert.equal(deltas[0].function.name, 'get_weather');
+  for (const d of deltas.slice(1)) {
+    assert.equal(d.index, 0);
+    assert.equal(d.id, undefined);
+    assert.equal(d.function.name, undefined);
+  }
+  const args = deltas.map((d) => d.function.arguments).join('');
+  assert.equal(args, whole.choices[0].message.tool_calls[0].function.arguments);
+  assert.equal(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join(''), '');
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
+  const final = await client.chat.completions.stream(body).finalChatCompletion();
+  assert.equal(final.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  checkWeatherArgs(final.choices[0].message.tool_calls[0].function.arguments);
+});
+
+test('tool_choice required, streamed: one call per list item, each validating', async () => {
+  // The model never closes the list (its lowest allowed token after an item
+  // is ","): max_tokens cuts it; every item before the last is whole.
+  const body = { model: MODEL, messages: [user], tools: forcedTools, tool_choice: 'required', temperature: 0, max_tokens: 200 };
+  const chunks = [];
+  for await (const c of await client.chat.completions.create({ ...body, stream: true })) chunks.push(c);
+  const calls = [];
+  for (const d of toolDeltas(chunks)) {
+    if (d.id !== undefined) {
+      assert.equal(d.index, calls.length);
+      assert.match(d.id, /^chatcmpl-tool-/);
+      assert.equal(d.type, 'function');
+      calls.push({ name: d.function.name, args: d.function.arguments });
+    } else {
+      assert.equal(d.index, calls.length - 1);
+      assert.equal(d.function.name, undefined);
+      calls[d.index].args += d.function.arguments;
+    }
+  }
+  assert.ok(calls.length >= 2, `${calls.length} calls`);
+  for (const c of calls.slice(0, -1)) {
+    assert.equal(c.name, 'get_weather');
+    checkWeatherArgs(c.args);
+  }
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
+  // Non-streamed, an output that is not a whole list is vLLM's 400.
+  await assert.rejects(client.chat.completions.create(body), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'tool_choice');
+    assert.match(e.message, /not a list of tool calls.*not complete JSON/);
+    return true;
+  });
+});
+
+test('tool_choice required / named with another guided field: 400 naming it', async () => {
+  for (const choice of ['required', named]) {
+    await assert.rejects(client.chat.completions.create({ model: MODEL, messages: [user], tools: forcedTools, tool_choice: choice,
+      response_format: { type: 'json_object' } }), (e) => {
       assert.equal(e.status, 400);
-      assert.match(e.message, re);
+      assert.equal(e.param, 'response_format');
+      assert.match(e.message, /cannot be combined with 'response_format'/);
       return true;
     });
   }
@@ -131,6 +234,9 @@ test('without --enable-auto-tool-choice: tools (tool_choice auto) are a 400 in v
     });
     const r = await c.chat.completions.create({ model: MODEL, messages: [user], tools, tool_choice: 'none', temperature: 0 });
     assert.equal(r.choices[0].message.content, TOOL_CALL_TEXT);
+    // A named function needs no flag (vLLM).
+    const n = await c.chat.completions.create({ model: MODEL, messages: [user], tools: forcedTools, tool_choice: named, temperature: 0, max_tokens: 100 });
+    checkWeatherArgs(n.choices[0].message.tool_calls[0].function.arguments);
   } finally {
     assert.equal(await plain.stop(), 0);
   }

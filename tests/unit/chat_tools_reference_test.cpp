@@ -116,13 +116,16 @@ TEST(ChatToolsReference, ToolChoiceValidation) {
               "be set");
     EXPECT_EQ(e.param, "tool_choice");
   }
-  // required / named: refused until guided decoding, never ignored.
-  OpenAIError e = error_of(with_tool(R"(, "tool_choice": "required")"), hermes);
-  EXPECT_EQ(e.message, "tool_choice 'required' needs guided decoding: not supported yet");
-  e = error_of(with_tool(R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})"),
-               hermes);
-  EXPECT_NE(e.message.find("naming a function ('f') needs guided decoding"), std::string::npos)
-      << e.message;
+  // required / named: guided decoding to the tools' schema, no server flag
+  // needed (vLLM); tests/unit/tool_choice_forced_test.cpp covers them.
+  for (const char* choice :
+       {R"(, "tool_choice": "required")",
+        R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})"}) {
+    ParseResult r = parse_chat_request(with_tool(choice), none);
+    ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).message;
+    EXPECT_TRUE(std::get<ParsedRequest>(r).sampling.guide) << choice;
+  }
+  OpenAIError e;
   e = error_of(with_tool(R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})"),
                hermes);
   EXPECT_NE(e.message.find("does not match any of the specified `tools`"), std::string::npos);
