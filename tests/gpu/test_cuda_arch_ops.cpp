@@ -190,7 +190,7 @@ TEST_F(CudaArchOps, LayerNormMatchesCpu) {
 
 TEST_F(CudaArchOps, BadArgumentsAreRejected) {
   auto b = make_cuda_backend(0, DType::BF16);
-  Tensor x = b->alloc(DType::BF16, {2, 8}), y = b->alloc(DType::BF16, {2, 4}),
+  Tensor x = b->alloc(DType::BF16, {2, 8}), y = b->alloc(DType::BF16, {2, 3}),
          w = b->alloc(DType::BF16, {8});
   EXPECT_THROW(b->add(x, y), std::invalid_argument);
   EXPECT_THROW(b->activation(x, Activation::Gelu, y), std::invalid_argument);
