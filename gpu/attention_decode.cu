@@ -10,6 +10,12 @@
 // combine kernel merges them: out = Σ l_i e^{m_i - M} o_i / Σ l_i e^{m_i - M}.
 // A thread group of TG lanes loads one token's D elements with 16-byte
 // vectors (coalesced); fp32 math.
+// AttentionOptions (AttentionArgs): with a sliding window W the sequence's
+// keys are those at positions [max(0, ctx - W), ctx) (the query sits at
+// ctx - 1 and sees (ctx - 1 - W, ctx - 1]), and the partitions tile that
+// range instead of [0, ctx); soft-capping and ALiBi transform each score
+// s = q·k·scale as engine/cpu does (cap * tanh(s / cap), then
+// + slope[h] * key position) before it enters the log2-domain softmax.
 #include <stdexcept>
 #include <string>
 
@@ -48,11 +54,15 @@ decode_attention_kernel(AttentionArgs a, int part, float* __restrict__ ws_out, f
   const int split = blockIdx.z;
   const int nsplits = gridDim.z;
   const int ctx = a.context_lens[seq];
-  const int start = split * part;
+  const int first = a.sliding_window > 0 ? max(0, ctx - a.sliding_window) : 0;  // first key
+  const int start = first + split * part;
   if (start >= ctx && !(ctx == 0 && split == 0)) return;  // past this sequence's end
   const int end = min(start + part, ctx);
-  const int own_splits = max(1, (ctx + part - 1) / part);
+  const int own_splits = max(1, (ctx - first + part - 1) / part);
   const int n = end - start;
+  // Scores that need the raw q·k·scale (soft-capping, ALiBi) are moved to
+  // the log2 domain after the transform; otherwise q carries log2(e).
+  const bool transform = a.softcap > 0.f || a.alibi != nullptr;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int gi = lane / TG, li = lane % TG;
@@ -69,7 +79,10 @@ decode_attention_kernel(AttentionArgs a, int part, float* __restrict__ ws_out, f
   // ---- pass 1: scores (log2 domain: q pre-scaled by scale * log2(e)) ----
   {
     float qr[GC][VEC];
-    const float qs = a.scale * 1.4426950408889634f;
+    float slope[GC];
+    const float qs = transform ? a.scale : a.scale * 1.4426950408889634f;
+#pragma unroll
+    for (int g = 0; g < GC; ++g) slope[g] = a.alibi != nullptr && g < gc ? a.alibi[h0 + g] : 0.f;
 #pragma unroll
     for (int g = 0; g < GC; ++g) {
       if (g < gc) {
@@ -104,6 +117,10 @@ decode_attention_kernel(AttentionArgs a, int part, float* __restrict__ ws_out, f
           for (int i = 0; i < VEC; ++i) s += qr[g][i] * kr[u][i];
 #pragma unroll
           for (int o = TG / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+          if (transform) {
+            if (a.softcap > 0.f) s = a.softcap * tanhf(s / a.softcap);
+            s = (s + slope[g] * static_cast<float>(t)) * 1.4426950408889634f;
+          }
           if (li == 0 && t < end) s_logits[g][t - start] = s;
         }
       }
@@ -210,7 +227,8 @@ __global__ void decode_combine_kernel(AttentionArgs a, int part, int nsplits, co
                                       const float* __restrict__ ws_sum) {
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
   const int ctx = a.context_lens[seq];
-  const int ns = (ctx + part - 1) / part;
+  const int first = a.sliding_window > 0 ? max(0, ctx - a.sliding_window) : 0;
+  const int ns = (ctx - first + part - 1) / part;  // as decode_attention_kernel's own_splits
   if (ns <= 1) return;  // the attention kernel wrote this sequence's output directly
   const int64_t row0 = (static_cast<int64_t>(seq) * a.num_heads + h) * nsplits;
   float M = -INFINITY;

@@ -11,6 +11,13 @@
 // ctx - qlen + j and sees keys 0..that position (chunked prefill: earlier
 // context already in the cache). Each row is split over TPR threads holding
 // DPT = D/TPR dimensions. fp32 math (CUDA cores; no tensor cores yet).
+// AttentionOptions (AttentionArgs): a sliding window W masks keys at or
+// below qpos - W (the CTA starts at its first row's first visible key, so
+// a tile may leave a row with no visible key: the running max then stays
+// -inf and the row's exponentials are taken against 0, giving p = 0, not
+// NaN); soft-capping and ALiBi transform s = q·k·scale as engine/cpu does
+// (cap * tanh(s / cap), then + slope[h] * key position) before the
+// log2-domain softmax.
 #include <stdexcept>
 #include <string>
 
@@ -60,6 +67,10 @@ prefill_attention_kernel(AttentionArgs a) {
   const int qpos = ctx - qlen + j;
   const int last_row = min(row_base + ROWS, qlen * G) - 1;
   const int n_keys = ctx - qlen + last_row / G + 1;
+  const int win = a.sliding_window;
+  // The CTA's first row has the smallest position: no row sees a key before its window.
+  const int key_lo = win > 0 ? max(0, ctx - qlen + row_base / G - win + 1) : 0;
+  const bool transform = a.softcap > 0.f || a.alibi != nullptr;
 
   const int64_t qstride = static_cast<int64_t>(a.num_heads) * D;
   const int h = kvh * G + g;
@@ -67,7 +78,8 @@ prefill_attention_kernel(AttentionArgs a) {
   {
     const T* qp = static_cast<const T*>(a.q) + (q0 + j) * qstride + static_cast<int64_t>(h) * D +
                   part * DPT;
-    const float qs = a.scale * 1.4426950408889634f;  // log2 domain
+    // log2 domain, unless the score is transformed first (then after it)
+    const float qs = transform ? a.scale : a.scale * 1.4426950408889634f;
 #pragma unroll
     for (int c = 0; c < DPT / VEC; ++c) {
       float tmp[VEC];
@@ -80,6 +92,7 @@ prefill_attention_kernel(AttentionArgs a) {
 #pragma unroll
   for (int i = 0; i < DPT; ++i) acc[i] = 0.f;
   float m = -INFINITY, l = 0.f;
+  const float slope = a.alibi != nullptr ? a.alibi[h] : 0.f;
 
   const T* __restrict__ kc = static_cast<const T*>(a.k_cache);
   const T* __restrict__ vc = static_cast<const T*>(a.v_cache);
@@ -87,7 +100,7 @@ prefill_attention_kernel(AttentionArgs a) {
   const int bs = a.block_size, Hk = a.num_kv_heads;
   constexpr int CHUNKS = kKeys * D / VEC;
 
-  for (int k0 = 0; k0 < n_keys; k0 += kKeys) {
+  for (int k0 = key_lo; k0 < n_keys; k0 += kKeys) {
     // ---- load K and V tiles (zeros past n_keys) ----
     for (int c = tid; c < CHUNKS; c += kThreads) {
       const int kj = c / (D / VEC);
@@ -132,20 +145,27 @@ prefill_attention_kernel(AttentionArgs a) {
       }
 #pragma unroll
       for (int o = 1; o < TPR; o <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      s[kj] = (k0 + kj <= qpos) ? dot : -INFINITY;
+      const int key = k0 + kj;
+      if (transform) {
+        if (a.softcap > 0.f) dot = a.softcap * tanhf(dot / a.softcap);
+        dot = (dot + slope * static_cast<float>(key)) * 1.4426950408889634f;
+      }
+      s[kj] = (key <= qpos && (win <= 0 || key > qpos - win)) ? dot : -INFINITY;
     }
     float mt = m;
 #pragma unroll
     for (int kj = 0; kj < kKeys; ++kj) mt = fmaxf(mt, s[kj]);
-    // mt is finite: key 0 <= qpos is in the first tile of every row.
-    const float corr = exp2f(m - mt);
+    // Without a window mt is finite (key 0 <= qpos is in the first tile of
+    // every row); with one a row may have seen no key yet (mt = -inf).
+    const float mref = mt == -INFINITY ? 0.f : mt;
+    const float corr = exp2f(m - mref);  // m = -inf: 0 (l and acc are 0 then)
     m = mt;
     l *= corr;
 #pragma unroll
     for (int i = 0; i < DPT; ++i) acc[i] *= corr;
 #pragma unroll
     for (int kj = 0; kj < kKeys; ++kj) {
-      const float p = exp2f(s[kj] - m);
+      const float p = exp2f(s[kj] - mref);
       l += p;
       const float* vp = s_v + kj * RS + part * PAD;
       if constexpr (DPT % 4 == 0) {

@@ -8,6 +8,10 @@
 // the A operand of P·V (V's B fragments via ldmatrix.trans). K/V tiles are
 // gathered from the paged cache into padded shared memory (row stride D+8
 // elements: conflict-free fragment loads).
+// AttentionOptions (AttentionArgs) as in attention_prefill.cu: sliding
+// window mask (key > qpos - W; tiles start at the CTA's first visible key,
+// rows with no visible key yet keep m = -inf and take exponentials against
+// 0), soft-capping and ALiBi on the fp32 scores before the softmax.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -80,6 +84,12 @@ prefill_mma_kernel(AttentionArgs a) {
   }
   const int last_row = min(row_base + kRows, nrows) - 1;
   const int n_keys = ctx - qlen + last_row / G + 1;
+  const int win = a.sliding_window;
+  const int key_lo = win > 0 ? max(0, ctx - qlen + row_base / G - win + 1) : 0;
+  const bool transform = a.softcap > 0.f || a.alibi != nullptr;
+  float slope[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) slope[i] = a.alibi != nullptr ? a.alibi[head[i]] : 0.f;
 
   const int64_t qstride = static_cast<int64_t>(a.num_heads) * D;
   const T* qp[2];
@@ -109,7 +119,7 @@ prefill_mma_kernel(AttentionArgs a) {
   constexpr int VEC = 8;  // 16-byte chunks
   constexpr int CHUNKS = kKeys * D / VEC;
 
-  for (int k0 = 0; k0 < n_keys; k0 += kKeys) {
+  for (int k0 = key_lo; k0 < n_keys; k0 += kKeys) {
     for (int c = tid; c < CHUNKS; c += kWarps * 32) {
       const int kj = c / (D / VEC), dv = (c % (D / VEC)) * VEC;
       const int key = k0 + kj;
@@ -146,7 +156,16 @@ prefill_mma_kernel(AttentionArgs a) {
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + nt * 8 + qi * 2 + (e & 1);
         const int ri = e >> 1;
-        s[nt][e] = key <= qpos[ri] ? s[nt][e] * qs : -INFINITY;
+        float v;
+        if (transform) {
+          v = s[nt][e] * a.scale;
+          if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
+          v = (v + slope[ri] * static_cast<float>(key)) * 1.4426950408889634f;
+        } else {
+          v = s[nt][e] * qs;
+        }
+        const bool visible = key <= qpos[ri] && (win <= 0 || key > qpos[ri] - win);
+        s[nt][e] = visible ? v : -INFINITY;
         mt[ri] = fmaxf(mt[ri], s[nt][e]);
       }
 #pragma unroll
@@ -154,17 +173,20 @@ prefill_mma_kernel(AttentionArgs a) {
       mt[ri] = fmaxf(mt[ri], __shfl_xor_sync(0xffffffffu, mt[ri], 1));
       mt[ri] = fmaxf(mt[ri], __shfl_xor_sync(0xffffffffu, mt[ri], 2));
     }
-    float corr[2], rs[2] = {0.f, 0.f};
+    // mref: the max, or 0 while a row has seen no visible key (sliding
+    // window), so that corr and p are 0 there instead of NaN.
+    float corr[2], rs[2] = {0.f, 0.f}, mref[2];
 #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
-      corr[ri] = exp2f(m[ri] - mt[ri]);  // m = -inf on the first tile: 0
+      mref[ri] = mt[ri] == -INFINITY ? 0.f : mt[ri];
+      corr[ri] = exp2f(m[ri] - mref[ri]);  // m = -inf on the first tile: 0
       m[ri] = mt[ri];
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[nt][e] = exp2f(s[nt][e] - m[e >> 1]);
+        s[nt][e] = exp2f(s[nt][e] - mref[e >> 1]);
         rs[e >> 1] += s[nt][e];
       }
 #pragma unroll

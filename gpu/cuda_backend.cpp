@@ -3,6 +3,7 @@
 #include "gpu/cuda_backend.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -419,29 +420,50 @@ void CudaBackend::rope_and_cache(const Tensor& qkv, const RopeTable& rope, const
   check_act(q_out, "rope_and_cache", "q_out");
   check_act(cache.k, "rope_and_cache", "cache.k");
   check_act(cache.v, "rope_and_cache", "cache.v");
-  require_cuda(rope.cos_sin, "rope_and_cache", "rope.cos_sin");
-  const int64_t T = batch.num_tokens;
+  const int64_t T = batch.num_tokens, R = rope.rotary_dim;
   if (Hq <= 0 || Hk <= 0 || D <= 0 || D % 2 != 0) bad("rope_and_cache", "bad head counts or head_dim");
   if (qkv.rows() != T || qkv.cols() != (Hq + 2 * Hk) * D || q_out.rows() != T || q_out.cols() != Hq * D)
     bad("rope_and_cache", "shapes qkv " + qkv.shape_str() + " q_out " + q_out.shape_str());
-  if (rope.cos_sin.dtype != DType::F32 || rope.cos_sin.ndim != 2 || rope.cos_sin.dim(1) != D)
-    bad("rope_and_cache", "cos_sin must be F32 [max_pos, head_dim], got " + rope.cos_sin.shape_str());
-  if (rope.rotary_dim != D) bad("rope_and_cache", "rotary_dim != head_dim is not supported");
-  if (batch_max_position_ >= rope.cos_sin.dim(0))
+  if (R < 0 || R > D || R % 2 != 0)
+    bad("rope_and_cache", "rotary_dim " + std::to_string(R) + " must be even and in [0, head_dim " +
+                              std::to_string(D) + "]");
+  if (R > 0) require_cuda(rope.cos_sin, "rope_and_cache", "rope.cos_sin");
+  if (R > 0 &&
+      (rope.cos_sin.dtype != DType::F32 || rope.cos_sin.ndim != 2 || rope.cos_sin.dim(1) != R))
+    bad("rope_and_cache", "cos_sin must be F32 [max_pos, rotary_dim " + std::to_string(R) +
+                              "], got " + rope.cos_sin.shape_str());
+  if (R > 0 && batch_max_position_ >= rope.cos_sin.dim(0))
     bad("rope_and_cache", "position " + std::to_string(batch_max_position_) + " beyond the rope table (" +
                               std::to_string(rope.cos_sin.dim(0)) + " positions)");
   if (cache.k.ndim != 4 || cache.k.dim(2) != Hk || cache.k.dim(3) != D || cache.v.numel() != cache.k.numel())
     bad("rope_and_cache", "cache shape " + cache.k.shape_str());
   if (batch_max_slot_ >= cache.k.dim(0) * cache.k.dim(1))
     bad("rope_and_cache", "slot " + std::to_string(batch_max_slot_) + " beyond the cache");
-  launch_rope_and_cache(act_, qkv.data, rope.cos_sin.ptr<float>(), rope.cos_sin.dim(0),
-                        batch.positions.ptr<int32_t>(), batch.slot_mapping.ptr<int32_t>(), T,
-                        static_cast<int>(Hq), static_cast<int>(Hk), static_cast<int>(D), q_out.data,
-                        cache.k.data, cache.v.data, stream_);
+  launch_rope_and_cache(act_, qkv.data, R > 0 ? rope.cos_sin.ptr<float>() : nullptr,
+                        R > 0 ? rope.cos_sin.dim(0) : 0, batch.positions.ptr<int32_t>(),
+                        batch.slot_mapping.ptr<int32_t>(), T, static_cast<int>(Hq),
+                        static_cast<int>(Hk), static_cast<int>(D), static_cast<int>(R),
+                        rope.interleaved, q_out.data, cache.k.data, cache.v.data, stream_);
 }
 
 void CudaBackend::attention(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
                             int64_t Hq, int64_t Hk, int64_t D, float scale, Tensor& out) {
+  attention_ext(q, cache, batch, Hq, Hk, D, scale, AttentionOptions{}, out);
+}
+
+void CudaBackend::attention_ext(const Tensor& q, const LayerKVCache& cache,
+                                const DeviceBatch& batch, int64_t Hq, int64_t Hk, int64_t D,
+                                float scale, const AttentionOptions& opts, Tensor& out) {
+  if (opts.sliding_window < 0 || opts.sliding_window > INT32_MAX || !(opts.logit_softcap >= 0.f))
+    bad("attention", "sliding window " + std::to_string(opts.sliding_window) + " / soft-cap " +
+                         std::to_string(opts.logit_softcap) + " must be non-negative");
+  if (!opts.alibi_slopes.empty()) {
+    require_cuda(opts.alibi_slopes, "attention", "alibi_slopes");
+    if (opts.alibi_slopes.dtype != DType::F32 || opts.alibi_slopes.numel() != Hq)
+      bad("attention", "alibi_slopes must be F32 [" + std::to_string(Hq) + "], got " +
+                           std::string(dtype_name(opts.alibi_slopes.dtype)) + " " +
+                           opts.alibi_slopes.shape_str());
+  }
   check_act(q, "attention", "q");
   check_act(out, "attention", "out");
   check_act(cache.k, "attention", "cache.k");
@@ -474,6 +496,9 @@ void CudaBackend::attention(const Tensor& q, const LayerKVCache& cache, const De
   a.head_dim = static_cast<int>(D);
   a.block_size = static_cast<int>(cache.k.dim(1));
   a.scale = scale;
+  a.sliding_window = static_cast<int>(opts.sliding_window);
+  a.softcap = opts.logit_softcap;
+  a.alibi = opts.alibi_slopes.empty() ? nullptr : opts.alibi_slopes.ptr<float>();
   if (batch.decode_only) {
     const size_t floats = decode_workspace_floats(a.num_seqs, a.num_heads, a.head_dim, a.max_context_len);
     ensure_scratch(attn_ws_, attn_ws_cap_, floats * 4, "attention workspace");

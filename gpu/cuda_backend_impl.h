@@ -61,10 +61,27 @@ class CudaBackend final : public Backend {
                  Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
-  // Of the optional ops (BackendOp), only the per-head q/k RMSNorm.
-  bool implements(BackendOp op) const override { return op == BackendOp::HeadRmsNorm; }
+  // Of the optional ops (BackendOp), all but the mixture-of-experts MLP.
+  bool implements(BackendOp op) const override { return op != BackendOp::Moe; }
+  // Sliding window, soft-capping and ALiBi in the decode kernel and both
+  // prefill kernels (gpu/attention_*.cu); attention() is this with no options.
+  void attention_ext(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
+                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                     const AttentionOptions& opts, Tensor& out) override;
   void head_rms_norm(Tensor& qkv, const Tensor& q_w, const Tensor& k_w, int64_t num_heads,
                      int64_t num_kv_heads, int64_t head_dim, float eps) override;
+  // The element-wise and norm ops of the wider family (gpu/cuda_backend_ext.cpp,
+  // kernels in gpu/elementwise_ext.cu). softcap and scale take F32 or the
+  // activation dtype (logits are F32); the others the activation dtype.
+  void gated_act(const Tensor& gate_up, GatedActivation act, Tensor& out) override;
+  void softcap(Tensor& x, float cap) override;
+  void scale(Tensor& x, float s) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                  Tensor& out) override;
+  void add_layer_norm(const Tensor& x, Tensor& residual, const Tensor& w, const Tensor& b,
+                      float eps, Tensor& out) override;
+  void add(const Tensor& x, Tensor& y) override;
+  void activation(const Tensor& x, Activation act, Tensor& out) override;
   void fill_normal(Tensor& t, float mean, float std, uint64_t seed) override;
   // GPTQ / AWQ linears kept packed (gpu/quant_linear.h) with F16 / BF16
   // activations; F32 runs dequantize at load (Backend's default).

@@ -32,6 +32,27 @@ void launch_silu_mul(DType dt, const void* gate_up, void* out, int64_t T, int64_
 void launch_head_rms_norm(DType dt, void* qkv, const void* q_w, const void* k_w, int64_t T, int Hq,
                           int Hk, int D, float eps, cudaStream_t stream);
 
+// ---- ops of the wider model family (elementwise_ext.cu; engine/cpu's
+// formulas, fp32 math, one rounding to dt) ----
+// out[t, i] = gelu_tanh(gate_up[t, i]) * gate_up[t, I + i]. gate_up [T, 2I].
+void launch_gelu_tanh_mul(DType dt, const void* gate_up, void* out, int64_t T, int64_t I,
+                          cudaStream_t stream);
+// x[e] *= s for n elements, in place.
+void launch_scale(DType dt, void* x, int64_t n, float s, cudaStream_t stream);
+// x[e] = cap * tanh(x[e] / cap) for n elements, in place (cap > 0).
+void launch_softcap(DType dt, void* x, int64_t n, float cap, cudaStream_t stream);
+// out[e] = gelu(x[e]): 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out may alias x.
+void launch_gelu(DType dt, const void* x, void* out, int64_t n, bool tanh_approx,
+                 cudaStream_t stream);
+// y[e] += x[e] for n elements (sum rounded to dt).
+void launch_add(DType dt, const void* x, void* y, int64_t n, cudaStream_t stream);
+// LayerNorm per row of x [T, H]: out = (x - mean) / sqrt(var + eps) * w + b,
+// var biased; w, b [H]. residual non-null: residual += x (rounded to dt)
+// first and the norm is of the new residual. out may alias x.
+void launch_layer_norm(DType dt, const void* x, void* residual, const void* w, const void* b,
+                       float eps, void* out, int64_t T, int64_t H, cudaStream_t stream);
+
 // out[l, :] = x[idx[l], :] for rows of row_bytes bytes; x has T rows
 // (indices outside [0, T) give a zero row).
 void launch_gather_rows(const void* x, const int32_t* idx, void* out, int64_t L,
@@ -50,13 +71,17 @@ void launch_convert(DType src_dt, DType dst_dt, const void* in, void* out, int64
 void launch_fill_normal(DType dt, void* out, int64_t n, float mean, float std, uint64_t seed,
                         cudaStream_t stream);
 
-// Rotate-half RoPE on q and k of qkv [T, (Hq+2Hk)*D] at positions, q to
-// q_out [T, Hq*D], k and v to the caches [num_blocks, block_size, Hk, D] at
-// slot_mapping (slots < 0 are skipped). cos_sin [max_pos, D] F32.
+// RoPE on q and k of qkv [T, (Hq+2Hk)*D] at positions, q to q_out
+// [T, Hq*D], k and v to the caches [num_blocks, block_size, Hk, D] at
+// slot_mapping (slots < 0 are skipped). Only the first R = rotary_dim
+// values of each head rotate (rotate-half pairs (j, j + R/2), or with
+// interleaved GPT-J's (2j, 2j+1)), the rest pass through; R = 0: no
+// rotation (cos_sin unread, may be null). cos_sin [max_pos, R] F32
+// (RopeTable in engine/model/backend.h); R even, 0 <= R <= D.
 void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int64_t max_pos,
-                           const int32_t* positions, const int32_t* slot_mapping, int64_t T,
-                           int Hq, int Hk, int D, void* q_out, void* k_cache, void* v_cache,
-                           cudaStream_t stream);
+                           const int32_t* positions, const int32_t* slot_mapping, int64_t T, int Hq,
+                           int Hk, int D, int rotary_dim, bool interleaved, void* q_out,
+                           void* k_cache, void* v_cache, cudaStream_t stream);
 
 // Skinny GEMM out[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N], same dtype as x)
 // for 1 <= M <= 8, bf16/f16 in, out in dtype or F32 (gemv.cu). Returns false
@@ -83,6 +108,14 @@ struct AttentionArgs {
   int head_dim = 0;
   int block_size = 0;
   float scale = 1.f;
+  // AttentionOptions (engine/model/backend.h), as engine/cpu applies them:
+  // s = q·k·scale; s = softcap * tanh(s / softcap) when softcap > 0; then
+  // s += alibi[h] * (key position) when alibi is non-null ([Hq] F32); a
+  // query at position p sees keys (p - sliding_window, p] when
+  // sliding_window > 0, else 0..p.
+  int sliding_window = 0;
+  float softcap = 0.f;
+  const float* alibi = nullptr;
 };
 
 // Head dims the attention kernels are instantiated for.

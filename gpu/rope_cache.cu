@@ -1,9 +1,12 @@
 // Fused rotary embedding + paged KV-cache write (vLLM's rotary_embedding +
-// reshape_and_cache). RoPE: RoFormer (Su et al., arXiv:2104.09864) in the
-// rotate-half layout of HF transformers' apply_rotary_pos_emb:
-//   out[j]       = x[j] * cos[j] - x[j + D/2] * sin[j]
-//   out[j + D/2] = x[j + D/2] * cos[j] + x[j] * sin[j]      (j < D/2)
-// with cos_sin[p, j] = cos(p * inv_freq[j]), cos_sin[p, D/2 + j] = sin(...).
+// reshape_and_cache). RoPE: RoFormer (Su et al., arXiv:2104.09864). Of each
+// head's D values the first R = rotary_dim rotate and the rest pass through
+// (GPT-NeoX's rotary_pct, GPT-J's rotary_dim; R = 0: none), in the pairs of
+// HF transformers' apply_rotary_pos_emb, with h = R/2 and j < h:
+//   rotate-half:  (x[j], x[j + h]);  GPT-J's rotate_every_two: (x[2j], x[2j+1])
+//   out1 = x1 * cos[j] - x2 * sin[j],  out2 = x2 * cos[j] + x1 * sin[j]
+// with cos_sin[p, j] = cos(p * inv_freq[j]), cos_sin[p, h + j] = sin(...)
+// (engine/cpu/cpu_kernels.cpp rope_partial_f32 is the reference).
 // fp32 math, one rounding to the activation dtype.
 #include <stdexcept>
 #include <string>
@@ -16,9 +19,11 @@ namespace pagoda::cuda {
 namespace {
 
 // Grid (T, head groups): each CTA takes heads_per_cta(D / 2) heads of one token
-// (q heads, then k, then v, as in the qkv row) and each thread one rotation
-// pair (j, j + D/2), so a decode step's few tokens still spread over many
-// CTAs and every thread makes one memory round trip.
+// (q heads, then k, then v, as in the qkv row) and each thread one pair of
+// elements: pair j < R/2 rotates (its two indices as above); pair j >= R/2
+// is (2j, 2j+1), which for j from R/2 to D/2 - 1 covers [R, D) and passes
+// through. So a decode step's few tokens still spread over many CTAs and
+// every thread makes one memory round trip.
 constexpr int kThreads = 256;
 
 __host__ __device__ constexpr int heads_per_cta(int half) { return half >= kThreads ? 1 : kThreads / half; }
@@ -27,16 +32,19 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     rope_and_cache_kernel(const T* __restrict__ qkv, const float* __restrict__ cos_sin, int64_t max_pos,
                           const int32_t* __restrict__ positions, const int32_t* __restrict__ slot_mapping,
-                          int Hq, int Hk, int D, T* __restrict__ q_out, T* __restrict__ k_cache,
-                          T* __restrict__ v_cache) {
+                          int Hq, int Hk, int D, int R, bool interleaved, T* __restrict__ q_out,
+                          T* __restrict__ k_cache, T* __restrict__ v_cache) {
   const int64_t t = blockIdx.x;
-  const int half = D / 2;
+  const int half = D / 2, rh = R / 2;
   const int hpc = heads_per_cta(half);
   const int64_t row_len = static_cast<int64_t>(Hq + 2 * Hk) * D;
   const T* row = qkv + t * row_len;
-  int64_t pos = positions[t];
-  pos = pos < 0 ? 0 : (pos >= max_pos ? max_pos - 1 : pos);  // validated on the host
-  const float* cs = cos_sin + pos * D;
+  const float* cs = nullptr;
+  if (R > 0) {
+    int64_t pos = positions[t];
+    pos = pos < 0 ? 0 : (pos >= max_pos ? max_pos - 1 : pos);  // validated on the host
+    cs = cos_sin + pos * R;
+  }
   const int64_t slot = slot_mapping[t];
   for (int e = threadIdx.x; e < hpc * half; e += blockDim.x) {
     const int h = blockIdx.y * hpc + e / half, j = e % half;
@@ -49,16 +57,21 @@ __global__ void __launch_bounds__(kThreads)
       dst[j + half] = src[j + half];
       continue;
     }
-    const float x1 = to_f32(src[j]), x2 = to_f32(src[j + half]);
-    const float c = cs[j], s = cs[half + j];
-    const float o1 = x1 * c - x2 * s;
-    const float o2 = x2 * c + x1 * s;
     T* dst = nullptr;
     if (h < Hq) dst = q_out + t * static_cast<int64_t>(Hq) * D + static_cast<int64_t>(h) * D;
     else if (slot >= 0) dst = k_cache + (slot * Hk + (h - Hq)) * static_cast<int64_t>(D);
     if (dst == nullptr) continue;
-    dst[j] = from_f32<T>(o1);
-    dst[j + half] = from_f32<T>(o2);
+    if (j >= rh) {  // past the rotary part: (2j, 2j+1) unchanged
+      dst[2 * j] = src[2 * j];
+      dst[2 * j + 1] = src[2 * j + 1];
+      continue;
+    }
+    const int i1 = interleaved ? 2 * j : j;
+    const int i2 = interleaved ? 2 * j + 1 : j + rh;
+    const float x1 = to_f32(src[i1]), x2 = to_f32(src[i2]);
+    const float c = cs[j], s = cs[rh + j];
+    dst[i1] = from_f32<T>(x1 * c - x2 * s);
+    dst[i2] = from_f32<T>(x2 * c + x1 * s);
   }
 }
 
@@ -66,15 +79,19 @@ __global__ void __launch_bounds__(kThreads)
 
 void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int64_t max_pos,
                            const int32_t* positions, const int32_t* slot_mapping, int64_t T,
-                           int Hq, int Hk, int D, void* q_out, void* k_cache, void* v_cache,
-                           cudaStream_t stream) {
+                           int Hq, int Hk, int D, int rotary_dim, bool interleaved, void* q_out,
+                           void* k_cache, void* v_cache, cudaStream_t stream) {
+  if (rotary_dim < 0 || rotary_dim > D || rotary_dim % 2 != 0 || D % 2 != 0 ||
+      (rotary_dim > 0 && cos_sin == nullptr))
+    throw std::invalid_argument("rope_and_cache: rotary_dim " + std::to_string(rotary_dim) +
+                                " for head_dim " + std::to_string(D));
   if (T == 0) return;
   const int hpc = heads_per_cta(D / 2);
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((Hq + 2 * Hk + hpc - 1) / hpc));
   PAGODA_DISPATCH_FLOAT(dt, "rope_and_cache",
       rope_and_cache_kernel<scalar_t><<<grid, kThreads, 0, stream>>>(
           static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk,
-          D, static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache),
+          D, rotary_dim, interleaved, static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache),
           static_cast<scalar_t*>(v_cache)));
   PAGODA_CUDA_CHECK_LAUNCH("rope_and_cache_kernel");
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/backend.h"
@@ -22,7 +23,12 @@ struct GpuModel {
   std::unique_ptr<LlamaModel> model;
   // num_blocks blocks of 16 tokens; max_tokens: the most tokens one forward takes.
   GpuModel(const std::string& dir, DType dt, int64_t num_blocks, int64_t max_tokens)
-      : config(ModelConfig::from_dir(dir)), backend(make_cuda_backend(0, dt)) {
+      : GpuModel(dir, ModelConfig::from_dir(dir), dt, num_blocks, max_tokens) {}
+  // With a config read from dir and then adjusted (a reference's rotary
+  // buffers reproduced: ModelConfig::rope_inv_freq_bf16 / rope_table_bf16).
+  GpuModel(const std::string& dir, ModelConfig cfg, DType dt, int64_t num_blocks,
+           int64_t max_tokens)
+      : config(std::move(cfg)), backend(make_cuda_backend(0, dt)) {
     model = std::make_unique<LlamaModel>(config, *backend);
     model->load_weights(dir);
     model->allocate_kv_cache(num_blocks, 16);

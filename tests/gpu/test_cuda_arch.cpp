@@ -1,16 +1,23 @@
-// Issue 18's architectures on the CUDA backend. Of the ops beyond the Llama
-// set the CUDA backend implements only the per-head q/k RMSNorm (Qwen3,
-// gpu/head_norm.cu); for the others (sliding window, attention and final
-// soft-capping, GELU(tanh) MLP, embedding scaling, MoE, LayerNorm, ungated
-// GELU, residual add, partial/interleaved/no rotary, ALiBi) LlamaModel
-// refuses the model at construction, naming what is missing. Phi-3 (fused
-// checkpoint tensors, Llama ops only) and Qwen3 run; their bf16 logits are
-// held against HF's float32 reference as HF's own bf16 run is
-// (reference.json's bf16_rel_l2: 0.006 to 0.008), under 2e-2, prompts up to
-// 200 tokens.
+// Issue 18's architectures on the CUDA backend. It implements every op
+// beyond the Llama set but the mixture-of-experts MLP: per-head q/k RMSNorm
+// (gpu/head_norm.cu), sliding window, attention soft-capping and ALiBi in
+// every attention kernel (gpu/attention_*.cu), GELU(tanh) gating, ungated
+// GELU, soft-capping, scaling, residual add and LayerNorm
+// (gpu/elementwise_ext.cu), partial / interleaved / no rotary
+// (gpu/rope_cache.cu); the op-level tests against the CPU backend are
+// test_cuda_arch_ops.cpp and test_cuda_attention_ext.cpp. Mixtral and
+// Qwen2-MoE are refused at construction, naming the MoE MLP. Phi-3 and
+// Qwen3's bf16 logits are held against HF's float32 reference under 2e-2;
+// every other non-MoE architecture's under twice the relative L2 of HF's own
+// bf16 run (reference.json's bf16_rel_l2), with its greedy ids decoded one
+// token per step through the paged cache (decode kernel) where the logits'
+// top-2 margin leaves no doubt.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -18,6 +25,7 @@
 #include "tests/gpu/gpu_model.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/model_test_helpers.h"
+#include "tests/unit/tp_test_helpers.h"
 
 namespace pagoda {
 namespace {
@@ -29,15 +37,8 @@ std::string arch_dir(const std::string& name) { return test::shared_model("arch/
 TEST(CudaArch, ModelsNeedingMissingOpsAreRefusedByName) {
   PAGODA_REQUIRE_GPU();
   const std::pair<const char*, const char*> cases[] = {
-      {"tiny-random-mistral", "sliding-window attention"},
       {"tiny-random-mixtral", "mixture-of-experts MLP"},
-      {"tiny-random-qwen2-moe", "mixture-of-experts MLP"},
-      {"tiny-random-gemma2", "attention logit soft-capping"},
-      {"tiny-random-gpt-neox", "LayerNorm"},
-      {"tiny-random-gpt2", "partial or no rotary embedding"},
-      {"tiny-random-falcon", "GELU MLP"},
-      {"tiny-random-gptj", "interleaved (GPT-J) rotary embedding"},
-      {"tiny-random-bloom", "ALiBi attention"}};
+      {"tiny-random-qwen2-moe", "mixture-of-experts MLP"}};
   for (const auto& [name, op] : cases) {
     auto b = make_cuda_backend(0, DType::BF16);
     const ModelConfig c = ModelConfig::from_dir(arch_dir(name));
@@ -106,6 +107,118 @@ TEST(CudaArch, Phi3Bf16LogitsMatchTransformers) {
 TEST(CudaArch, Qwen3Bf16LogitsMatchTransformers) {
   PAGODA_REQUIRE_GPU();
   check_bf16_logits("tiny-random-qwen3");
+}
+
+// How the reference's rotary table is reproduced (tests/unit/model_arch_test.cpp
+// explains: each reference was made from a bf16-cast model, rotary buffers
+// included; with float frequencies the 200-token prompts differ by up to
+// 2.4e-3 from the frequencies alone).
+enum class RefRope { None, InvFreqBf16, TableBf16 };
+
+// Last-position logits of each reference prompt within twice HF's own bf16
+// error (bf16_rel_l2 of that prompt), then the reference's 24 greedy ids
+// decoded one token per step. A step's id must equal the reference's when
+// our top-2 margin exceeds 8 x the allowed error per logit (bound x the
+// logits' RMS: a relative-L2 error spread evenly; 8 allows a 4x
+// concentration on each of the two logits); below that a different id is
+// within bf16 noise, and the comparison stops there (the contexts differ
+// from then on).
+void check_arch_bf16(const std::string& name, RefRope rope) {
+  const std::string dir = arch_dir(name);
+  std::ifstream in(dir + "/reference.json");
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  ModelConfig cfg = ModelConfig::from_dir(dir);
+  cfg.rope_inv_freq_bf16 = rope == RefRope::InvFreqBf16;
+  cfg.rope_table_bf16 = rope == RefRope::TableBf16;
+  GpuModel m(dir, cfg, DType::BF16, 80, 1024);
+  const auto V = static_cast<int64_t>(m.config.vocab_size);
+  int cases = 0, checked_steps = 0;
+  for (const nlohmann::json& c : ref["cases"]) {
+    auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
+    const auto want = c["last_logits"].get<std::vector<double>>();
+    const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
+    const double bound = 2 * c["bf16_rel_l2"].get<double>();
+    const size_t prompt_len = ids.size();
+    const auto max_blocks = static_cast<int32_t>((ids.size() + greedy.size() + 15) / 16);
+    std::vector<float> logits = m.run(test::one_seq_batch(ids, 0, 0, max_blocks));
+    const double e = test::rel_l2(logits.data(), want);
+    std::printf("[cuda %s] prompt of %zu tokens: relative L2 %.3g (bound %.3g)\n", name.c_str(),
+                prompt_len, e, bound);
+    EXPECT_LT(e, bound) << name << " prompt of " << prompt_len << " tokens";
+    for (size_t step = 0; step < greedy.size(); ++step) {
+      const int32_t next = test::argmax_row(logits, 0, V);
+      std::vector<float> sorted(logits.begin(), logits.begin() + V);
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      double ss = 0;
+      for (int64_t i = 0; i < V; ++i)
+        ss += static_cast<double>(logits[static_cast<size_t>(i)]) * logits[static_cast<size_t>(i)];
+      const double per_logit = bound * std::sqrt(ss / static_cast<double>(V));
+      const double margin = static_cast<double>(sorted[0]) - sorted[1];
+      if (next != greedy[step]) {
+        EXPECT_LE(margin, 8 * per_logit)
+            << name << " prompt of " << prompt_len << " tokens: greedy step " << step << " gave "
+            << next << ", HF " << greedy[step] << " with a top-2 margin of " << margin;
+        std::printf(
+            "[cuda %s] prompt of %zu tokens: greedy step %zu differs within bf16 noise "
+            "(margin %.3g); compared up to there\n",
+            name.c_str(), prompt_len, step, margin);
+        break;
+      }
+      ++checked_steps;
+      const auto pos = static_cast<int32_t>(ids.size());
+      ids.push_back(next);
+      logits = m.run(test::one_seq_batch({next}, pos, 0, max_blocks));
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 4);
+  std::printf("[cuda %s] %d greedy steps equal to HF's\n", name.c_str(), checked_steps);
+}
+
+TEST(CudaArch, Llama3Bf16MatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-llama3", RefRope::InvFreqBf16);
+}
+
+TEST(CudaArch, MistralSlidingWindowBf16MatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-mistral", RefRope::InvFreqBf16);
+}
+
+TEST(CudaArch, Gemma2Bf16MatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-gemma2", RefRope::InvFreqBf16);
+}
+
+TEST(CudaArch, GptNeoXBf16MatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-gpt-neox", RefRope::InvFreqBf16);
+}
+
+TEST(CudaArch, Gpt2Bf16MatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-gpt2", RefRope::None);
+}
+
+TEST(CudaArch, FalconBf16MatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-falcon", RefRope::InvFreqBf16);
+}
+
+TEST(CudaArch, GptJBf16MatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-gptj", RefRope::TableBf16);
+}
+
+TEST(CudaArch, BloomBf16MatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-bloom", RefRope::None);
+}
+
+TEST(CudaArch, Phi3Qwen3Bf16GreedyMatchesTransformers) {
+  PAGODA_REQUIRE_GPU();
+  check_arch_bf16("tiny-random-phi3", RefRope::InvFreqBf16);
+  check_arch_bf16("tiny-random-qwen3", RefRope::InvFreqBf16);
 }
 
 }  // namespace
