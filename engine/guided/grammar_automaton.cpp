@@ -1,6 +1,7 @@
 #include "engine/guided/grammar_automaton.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -21,6 +22,14 @@ uint64_t key(int32_t a, int32_t b) {
 bool has(const ByteSet& s, uint8_t b) { return (s[b >> 6] >> (b & 63)) & 1u; }
 
 }  // namespace
+
+void GrammarAutomaton::note_overflow(const char* what) const {
+  if (!overflowed_.exchange(true))
+    spdlog::error(
+        "guided_grammar: the grammar's parser exceeded its bounds ({}); outputs that need more "
+        "end there (finish_reason 'stop')",
+        what);
+}
 
 size_t GrammarAutomaton::VecHash::operator()(const std::vector<int32_t>& v) const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the ids
@@ -133,8 +142,8 @@ int32_t GrammarAutomaton::walk(int32_t state, std::string_view bytes) const {
       cfg.swap(scratch_.out);
     }
     return intern(cfg);
-  } catch (const Overflow&) {
-    overflowed_ = true;
+  } catch (const Overflow& e) {
+    note_overflow(e.what());
     return kDeadState;
   }
 }
@@ -174,8 +183,8 @@ int64_t GrammarAutomaton::allowed_tokens(int32_t state, const TokenVocab& vocab,
       const auto& child = nodes[static_cast<size_t>(c)];
       try {
         step(f.cfg, child.byte, scratch_);
-      } catch (const Overflow&) {
-        overflowed_ = true;
+      } catch (const Overflow& e) {
+        note_overflow(e.what());
         continue;
       }
       if (scratch_.out.empty()) continue;

@@ -25,7 +25,8 @@
 // stack nodes, kMaxGrammarStacks stacks in one configuration (a very
 // ambiguous grammar). A walk that would exceed them is refused: walk()
 // returns kDeadState (the output ends with "stop") and allowed_tokens()
-// prunes that branch; overflowed() then reports it.
+// prunes that branch; the first time, an error is logged, and
+// overflowed() reports it.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -70,6 +71,7 @@ class GrammarAutomaton final : public Automaton {
     size_t operator()(const std::vector<int32_t>& v) const;
   };
 
+  void note_overflow(const char* what) const;
   // All below: mu_ held.
   int32_t node(int32_t item, int32_t parent) const;
   void expand(int32_t item, int32_t parent, Scratch& sc) const;
