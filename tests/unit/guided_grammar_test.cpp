@@ -124,6 +124,19 @@ TEST(GrammarAutomaton, StatesAreInternedAndRepetitionKeepsStacksFlat) {
   EXPECT_FALSE(j.overflowed());
 }
 
+// An exponentially ambiguous grammar: after n "(" the parser holds 2^n
+// stacks (each level may close with ")" or "]"). Past kMaxGrammarStacks a
+// walk is refused (dead: the output would end) and the overflow is reported.
+TEST(GrammarAutomaton, AmbiguityPastTheBoundsIsRefusedAndReported) {
+  GrammarAutomaton a(parse_ebnf("root ::= s\ns ::= \"(\" s \")\" | \"(\" s \"]\" | \"\""));
+  EXPECT_TRUE(accepts(a, "(()]"));
+  EXPECT_FALSE(accepts(a, "(()"));
+  EXPECT_GE(a.walk(a.start(), std::string(10, '(')), 0);  // 1,024 stacks
+  EXPECT_FALSE(a.overflowed());
+  EXPECT_EQ(a.walk(a.start(), std::string(14, '(')), kDeadState);  // 16,384 > 10,000
+  EXPECT_TRUE(a.overflowed());
+}
+
 // Strings to compare on: random ones over the alphabet, and random walks
 // through the automaton (mostly sentences).
 std::vector<std::string> probe_strings(const GrammarAutomaton& a,
