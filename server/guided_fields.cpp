@@ -70,7 +70,8 @@ void from_structured_outputs(const json& so, std::vector<Candidate>& out, std::s
   if (present("choice"))
     out.push_back({p + ".choice", {GuideKind::kChoice, choice_text(so["choice"], p + ".choice")}});
   if (present("grammar"))
-    fail("structured_outputs.grammar is not supported yet", "structured_outputs");
+    out.push_back(
+        {p + ".grammar", {GuideKind::kGrammar, string_field(so["grammar"], p + ".grammar")}});
   if (present("structural_tag"))
     fail("structured_outputs.structural_tag is not supported yet", "structured_outputs");
   if (present("json_object")) {
@@ -142,7 +143,8 @@ void parse_guided(const request_model::RequestFields& f, const ServingModel& mod
     cands.push_back({"guided_regex", {GuideKind::kRegex, string_field(*v, "guided_regex")}});
   if (const json* v = f.value("guided_choice"))
     cands.push_back({"guided_choice", {GuideKind::kChoice, choice_text(*v, "guided_choice")}});
-  if (f.value("guided_grammar")) fail("'guided_grammar' is not supported yet", "guided_grammar");
+  if (const json* v = f.value("guided_grammar"))
+    cands.push_back({"guided_grammar", {GuideKind::kGrammar, string_field(*v, "guided_grammar")}});
   if (const json* v = f.value("guided_whitespace_pattern"))
     ws = string_field(*v, "guided_whitespace_pattern");
   if (const json* v = f.value("structured_outputs"))

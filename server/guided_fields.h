@@ -9,9 +9,9 @@
 // {name, schema, strict, description}}. At most one constraint per request
 // (400 naming both otherwise). The constraint is compiled here
 // (engine/guided/guide.h, cached across requests) so an invalid regex,
-// schema or choice list is a 400 naming the problem before anything runs.
-// guided_grammar / structured_outputs.grammar and structural_tag are 400
-// "not supported yet".
+// schema, choice list or grammar (guided_grammar / structured_outputs.grammar:
+// EBNF/GBNF, engine/guided/ebnf_grammar.h) is a 400 naming the problem
+// before anything runs. structural_tag is 400 "not supported yet".
 #pragma once
 #include "engine/sample/sampling_params.h"
 #include "server/serving_model.h"

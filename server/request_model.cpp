@@ -146,15 +146,17 @@ std::vector<FieldSpec> sampling_fields() {
        .type = kList,
        .type_text = "a list of strings",
        .note = "the output is exactly one of them"},
+      {.name = "guided_grammar",
+       .type = kStr,
+       .note = "EBNF/GBNF grammar (xgrammar syntax, start rule 'root'); the output is a sentence"},
       {.name = "guided_whitespace_pattern",
        .type = kStr,
        .note = "regex between JSON tokens for guided_json/json_object; default \"[ ]?\""},
       {.name = "structured_outputs",
        .type = kObj,
-       .note =
-           "vLLM's StructuredOutputsParams: json, regex, choice, json_object, whitespace_pattern, "
-           "disable_any_whitespace, disable_additional_properties, disable_fallback; grammar and "
-           "structural_tag: 400 not supported yet"},
+       .note = "vLLM's StructuredOutputsParams: json, regex, choice, grammar, json_object, "
+               "whitespace_pattern, disable_any_whitespace, disable_additional_properties, "
+               "disable_fallback; structural_tag: 400 not supported yet"},
   };
 }
 
@@ -162,7 +164,6 @@ std::vector<FieldSpec> sampling_fields() {
 // their default.
 std::vector<FieldSpec> not_supported_fields() {
   return {
-      {.name = "guided_grammar", .type = kStr, .status = kNotYet},
       {.name = "guided_decoding_backend", .type = kStr, .status = kNotYet},
       {.name = "structural_tag", .type = kStr, .status = kNotYet},
       {.name = "logits_processors", .type = kList, .status = kNotYet, .accepts = is_empty},

@@ -6,45 +6,38 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "engine/guided/ebnf_grammar.h"
+#include "engine/guided/grammar_automaton.h"
 #include "engine/guided/json_schema_regex.h"
 
 namespace pagoda::guided {
 
 Guide::Guide(ByteDfa dfa, std::shared_ptr<const TokenVocab> vocab, std::string regex)
-    : dfa_(std::move(dfa)), vocab_(std::move(vocab)), regex_(std::move(regex)) {
-  masks_.resize(dfa_.num_states());
+    : Guide(std::make_unique<DfaAutomaton>(std::move(dfa)), std::move(vocab), std::move(regex)) {}
+
+Guide::Guide(std::unique_ptr<const Automaton> automaton, std::shared_ptr<const TokenVocab> vocab,
+             std::string text)
+    : automaton_(std::move(automaton)), vocab_(std::move(vocab)), regex_(std::move(text)) {
+  if (!automaton_ || !vocab_) throw std::invalid_argument("Guide: no automaton or vocabulary");
 }
 
 int32_t Guide::advance(int32_t state, int32_t id) const {
   const std::string& b = vocab_->bytes(id);
-  if (state < 0 || b.empty()) return ByteDfa::kDead;
-  return dfa_.walk(state, b);
+  if (state < 0 || b.empty()) return kDeadState;
+  return automaton_->walk(state, b);
 }
 
 const TokenMask& Guide::mask(int32_t state) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = masks_.at(static_cast<size_t>(state));
+  const auto i = static_cast<size_t>(state);
+  if (state < 0 || i >= automaton_->num_states())
+    throw std::out_of_range(fmt::format("Guide::mask: no state {}", state));
+  if (i >= masks_.size()) masks_.resize(i + 1);
+  auto& slot = masks_[i];
   if (slot) return *slot;
   auto m = std::make_unique<TokenMask>();
   m->words.assign((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
-  const auto& nodes = vocab_->nodes();
-  // Depth-first walk of the trie, pruned where the DFA dies.
-  std::vector<std::pair<int32_t, int32_t>> stack{{0, state}};  // (trie node, DFA state)
-  while (!stack.empty()) {
-    auto [node, s] = stack.back();
-    stack.pop_back();
-    for (int32_t c = nodes[static_cast<size_t>(node)].first_child; c >= 0;
-         c = nodes[static_cast<size_t>(c)].next_sibling) {
-      const auto& child = nodes[static_cast<size_t>(c)];
-      const int32_t t = dfa_.next(s, child.byte);
-      if (t < 0) continue;
-      for (int32_t id = child.first_token; id >= 0; id = vocab_->token_next(id)) {
-        m->words[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
-        ++m->count;
-      }
-      if (child.first_child >= 0) stack.emplace_back(c, t);
-    }
-  }
+  m->count = automaton_->allowed_tokens(state, *vocab_, m->words);
   slot = std::move(m);
   return *slot;
 }
@@ -70,6 +63,8 @@ std::string guide_regex(const GuideSpec& spec) {
                                   spec.disable_additional_properties);
     case GuideKind::kJsonObject:
       return json_object_regex(spec.whitespace_pattern);
+    case GuideKind::kGrammar:
+      throw std::invalid_argument("a grammar does not compile to a regex");
   }
   throw std::invalid_argument("unknown guide kind");
 }
@@ -92,8 +87,14 @@ std::shared_ptr<const Guide> compile_guide(const GuideSpec& spec,
         return lru.front().guide;
       }
   }
-  std::string re = guide_regex(spec);
-  auto guide = std::make_shared<const Guide>(ByteDfa::compile(re), vocab, std::move(re));
+  std::shared_ptr<const Guide> guide;
+  if (spec.kind == GuideKind::kGrammar) {
+    guide = std::make_shared<const Guide>(std::make_unique<GrammarAutomaton>(parse_ebnf(spec.spec)),
+                                          vocab, spec.spec);
+  } else {
+    std::string re = guide_regex(spec);
+    guide = std::make_shared<const Guide>(ByteDfa::compile(re), vocab, std::move(re));
+  }
   std::lock_guard<std::mutex> lock(mu);
   lru.push_front(Entry{spec, vocab, guide});
   if (lru.size() > kGuideCacheSize) lru.pop_back();

@@ -9,10 +9,14 @@
 //   kJson      a JSON schema (text)          regex (json_schema_regex.h) -> DFA
 //   kJsonObject (spec unused)                regex of any JSON object, nesting
 //                                            bounded (json_schema_regex.h)
+//   kGrammar   EBNF/GBNF text (ebnf_grammar.h) pushdown recogniser
+//                                            (grammar_automaton.h)
 //
-// Token masks: per DFA state, computed on first use by walking the
-// vocabulary's byte trie through the DFA (a token is allowed when all its
-// bytes lead to live states: from them the pattern can still be completed),
+// The state machine is an Automaton (automaton.h): a DFA for the regular
+// kinds, interned parser configurations for kGrammar; either way a state
+// is an int32_t. Token masks: per state, computed on first use by walking the
+// vocabulary's byte trie through the automaton (a token is allowed when all
+// its bytes lead to live states: from them the pattern can still be completed),
 // then cached in the guide; guides are cached across requests by
 // (kind, spec, whitespace pattern, vocabulary) in a bounded LRU
 // (compile_guide). The same idea as outlines' index (Willard & Louf 2023,
@@ -32,17 +36,18 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/guided/automaton.h"
 #include "engine/guided/regex_dfa.h"
 #include "engine/guided/token_vocab.h"
 
 namespace pagoda::guided {
 
-enum class GuideKind { kRegex, kChoice, kJson, kJsonObject };
+enum class GuideKind { kRegex, kChoice, kJson, kJsonObject, kGrammar };
 
 // What a request asks for (SamplingParams::guided).
 struct GuideSpec {
   GuideKind kind = GuideKind::kRegex;
-  std::string spec;                            // regex, JSON array of choices, or schema text
+  std::string spec;  // regex, JSON array of choices, schema or grammar text
   std::string whitespace_pattern;              // JSON kinds: the regex between tokens; "" = default
   bool disable_additional_properties = false;  // JSON: absent additionalProperties = false
   bool operator==(const GuideSpec&) const = default;
@@ -61,39 +66,47 @@ struct TokenMask {
 class Guide {
  public:
   Guide(ByteDfa dfa, std::shared_ptr<const TokenVocab> vocab, std::string regex);
+  // `text`: the regex or grammar it was compiled from (regex()).
+  Guide(std::unique_ptr<const Automaton> automaton, std::shared_ptr<const TokenVocab> vocab,
+        std::string text);
 
-  int32_t start() const { return dfa_.start(); }
-  // State after token `id`'s bytes from `state`; ByteDfa::kDead when the
+  int32_t start() const { return automaton_->start(); }
+  // State after token `id`'s bytes from `state`; kDeadState (-1) when the
   // token is not allowed there (or has no bytes).
   int32_t advance(int32_t state, int32_t id) const;
-  // State after raw bytes (tests, prefixes); ByteDfa::kDead when they leave the pattern.
-  int32_t walk(int32_t state, std::string_view bytes) const { return dfa_.walk(state, bytes); }
-  bool accepting(int32_t state) const { return dfa_.accepting(state); }
+  // State after raw bytes (tests, prefixes); kDeadState when they leave the pattern.
+  int32_t walk(int32_t state, std::string_view bytes) const {
+    return state < 0 ? kDeadState : automaton_->walk(state, bytes);
+  }
+  bool accepting(int32_t state) const { return state >= 0 && automaton_->accepting(state); }
   // The text tokens allowed from `state` (computed once, then cached).
   const TokenMask& mask(int32_t state) const;
   // True when `text` is a complete match (tests).
-  bool matches(std::string_view text) const { return dfa_.matches(text); }
-  const std::string& regex() const { return regex_; }  // the compiled pattern
-  // Most bytes a complete output can have; -1 when unbounded.
-  int64_t max_output_bytes() const { return dfa_.max_match_length(); }
+  bool matches(std::string_view text) const { return accepting(walk(start(), text)); }
+  const std::string& regex() const { return regex_; }  // the compiled pattern or grammar
+  // Most bytes a complete output can have; -1 when unbounded (or a grammar).
+  int64_t max_output_bytes() const { return automaton_->max_output_bytes(); }
   const TokenVocab& vocab() const { return *vocab_; }
-  size_t num_states() const { return dfa_.num_states(); }
+  size_t num_states() const { return automaton_->num_states(); }
+  const Automaton& automaton() const { return *automaton_; }
 
  private:
-  ByteDfa dfa_;
+  std::unique_ptr<const Automaton> automaton_;
   std::shared_ptr<const TokenVocab> vocab_;
   std::string regex_;
   mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<TokenMask>> masks_;  // [num_states], filled lazily
+  mutable std::vector<std::unique_ptr<TokenMask>> masks_;  // by state, filled lazily
 };
 
-// The pattern a spec compiles to. Throws std::invalid_argument (a
-// RegexError or a schema error) naming the problem.
+// The pattern a regular spec compiles to. Throws std::invalid_argument (a
+// RegexError or a schema error) naming the problem; kGrammar has no regex
+// (std::invalid_argument).
 std::string guide_regex(const GuideSpec& spec);
 
 // Compiles (or finds in the cache: the most recent kGuideCacheSize specs
 // per process) the guide of `spec` over `vocab`. Throws
-// std::invalid_argument naming the problem (bad regex, schema, choices).
+// std::invalid_argument naming the problem (bad regex, schema, choices,
+// grammar: a GrammarError).
 inline constexpr size_t kGuideCacheSize = 64;
 std::shared_ptr<const Guide> compile_guide(const GuideSpec& spec,
                                            const std::shared_ptr<const TokenVocab>& vocab);

@@ -10,9 +10,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <utility>
 
 #include "engine/guided/guide.h"
 #include "tests/integration/serve_reference_util.h"
+#include "tests/support/grammar_cases.h"
 #include "tests/support/guided_cases.h"
 
 namespace pagoda::testing_http {
@@ -31,6 +34,42 @@ guided::GuideSpec spec_of(const GuidedCase& c) {
   if (c.kind == "regex") return {guided::GuideKind::kRegex, c.spec.get<std::string>()};
   if (c.kind == "choice") return {guided::GuideKind::kChoice, c.spec.dump()};
   return {guided::GuideKind::kJson, c.spec.dump()};
+}
+
+// Sends `body` (streamed or not) and returns the first choice's text and
+// finish reason.
+std::pair<std::string, std::string> request(int port, const std::string& path, json body, bool chat,
+                                            bool stream) {
+  std::string text, finish;
+  if (stream) {
+    body["stream"] = true;
+    HttpClient client(port);
+    HttpResponse r = client.post(path, body.dump());
+    if (r.status != 200) {
+      ADD_FAILURE() << path << " answered " << r.status << ": " << r.body;
+      return {};
+    }
+    for (const std::string& e : sse_payloads(r.body)) {
+      if (e == "[DONE]") continue;
+      json j = json::parse(e);
+      if (j["choices"].empty()) continue;
+      const json& ch = j["choices"][0];
+      if (ch.contains("delta")) {
+        if (ch["delta"].contains("content") && ch["delta"]["content"].is_string())
+          text += ch["delta"]["content"];
+      } else {
+        text += ch["text"].get<std::string>();
+      }
+      if (ch.contains("finish_reason") && ch["finish_reason"].is_string())
+        finish = ch["finish_reason"];
+    }
+  } else {
+    json r = post_json(port, path, body);
+    const json& ch = r["choices"][0];
+    text = chat ? ch["message"]["content"].get<std::string>() : ch["text"].get<std::string>();
+    finish = ch["finish_reason"];
+  }
+  return {text, finish};
 }
 
 TEST_F(ServeGuided, TwoHundredConstraintsStreamedAndNotAllValidate) {
@@ -56,32 +95,7 @@ TEST_F(ServeGuided, TwoHundredConstraintsStreamedAndNotAllValidate) {
     } else {
       body["prompt"] = "Answer " + std::to_string(i) + ":";
     }
-    std::string text, finish;
-    if (stream) {
-      body["stream"] = true;
-      HttpClient client(port());
-      HttpResponse r = client.post(path, body.dump());
-      ASSERT_EQ(r.status, 200) << r.body;
-      for (const std::string& e : sse_payloads(r.body)) {
-        if (e == "[DONE]") continue;
-        json j = json::parse(e);
-        if (j["choices"].empty()) continue;
-        const json& ch = j["choices"][0];
-        if (ch.contains("delta")) {
-          if (ch["delta"].contains("content") && ch["delta"]["content"].is_string())
-            text += ch["delta"]["content"];
-        } else {
-          text += ch["text"].get<std::string>();
-        }
-        if (ch.contains("finish_reason") && ch["finish_reason"].is_string())
-          finish = ch["finish_reason"];
-      }
-    } else {
-      json r = post_json(port(), path, body);
-      const json& ch = r["choices"][0];
-      text = chat ? ch["message"]["content"].get<std::string>() : ch["text"].get<std::string>();
-      finish = ch["finish_reason"];
-    }
+    auto [text, finish] = request(port(), path, body, chat, stream);
     EXPECT_EQ(finish, "stop") << "case " << i << ": " << text;
     cases.push_back(std::move(c));
     texts.push_back(text);
@@ -89,6 +103,57 @@ TEST_F(ServeGuided, TwoHundredConstraintsStreamedAndNotAllValidate) {
   std::string report;
   const int rc = testing_guided::validate_with_python(
       cases, texts, std::string(PAGODA_BINARY_DIR) + "/guided_serve_outputs.jsonl",
+      std::string(PAGODA_SOURCE_DIR) + "/tests/support/validate_guided.py", &report);
+  std::printf("%s", report.c_str());
+  EXPECT_EQ(rc, 0) << report;
+}
+
+// guided_grammar: 40 bounded grammars (random ones equivalent to a Python
+// regex, and a depth-bounded JSON grammar), streamed and not, both
+// endpoints; every output finishes "stop", is a sentence of its grammar,
+// and passes Python's re.fullmatch / json.loads.
+TEST_F(ServeGuided, FortyGrammarsStreamedAndNotAllParse) {
+  if (std::system("python3 -c 'import jsonschema' 2>/dev/null") != 0)
+    GTEST_SKIP() << "python3-jsonschema is not installed (validate_guided.py imports it)";
+  auto vocab = guided::TokenVocab::of(std::shared_ptr<const Tokenizer>(tok_));
+  testing_guided::GrammarRegexGenerator gen(99, /*bounded=*/true);
+  std::vector<GuidedCase> cases;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 40; ++i) {
+    GuidedCase c;
+    std::string grammar;
+    if (i % 4 == 1) {
+      grammar = testing_guided::kBoundedJsonGrammar;
+      c.kind = "json_value";
+      c.spec = "json";
+    } else {
+      auto [g, re] = gen.next();
+      grammar = g;
+      c.kind = "regex";
+      c.spec = re;
+    }
+    json body = i % 3 ? json{{"guided_grammar", grammar}}
+                      : json{{"structured_outputs", {{"grammar", grammar}}}};
+    body["temperature"] = 1.0;
+    body["seed"] = i;
+    body["max_tokens"] = 300;  // above every sentence's length in bytes (<= 239)
+    const bool chat = i % 4 >= 2, stream = i % 2 == 1;
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    if (chat)
+      body["messages"] = json::array({{{"role", "user"}, {"content", "Say " + std::to_string(i)}}});
+    else
+      body["prompt"] = "Say " + std::to_string(i) + ":";
+    auto [text, finish] = request(port(), path, body, chat, stream);
+    EXPECT_EQ(finish, "stop") << "case " << i << ": " << text;
+    EXPECT_TRUE(guided::compile_guide({guided::GuideKind::kGrammar, grammar}, vocab)->matches(text))
+        << "case " << i << ": '" << text << "'\n"
+        << grammar;
+    cases.push_back(std::move(c));
+    texts.push_back(text);
+  }
+  std::string report;
+  const int rc = testing_guided::validate_with_python(
+      cases, texts, std::string(PAGODA_BINARY_DIR) + "/guided_serve_grammar_outputs.jsonl",
       std::string(PAGODA_SOURCE_DIR) + "/tests/support/validate_guided.py", &report);
   std::printf("%s", report.c_str());
   EXPECT_EQ(rc, 0) << report;
@@ -116,8 +181,18 @@ TEST_F(ServeGuided, JsonObjectAndErrors) {
   EXPECT_NE(bad["error"]["message"].get<std::string>().find("unknown type 'objekt'"),
             std::string::npos);
   json bad_grammar = post_json(port(), "/v1/completions",
-                               {{"prompt", "x"}, {"guided_grammar", "root ::= \"a\""}}, 400);
+                               {{"prompt", "x"}, {"guided_grammar", "root ::= \"a\" nope"}}, 400);
   EXPECT_EQ(bad_grammar["error"]["param"], "guided_grammar");
+  EXPECT_NE(bad_grammar["error"]["message"].get<std::string>().find("rule 'nope' is not defined"),
+            std::string::npos)
+      << bad_grammar;
+  json lark = post_json(port(), "/v1/chat/completions",
+                        {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                         {"structured_outputs", {{"grammar", "start: \"a\""}}}},
+                        400);
+  EXPECT_EQ(lark["error"]["param"], "structured_outputs.grammar");
+  EXPECT_NE(lark["error"]["message"].get<std::string>().find("Lark-style"), std::string::npos)
+      << lark;
 }
 
 }  // namespace

@@ -5,7 +5,8 @@ Input: a JSON-lines file, one {"kind", "spec", "text"} per output (written by
 tests/support/guided_cases.h). kind "json": text must parse (json.loads) and
 validate against spec (jsonschema, Draft 2020-12, with FormatChecker so
 "date"/"uuid" are checked); "json_object": text parses to a JSON object;
-"regex": re.fullmatch(spec, text); "choice": text is one of spec.
+"regex": re.fullmatch(spec, text); "choice": text is one of spec;
+"json_value": text parses (RFC 8259: NaN / Infinity rejected).
 Prints a summary and each failure; exit status 1 when any output fails.
 """
 import json
@@ -21,10 +22,14 @@ def check(case):
         return None if re.fullmatch(spec, text) else "does not match the regex"
     if kind == "choice":
         return None if text in spec else "is not one of the choices"
+    def no_constant(name):
+        raise ValueError(f"{name} is not JSON")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=no_constant)
     except ValueError as e:
         return f"is not JSON ({e})"
+    if kind == "json_value":
+        return None
     if kind == "json_object":
         return None if isinstance(value, dict) else "is not a JSON object"
     try:

@@ -165,9 +165,6 @@ TEST(RequestFields, OpenApiDocumentsTheDeclaredFields) {
 
 // ---- not supported yet: 400 when set to anything but the default ----
 
-TEST(RequestFieldsNotSupported, GuidedGrammar) {
-  expect_not_supported("guided_grammar", "root ::= \"a\"");
-}
 TEST(RequestFieldsNotSupported, GuidedDecodingBackend) {
   expect_not_supported("guided_decoding_backend", "xgrammar");
 }
@@ -181,6 +178,8 @@ TEST(RequestFieldsGuided, ConvertedOnEveryEndpoint) {
       {{"guided_json", {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}}}},
       {{"guided_json", R"({"type": "boolean"})"}},
       {{"structured_outputs", {{"regex", "x+"}}}},
+      {{"guided_grammar", "root ::= \"a\" b*\nb ::= [0-9]"}},
+      {{"structured_outputs", {{"grammar", "root ::= (\"x\" | \"y\")+"}}}},
       {{"structured_outputs", {{"json_object", true}, {"disable_any_whitespace", true}}}}};
   for (const json& b : bodies) {
     SCOPED_TRACE(b.dump());
@@ -193,6 +192,11 @@ TEST(RequestFieldsGuided, ConvertedOnEveryEndpoint) {
   const ParsedRequest c = ok(completion({{"guided_choice", {"yes", "no"}}}));
   EXPECT_TRUE(c.sampling.guide->matches("yes"));
   EXPECT_FALSE(c.sampling.guide->matches("yesno"));
+  const ParsedRequest g = ok(chat({{"guided_grammar", "root ::= \"a\" b*\nb ::= [0-9]"}}));
+  EXPECT_TRUE(g.sampling.guide->matches("a"));
+  EXPECT_TRUE(g.sampling.guide->matches("a123"));
+  EXPECT_FALSE(g.sampling.guide->matches("a1b"));
+  EXPECT_FALSE(g.sampling.guide->matches(""));
   const ParsedRequest rf = ok(chat(
       {{"response_format",
         {{"type", "json_schema"},
@@ -220,7 +224,14 @@ TEST(RequestFieldsGuided, InvalidSpecsAre400sNamingTheProblem) {
        "guided_json",
        "format 'email'"},
       {{{"guided_regex", "a"}, {"guided_choice", {"a"}}}, "guided_choice", "only one kind"},
-      {{{"structured_outputs", {{"grammar", "root ::= \"a\""}}}},
+      {{{"guided_grammar", "root ::= foo"}}, "guided_grammar", "rule 'foo' is not defined"},
+      {{{"guided_grammar", "rot ::= \"a\""}}, "guided_grammar", "no 'root' rule"},
+      {{{"guided_grammar", "root ::= \"a"}}, "guided_grammar", "line 1, column 10: unterminated"},
+      {{{"guided_grammar", "root ::= root \"a\" | \"b\""}}, "guided_grammar", "left-recursive"},
+      {{{"structured_outputs", {{"grammar", "start: \"a\""}}}},
+       "structured_outputs.grammar",
+       "Lark-style grammars"},
+      {{{"structured_outputs", {{"structural_tag", "{}"}}}},
        "structured_outputs",
        "not supported yet"},
       {{{"structured_outputs", {{"regexp", "a"}}}}, "structured_outputs", "no field 'regexp'"},
