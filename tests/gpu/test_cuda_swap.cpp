@@ -2,10 +2,13 @@
 // cudaMemcpyAsync runs move every layer's K and V out and back bit for bit;
 // and through the Engine, tiny-random-llama's greedy ids are the same with
 // no preemption, with recompute and with swap under a KV pool small enough
-// to force many preemptions (the engine counts them). Skipped without a GPU.
+// to force many preemptions (the engine counts them; a recomputed sequence
+// also reads its partial block back through copy_blocks, tested alone
+// too). Skipped without a GPU.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -70,6 +73,53 @@ TEST(CudaSwap, BlocksRoundTripThroughPinnedHostMemoryBitForBit) {
   for (LayerKVCache& c : dev) {
     be->free(c.k);
     be->free(c.v);
+  }
+}
+
+// Backend::copy_blocks (a cached partial block continued by a new
+// sequence): every layer's K and V of each src block into its dst block,
+// ordered on the stream after the writes before it; other blocks untouched.
+TEST(CudaSwap, CopyBlocksCopiesEveryLayerAndNothingElse) {
+  PAGODA_REQUIRE_GPU();
+  constexpr int64_t kBlocks = 8, kBs = 16, kHk = 2, kD = 64, kLayers = 3;
+  constexpr size_t kBlockElems = kBs * kHk * kD;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    auto be = make_cuda_backend(0, dt);
+    std::vector<LayerKVCache> dev(kLayers);
+    std::vector<std::vector<float>> want(kLayers * 2);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (int64_t l = 0; l < kLayers; ++l)
+      for (int kv = 0; kv < 2; ++kv) {
+        Tensor t = be->alloc(dt, {kBlocks, kBs, kHk, kD});
+        std::vector<float>& h = want[static_cast<size_t>(l * 2 + kv)];
+        h.resize(static_cast<size_t>(t.numel()));
+        for (float& x : h) x = d(rng);
+        be->copy_from_host(t, h.data(), DType::F32);
+        be->copy_to_host(h.data(), t);  // as stored (bf16-rounded)
+        (kv == 0 ? dev[static_cast<size_t>(l)].k : dev[static_cast<size_t>(l)].v) = t;
+      }
+    // Block 3 into 5 and 6 (two continuations of one block), 0 into 7.
+    const std::vector<BlockCopy> copies = {{3, 5}, {3, 6}, {0, 7}};
+    be->copy_blocks(dev, copies);
+    EXPECT_THROW(be->copy_blocks(dev, std::vector<BlockCopy>{{2, 2}}), std::invalid_argument);
+    EXPECT_THROW(be->copy_blocks(dev, std::vector<BlockCopy>{{0, kBlocks}}), std::invalid_argument);
+    std::vector<float> got(kBlocks * kBlockElems);
+    for (int64_t l = 0; l < kLayers; ++l)
+      for (int kv = 0; kv < 2; ++kv) {
+        const LayerKVCache& c = dev[static_cast<size_t>(l)];
+        be->copy_to_host(got.data(), kv == 0 ? c.k : c.v);
+        const std::vector<float>& w = want[static_cast<size_t>(l * 2 + kv)];
+        std::vector<float> expect = w;
+        for (const BlockCopy& p : copies)
+          std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(p.src * kBlockElems), kBlockElems,
+                      expect.begin() + static_cast<std::ptrdiff_t>(p.dst * kBlockElems));
+        EXPECT_EQ(got, expect) << dtype_name(dt) << " layer " << l << " kv " << kv;
+      }
+    for (LayerKVCache& c : dev) {
+      be->free(c.k);
+      be->free(c.v);
+    }
   }
 }
 
