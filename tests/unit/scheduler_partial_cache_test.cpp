@@ -5,6 +5,7 @@
 // block_copies). The FakeExecutor keeps each KV slot's token and context
 // hash and checks every read, so a copy that went wrong, or none, throws;
 // the invariants (pinned copy sources counted) are checked every step.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -85,8 +86,8 @@ TEST(SchedulerPartialCache, ChainsOfContinuationsUnderPreemptionReadTheirOwnToke
     testing::SchedulerRig r(config(), kVocab, 8, kBlock, 0, caching);
     std::vector<int32_t> ctx = prompt_of(5, 3);
     for (int k = 0; k < 6; ++k) {
-      auto ch = r.add_tokens("q" + std::to_string(k), ctx, 3);
-      auto other = r.add_tokens("o" + std::to_string(k), prompt_of(9, k), 4);
+      auto ch = r.add_tokens(fmt::format("q{}", k), ctx, 3);
+      auto other = r.add_tokens(fmt::format("o{}", k), prompt_of(9, k), 4);
       r.run_to_end();
       const std::vector<int32_t> got = ids_of(*ch);
       ASSERT_EQ(got.size(), 3u);
