@@ -136,8 +136,8 @@ void apply_tool_choice_guide(const ChatTools& tools, const request_model::Reques
                      : fmt::format("tool_choice naming a function ('{}')", tools.forced_function);
   if (sp.guide) {
     std::string other = "guided decoding";
-    for (const char* k :
-         {"guided_json", "guided_regex", "guided_choice", "structured_outputs", "response_format"})
+    for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                          "structured_outputs", "response_format"})
       if (fields.declares(k) && fields.value(k)) {
         other = k;
         break;

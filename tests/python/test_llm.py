@@ -328,7 +328,9 @@ def test_get_tokenizer_and_tokenizer_argument(llm):
     (out,) = llm.generate("Once upon a time", SamplingParams(max_tokens=1), use_tqdm=False)
     assert ids == out.prompt_token_ids
     assert tok.decode(ids) == "Once upon a time"
-    assert out.num_cached_tokens == 0  # a prompt shorter than one block: nothing to reuse
+    # Earlier tests ran this prompt: its partial block may be cached, but the
+    # last prompt token is always computed.
+    assert 0 <= out.num_cached_tokens < len(ids)
     LLM(model=MODEL, tokenizer=MODEL, device="cpu")
     with pytest.raises(ValueError, match="tokenizer"):
         LLM(model=MODEL, tokenizer="hf-internal-testing/llama-tokenizer", device="cpu")

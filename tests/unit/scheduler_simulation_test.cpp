@@ -11,7 +11,9 @@
 // or been aborted and the pool is all free. In swap mode (preemption by
 // swap into a small host pool, which also runs full and falls back to
 // recompute) the FakeExecutor copies the slots' tokens and hashes on every
-// swap, and at the end every host block is free.
+// swap, and at the end every host block is free. Partial-block prefix hits
+// (a recomputed or resent sequence continuing a released partial block) are
+// copied block by block (BlockCopy), the FakeExecutor copying the slots too.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -163,6 +165,7 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
   EXPECT_GT(aborted, 0);
   EXPECT_GT(sched.num_preemptions_total(), 0);
   EXPECT_GT(sched.prefix_cache_hits(), 0);
+  EXPECT_GT(exec.blocks_copied(), 0);  // partial-block hits (recomputed sequences, shared prefixes)
   EXPECT_GT(exec.calls(), steps / 4);
 }
 

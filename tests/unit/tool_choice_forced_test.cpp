@@ -163,6 +163,7 @@ TEST(ToolChoiceRequest, AnotherConstraintIsA400NamingIt) {
   for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
            {R"(, "guided_json": {"type": "object"})", "guided_json"},
            {R"(, "guided_regex": "a+")", "guided_regex"},
+           {R"(, "guided_grammar": "root ::= \"a\"")", "guided_grammar"},
            {R"(, "response_format": {"type": "json_object"})", "response_format"},
            {R"(, "structured_outputs": {"choice": ["a"]})", "structured_outputs"}}) {
     for (const char* choice :
