@@ -125,7 +125,10 @@ void GenerationGroup::drain_beam(Sub& sub, std::vector<ChoiceDelta>& out) {
       }
       merge_delta(b.outputs[j], d);
     }
-    complete = complete && b.channels[j]->finished();
+    // Complete from the drained deltas themselves: the channel's finished()
+    // can turn true between drain() and a check of it, with the final delta
+    // (the step's logprobs) still pending.
+    complete = complete && b.outputs[j].finished;
   }
   if (!complete) return;
   std::vector<std::vector<std::pair<int32_t, float>>> lists;
