@@ -11,6 +11,7 @@
 #include "engine/latency_tracker.h"
 #include "engine/model_runner.h"
 #include "engine/output_channel.h"
+#include "engine/output_processor.h"
 #include "engine/request_queue.h"
 #include "engine/sample/bad_words.h"
 #include "engine/sample/prompt_logprobs.h"
@@ -131,12 +132,12 @@ class EngineImpl {
     group->request_id = req->request_id;
     group->n = req->sampling.n;
     group->best_of = req->sampling.best_of.value_or(req->sampling.n);
-    group->output = req->output;
     for (int i = 0; i < group->best_of; ++i) {
       const uint64_t seed = req->sampling.seed ? *req->sampling.seed + static_cast<uint64_t>(i)
                                                : mix_seed(global_seed + request_counter++);
-      group->seqs.push_back(std::make_unique<Sequence>(*req, max_tokens, seed, *tokenizer, i));
+      group->seqs.push_back(std::make_unique<Sequence>(*req, max_tokens, seed, i));
     }
+    outputs.add_request(*req);
     scheduler.add_group(std::move(group));
   }
 
@@ -191,7 +192,10 @@ class EngineImpl {
     if (pending_aborts.empty()) return;
     local.requests_finished_total["abort"] +=
         scheduler.abort(std::span<const std::string>(pending_aborts));
-    for (const std::string& id : pending_aborts) latency.forget(id);
+    for (const std::string& id : pending_aborts) {
+      outputs.abort(id);
+      latency.forget(id);
+    }
     pending_aborts.clear();
     pending_abort_ids.clear();
   }
@@ -228,10 +232,8 @@ class EngineImpl {
     // blocks may be written by the next one).
     runner.apply_swaps(out);
     local.num_preemptions_total = scheduler.num_preemptions_total();
-    did = did || out.num_preempted > 0 || out.num_swapped_in > 0;
-    if (out.num_finished_by_capacity > 0)
-      local.requests_finished_total["length"] += out.num_finished_by_capacity;
-    did = did || out.num_finished_by_capacity > 0;
+    did = did || out.num_preempted > 0 || out.num_swapped_in > 0 || !out.finished.empty();
+    process_outputs(out.finished);
     if (!out.empty()) {
       if (!runner.execute_and_sample(out, scheduler.config().eos_token_ids, sampled)) {
         runner.execute(out, logits);
@@ -247,6 +249,7 @@ class EngineImpl {
             timed.push_back({f->request_id, f->index, f->arrival_time, f->num_prompt_tokens});
         }
       PostprocessResult res = scheduler.postprocess(out, sampled);
+      process_outputs(res.updates);
       if (config.check_invariants) scheduler.check_invariants();
       const auto now = std::chrono::steady_clock::now();
       // A request's prompt counts once, at its first token (as its usage
@@ -266,11 +269,24 @@ class EngineImpl {
       }
       local.generation_tokens_total += res.num_generated;
       local.steps_total++;
-      for (FinishReason r : res.finished) local.requests_finished_total[finish_reason_str(r)]++;
       did = true;
     }
     publish();
     return did;
+  }
+
+  // Text, stop strings and deltas for the core's updates; the sequences a
+  // stop string ended leave the scheduler before the next step.
+  void process_outputs(std::span<const SequenceUpdate> updates) {
+    if (updates.empty()) return;
+    OutputProcessor::Result r;
+    outputs.process(updates, r);
+    for (size_t i = 0; i < r.stopped.size(); ++i) {
+      const std::vector<SequenceUpdate> more =
+          scheduler.stop(r.stopped[i].first, r.stopped[i].second);
+      outputs.process(more, r);
+    }
+    for (FinishReason f : r.finished) local.requests_finished_total[finish_reason_str(f)]++;
   }
 
   // One token (with its raw logprob when wanted) for every sampling
@@ -361,6 +377,7 @@ class EngineImpl {
         }
     }
     local.requests_finished_total["abort"] += scheduler.abort_all();
+    outputs.abort_all();
     publish();
   }
 
@@ -370,6 +387,7 @@ class EngineImpl {
   BlockManager blocks;
   HostBlockPool host_blocks;  // the swap space's blocks (before the scheduler: it outlives it)
   Scheduler scheduler;
+  OutputProcessor outputs{*tokenizer};
   ModelRunner runner;
   StatsLogger logger;
   RequestQueue queue;

@@ -1,8 +1,11 @@
 // Engine: the one engine thread and its step loop (design card §2; nano-vllm's
 // LLMEngine.step()). Each step: drain the request queue (adds, aborts) →
 // Scheduler::schedule() → ModelRunner builds the ForwardBatch and runs the
-// ModelExecutor → Sampler → Scheduler::postprocess() (append, stop checks,
-// free finished sequences' blocks) → Detokenizer → OutputChannel deltas.
+// ModelExecutor → Sampler → Scheduler::postprocess() (append, token-level
+// stop checks, free finished sequences' blocks; one SequenceUpdate per
+// token) → OutputProcessor (detokenization, stop strings, which end their
+// sequences through Scheduler::stop, logprobs, best_of choices, the
+// OutputChannel deltas).
 //
 // Thread safety: add_request(s)/abort_request(s)/stats/heartbeat may be called from any
 // thread (the queue is lock-free multi-producer). step() runs on the engine

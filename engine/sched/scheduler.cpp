@@ -39,7 +39,6 @@ Scheduler::~Scheduler() {
 void Scheduler::add(std::unique_ptr<Sequence> seq) {
   auto g = std::make_unique<SequenceGroup>();
   g->request_id = seq->request_id;
-  g->output = seq->output;
   g->seqs.push_back(std::move(seq));
   add_group(std::move(g));
 }
@@ -89,26 +88,27 @@ void Scheduler::fork_child(Sequence& parent, Sequence& child) {
   running_.push_back(&child);
 }
 
-void Scheduler::emit_best(SequenceGroup& g) {
-  std::vector<Sequence*> order;
-  for (auto& s : g.seqs) order.push_back(s.get());
-  // Highest cumulative logprob first (vLLM: sorted by cumulative logprob);
-  // ties keep the lower sample index.
-  std::stable_sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) {
-    return a->cumulative_logprob > b->cumulative_logprob;
-  });
-  for (int r = 0; r < g.n; ++r) {
-    RequestOutput d = make_delta(*order[static_cast<size_t>(r)]);
-    d.index = r;
-    if (g.output) g.output->push(std::move(d));
-  }
+namespace {
+
+// The update of a sequence that just finished, without a token.
+SequenceUpdate finish_update(const Sequence& seq) {
+  SequenceUpdate u;
+  u.request_id = seq.request_id;
+  u.index = seq.index;
+  u.finished = true;
+  u.finish_reason = seq.finish_reason;
+  u.stop_token_id = seq.stop_token_id;
+  u.num_cached_tokens = std::max<int64_t>(seq.num_cached_tokens, 0);
+  return u;
 }
 
-void Scheduler::retire(Sequence* seq, PostprocessResult* res) {
+}  // namespace
+
+void Scheduler::retire(Sequence* seq, std::vector<SequenceUpdate>* updates) {
   SequenceGroup& g = *seq->group;
   release_blocks(seq);
   ++g.num_finished;
-  if (g.streams() && g.output) g.output->push(make_delta(*seq));
+  if (updates) updates->push_back(finish_update(*seq));
   if (!g.forked && seq == g.seqs[0].get()) {
     // Finished before its samples forked (out of KV capacity, aborted):
     // they end with it, with no tokens.
@@ -118,14 +118,25 @@ void Scheduler::retire(Sequence* seq, PostprocessResult* res) {
       if (c.finished()) continue;
       finish_sequence(c, seq->finish_reason);
       ++g.num_finished;
-      if (g.streams() && g.output) g.output->push(make_delta(c));
+      if (updates) updates->push_back(finish_update(c));
     }
   }
-  if (g.num_finished == g.best_of) {
-    if (!g.streams()) emit_best(g);
-    if (res) res->finished.push_back(seq->finish_reason);
-    done_.push_back(g.request_id);
-  }
+  if (g.num_finished == g.best_of) done_.push_back(g.request_id);
+}
+
+std::vector<SequenceUpdate> Scheduler::stop(const std::string& request_id, int index) {
+  std::vector<SequenceUpdate> updates;
+  auto it = groups_.find(request_id);
+  if (it == groups_.end() || index < 0 || index >= it->second->best_of) return updates;
+  Sequence* seq = it->second->seqs[static_cast<size_t>(index)].get();
+  if (seq->finished()) return updates;
+  finish_sequence(*seq, FinishReason::kStop);
+  std::erase(running_, seq);
+  std::erase(waiting_, seq);
+  std::erase(swapped_, seq);
+  retire(seq, &updates);
+  reap();
+  return updates;
 }
 
 void Scheduler::reap() {
@@ -304,9 +315,7 @@ SchedulerOutput Scheduler::schedule() {
       // sequence's next token. It ends as if capped by length.
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
       finish_sequence(*seq, FinishReason::kLength);
-      PostprocessResult r;
-      retire(seq, &r);
-      out.num_finished_by_capacity += static_cast<int64_t>(r.finished.size());
+      retire(seq, &out.finished);
       continue;
     }
     blocks_.allocate(seq->block_table, need);
@@ -403,15 +412,26 @@ SchedulerOutput Scheduler::schedule() {
 }
 
 void Scheduler::append(Sequence* seq, const TokenLogprob& t, PostprocessResult* res) {
-  seq->cumulative_logprob += t.logprob;
-  if (seq->sampling.logprobs) seq->logprobs.push_back(t);
   const bool done = append_token(*seq, t.token_id, stop_config_);
   ++res->num_generated;
+  SequenceUpdate& u = res->updates.emplace_back(token_update(*seq, t));
+  SequenceGroup& g = *seq->group;
+  if (seq->sampling.prompt_logprobs && !g.prompt_logprobs_reported) {
+    // Complete once the parent sampled (its prefill scored every position).
+    const Sequence& parent = *g.seqs.front();
+    const int64_t positions = std::max<int64_t>(parent.num_prompt_tokens - 1, 0);
+    if (static_cast<int64_t>(parent.prompt_logprobs.size()) == positions) {
+      u.prompt_logprobs = parent.prompt_logprobs;
+      g.prompt_logprobs_reported = true;
+    }
+  }
   if (done) {
     std::erase(running_, seq);
-    retire(seq, res);
-  } else if (seq->group->streams() && seq->output) {
-    seq->output->push(make_delta(*seq));
+    // retire() reports seq's finish first (already in u), then any samples
+    // that end with it.
+    std::vector<SequenceUpdate> ended;
+    retire(seq, &ended);
+    for (size_t i = 1; i < ended.size(); ++i) res->updates.push_back(std::move(ended[i]));
   }
 }
 

@@ -35,8 +35,12 @@
 // No step both swaps out and swaps in. When the host pool cannot hold a
 // victim's blocks it is preempted by recompute instead (logged once).
 // postprocess() advances num_computed_tokens, appends the sampled tokens,
-// checks stops (stop_checker.h), frees finished sequences' blocks at once and
-// pushes every delta to the sequences' OutputChannels.
+// checks the token-level stops (stop_checker.h), frees finished sequences'
+// blocks at once and returns one SequenceUpdate per appended token or
+// finish (sequence_update.h): text, stop strings and deltas are the
+// OutputProcessor's (output_processor.h), which names the sequences a stop
+// string ended; stop() then ends them here (vLLM v1's split of the engine
+// core and the output processor).
 //
 // n > 1 / best_of (SequenceGroup, sequence.h): only the group's parent is
 // queued; it prefills the prompt once, and the step that samples its prompt
@@ -79,6 +83,7 @@
 #include "engine/kv/host_block_pool.h"
 #include "engine/sched/preemption_mode.h"
 #include "engine/sched/sequence.h"
+#include "engine/sched/sequence_update.h"
 #include "engine/sched/stop_checker.h"
 
 namespace pagoda {
@@ -131,8 +136,9 @@ struct SchedulerOutput {
   int64_t num_swapped_out = 0;  // of those, by swap
   int64_t num_swapped_in = 0;   // sequences swapped back in
   // Sequences finished while scheduling (alone and still out of KV blocks:
-  // "length"); their final deltas are already pushed.
-  int64_t num_finished_by_capacity = 0;
+  // "length", with the unforked samples of such a parent): one update each,
+  // for the OutputProcessor.
+  std::vector<SequenceUpdate> finished;
   bool empty() const { return seqs.empty(); }
   // Logits rows of the step: sequences with samples == true.
   int64_t num_samples() const;
@@ -142,9 +148,10 @@ struct SchedulerOutput {
 
 struct PostprocessResult {
   int64_t num_generated = 0;  // tokens appended
-  // One per request that finished (all its sequences): the finish reason of
-  // its last sequence.
-  std::vector<FinishReason> finished;
+  // One per appended token (in append order: a fork's samples before their
+  // parent) and per sequence finished without one (a parent's unforked
+  // samples).
+  std::vector<SequenceUpdate> updates;
 };
 
 class Scheduler {
@@ -163,8 +170,8 @@ class Scheduler {
   void add_group(std::unique_ptr<SequenceGroup> group);
   bool contains(const std::string& request_id) const { return groups_.count(request_id) != 0; }
   // Aborts a request's waiting or running sequences: frees all their
-  // blocks, pushes a final "abort" delta per unfinished choice (best_of > n:
-  // the n best candidates so far). False when the id is unknown.
+  // blocks and forgets the request (its deltas: OutputProcessor::abort).
+  // False when the id is unknown.
   bool abort(const std::string& request_id);
   // Aborts every listed request as abort() does (unknown or repeated ids
   // are skipped) and returns how many were aborted. Time O(k log G + W + R)
@@ -175,6 +182,12 @@ class Scheduler {
   int64_t abort(std::span<const std::string> request_ids);
   // Aborts everything (engine shutdown). Returns how many were aborted.
   int64_t abort_all();
+  // Ends sample `index` of a request whose text a stop string ended
+  // (OutputProcessor::Result::stopped): finishes it "stop" and frees its
+  // blocks as a token-level finish does; returns the updates of what
+  // finished (none when the id, the index or the sequence is already gone
+  // or finished).
+  std::vector<SequenceUpdate> stop(const std::string& request_id, int index);
   // Requests admitted whose first sequence has never been scheduled (queued
   // and never started; a preempted request does not count again).
   int64_t num_unstarted() const { return num_unstarted_; }
@@ -237,14 +250,14 @@ class Scheduler {
   // Shares the parent's full prompt blocks with `child` and queues it as
   // running (its partial last prompt block, if any, to be recomputed).
   void fork_child(Sequence& parent, Sequence& child);
-  // Appends one sampled token; on a finish, retires the sequence.
+  // Appends one sampled token and its update; on a finish, retires the
+  // sequence.
   void append(Sequence* seq, const TokenLogprob& t, PostprocessResult* res);
-  // For a sequence already marked finished: frees its blocks, pushes its
-  // final delta (streaming groups) and, when the whole group is done, the
-  // best_of results and marks the group for reap(). A parent that finishes
-  // before forking finishes its unforked samples with the same reason.
-  void retire(Sequence* seq, PostprocessResult* res);
-  void emit_best(SequenceGroup& g);
+  // For a sequence already marked finished: frees its blocks, appends its
+  // finish update to `updates` (when given) and, when the whole group is
+  // done, marks it for reap(). A parent that finishes before forking
+  // finishes its unforked samples with the same reason.
+  void retire(Sequence* seq, std::vector<SequenceUpdate>* updates);
   void reap();  // forgets finished groups
 
   SchedulerConfig config_;

@@ -1,6 +1,7 @@
-// Sequence: one sample's state inside the engine (vLLM's Sequence /
+// Sequence: one sample's state inside the engine core (vLLM's Sequence /
 // nano-vllm's Sequence): its tokens, how many of them are in the KV cache,
-// its block table, its sampling state, its detokenizer and output channel.
+// its block table, its sampling state and its token-level finish. Its text,
+// stop strings and deltas are the OutputProcessor's (output_processor.h).
 // SequenceGroup: one request = best_of sequences sharing the prompt (vLLM
 // v0's SequenceGroup). Owned by the Scheduler; engine thread only.
 #pragma once
@@ -16,10 +17,8 @@
 
 #include "engine/guided/guide.h"
 #include "engine/kv/block_manager.h"
-#include "engine/output_channel.h"
 #include "engine/request.h"
 #include "engine/sample/sampling_params.h"
-#include "engine/tokenizer/detokenizer.h"
 
 namespace pagoda {
 
@@ -30,8 +29,7 @@ struct SequenceGroup;
 enum class SequenceStatus { kWaiting, kRunning, kSwapped, kFinished };
 
 struct Sequence {
-  Sequence(const GenerateRequest& req, int64_t max_tokens, uint64_t rng_seed, const Tokenizer& tok,
-           int index = 0)
+  Sequence(const GenerateRequest& req, int64_t max_tokens, uint64_t rng_seed, int index = 0)
       : uid(next_uid()),
         request_id(req.request_id),
         index(index),
@@ -39,18 +37,16 @@ struct Sequence {
         num_prompt_tokens(static_cast<int64_t>(req.prompt_token_ids.size())),
         sampling(req.sampling),
         max_tokens(max_tokens),
-        output(req.output),
         arrival_time(req.arrival_time),
         rng(rng_seed),
-        detokenizer(tok, req.prompt_token_ids, req.sampling.skip_special_tokens),
         guide_state(req.sampling.guide ? req.sampling.guide->start() : -1) {}
 
   // Unique for the process's lifetime (a freed Sequence's address may be
   // reused; its uid is not): keys per-sequence device state.
   uint64_t uid = 0;
   std::string request_id;
-  // Sample index within the request's group, [0, best_of). Deltas carry it
-  // as RequestOutput::index when the group streams (best_of == n).
+  // Sample index within the request's group, [0, best_of) (SequenceUpdate::
+  // index).
   int index = 0;
   SequenceGroup* group = nullptr;  // set by the Scheduler
   // Prompt followed by the generated tokens.
@@ -58,9 +54,7 @@ struct Sequence {
   int64_t num_prompt_tokens = 0;
   SamplingParams sampling;
   int64_t max_tokens = 0;  // resolved (never unset here)
-  std::shared_ptr<OutputChannel> output;
   std::chrono::steady_clock::time_point arrival_time;
-  std::optional<double> first_token_s;  // seconds from arrival to first token
 
   SequenceStatus status = SequenceStatus::kWaiting;
   // Tokens whose K/V are in the cache. Prefill (chunked or not) and
@@ -80,29 +74,27 @@ struct Sequence {
   // block_table is then empty. Empty in every other state.
   BlockTable host_table;
 
-  std::mt19937_64 rng;      // per-sequence sampling RNG
-  Detokenizer detokenizer;
-  std::string output_text;  // detokenized output so far (after stop truncation)
-  size_t text_sent = 0;     // bytes of output_text already pushed as deltas
-  size_t tokens_sent = 0;   // output tokens already pushed as deltas
+  std::mt19937_64 rng;  // per-sequence sampling RNG
 
-  // Raw logprobs of the output tokens (Sampler::sample_with_logprobs), kept
-  // when SamplingParams::logprobs is set: parallel to output_ids().
-  std::vector<TokenLogprob> logprobs;
-  double cumulative_logprob = 0.0;  // sum of the output tokens' logprobs
   // SamplingParams::prompt_logprobs: entries for prompt positions
   // 1..size(), filled by the group's parent (index 0) as its prefill chunks
   // run (engine/sample/prompt_logprobs.h); kept across preemption, so a
-  // recompute does not compute them again.
+  // recompute does not compute them again. Copied into the update of the
+  // parent's first token (SequenceUpdate::prompt_logprobs).
   std::vector<PromptLogprob> prompt_logprobs;
 
   // SamplingParams::guide's automaton state after the output so far (-1:
   // unconstrained); advanced by append_token.
   int32_t guide_state = -1;
 
+  // Token-level finish (stop_checker.h): length, EOS, a stop_token_ids id
+  // (stop_token_id set), a complete guided output; abort. Stop strings are
+  // the OutputProcessor's (Scheduler::stop ends the sequence).
   FinishReason finish_reason = FinishReason::kNone;
-  std::optional<std::string> stop_str;
   std::optional<int32_t> stop_token_id;
+  // The last token ended the output as an EOS or a stop_token_ids id (its
+  // text is not shown unless include_stop_str_in_output).
+  bool stop_terminated = false;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
@@ -125,22 +117,20 @@ struct Sequence {
 // prefill completes, the prompt's last-position logits are sampled once per
 // sequence and the others fork off it (forked = true): they share the
 // parent's full prompt blocks (BlockManager::fork, reference counts) and
-// write their own tokens to their own blocks.
+// write their own tokens to their own blocks. Which n of them are returned
+// (best_of > n) is the OutputProcessor's.
 struct SequenceGroup {
   std::string request_id;
   int n = 1;        // choices returned
   int best_of = 1;  // sequences generated (>= n)
-  std::shared_ptr<OutputChannel> output;
   std::vector<std::unique_ptr<Sequence>> seqs;  // [best_of]
   bool forked = false;
   // Set when seqs[0] is first scheduled (Scheduler::num_unstarted()).
   bool started = false;
   int num_finished = 0;
-  bool prompt_logprobs_sent = false;  // on the group's first delta (make_delta)
-  // Deltas stream per choice when best_of == n; with best_of > n nothing is
-  // sent until every candidate finished, then the n best (by cumulative
-  // logprob) are sent whole (vLLM does not stream best_of).
-  bool streams() const { return best_of == n; }
+  // The parent's prompt logprobs went out on an update (the request's first
+  // token update, whichever sample's).
+  bool prompt_logprobs_reported = false;
 };
 
 }  // namespace pagoda

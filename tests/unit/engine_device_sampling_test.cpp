@@ -56,9 +56,9 @@ struct Fixture {
     b.sampling.top_k = 5;
     b.sampling.top_p = 0.9f;
     b.sampling.min_p = 0.05f;
-    sa = std::make_unique<Sequence>(a, 10, 1, tok);
+    sa = std::make_unique<Sequence>(a, 10, 1);
     sa->sampling.temperature = 0.0f;
-    sb = std::make_unique<Sequence>(b, 10, 42, tok);
+    sb = std::make_unique<Sequence>(b, 10, 42);
     sa->block_table = {0};
     sb->block_table = {1};
     out.seqs = {{sa.get(), 3, true}, {sb.get(), 2, true}};
@@ -244,7 +244,7 @@ TEST(DeviceSampling, PenaltySlotIsBuiltOnceKeptAndGivenBack) {
   EXPECT_EQ(runner.num_penalty_slots_held(), 1u);
   GenerateRequest c{std::string("c"), {1, 30}};
   c.sampling.presence_penalty = 0.5f;
-  Sequence sc(c, 10, 5, f.tok);
+  Sequence sc(c, 10, 5);
   sc.block_table = {2};
   SchedulerOutput b_and_c;
   b_and_c.seqs = {{f.sb.get(), 1, true}, {&sc, 2, true}};
@@ -265,7 +265,7 @@ TEST(DeviceSampling, ForksReadTheirParentsRow) {
   g.sampling.n = 3;
   g.sampling.temperature = 0.9f;
   g.sampling.repetition_penalty = 1.1f;
-  Sequence p(g, 10, 7, f.tok, 0), c1(g, 10, 8, f.tok, 1), c2(g, 10, 9, f.tok, 2);
+  Sequence p(g, 10, 7, 0), c1(g, 10, 8, 1), c2(g, 10, 9, 2);
   p.block_table = {3};
   SchedulerOutput out;
   out.seqs = {{f.sa.get(), 3, true}, {&p, 3, true, {&c1, &c2}}};

@@ -8,11 +8,10 @@ namespace pagoda {
 namespace {
 
 TEST(ModelRunner, BuildsSlotMappingBlockTablesAndLogitsIndicesByHand) {
-  testing::FakeTokenizer tok(40);
   GenerateRequest a{std::string("a"), {1, 10, 11, 12, 13, 14}};  // decoding: 6 computed + 1 new
   GenerateRequest b{std::string("b"), {1, 20, 21, 22, 23, 24, 25, 26, 27, 28}};  // chunk 3..7 of 10
   GenerateRequest c{std::string("c"), {1, 30, 31}};  // whole prefill
-  Sequence sa(a, 10, 0, tok), sb(b, 10, 0, tok), sc(c, 10, 0, tok);
+  Sequence sa(a, 10, 0), sb(b, 10, 0), sc(c, 10, 0);
   sa.token_ids.push_back(15);
   sa.num_computed_tokens = 6;
   sa.block_table = {7, 2};  // block_size 4: positions 0-3 in 7, 4-7 in 2

@@ -1,9 +1,12 @@
-// SchedulerRig: the real Scheduler, BlockManager (and HostBlockPool) and
-// ModelRunner over the FakeExecutor (engine_test_fakes.h), for scheduler
-// tests: add() queues a request of fake prompt tokens, step() runs one
-// engine step with a fixed sampled token and checks the scheduler's
-// invariants after schedule and postprocess (the FakeExecutor checks every
-// KV read against the tokens written, so a wrong block or chunk throws).
+// SchedulerRig: the real Scheduler, BlockManager (and HostBlockPool),
+// OutputProcessor and ModelRunner over the FakeExecutor
+// (engine_test_fakes.h), for scheduler tests: add() queues a request of fake
+// prompt tokens, step() runs one engine step with a fixed sampled token,
+// routes the updates through the OutputProcessor (deltas to the request's
+// channel; stop strings back to Scheduler::stop, as the Engine does) and
+// checks the scheduler's invariants after schedule and postprocess (the
+// FakeExecutor checks every KV read against the tokens written, so a wrong
+// block or chunk throws).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -15,10 +18,24 @@
 #include "engine/kv/block_manager.h"
 #include "engine/kv/host_block_pool.h"
 #include "engine/model_runner.h"
+#include "engine/output_processor.h"
 #include "engine/sched/scheduler.h"
 #include "engine_test_fakes.h"
 
 namespace pagoda::testing {
+
+// The Engine's routing (engine.cpp process_outputs): updates to the
+// processor, the sequences a stop string ended to Scheduler::stop.
+inline OutputProcessor::Result route_updates(OutputProcessor& outputs, Scheduler& sched,
+                                             std::span<const SequenceUpdate> updates) {
+  OutputProcessor::Result r;
+  outputs.process(updates, r);
+  for (size_t i = 0; i < r.stopped.size(); ++i) {
+    const std::vector<SequenceUpdate> more = sched.stop(r.stopped[i].first, r.stopped[i].second);
+    outputs.process(more, r);
+  }
+  return r;
+}
 
 struct SchedulerRig {
   // num_host_blocks 0: no swap space (recompute only).
@@ -29,6 +46,7 @@ struct SchedulerRig {
         blocks(num_blocks, block_size, caching),
         host(num_host_blocks),
         sched(config, blocks, num_host_blocks > 0 ? &host : nullptr),
+        outputs(tok),
         runner(exec) {}
 
   // A request of best_of sequences: `prompt_len` fake tokens (3..32,
@@ -48,12 +66,13 @@ struct SchedulerRig {
     req.prompt_token_ids = std::move(prompt);
     req.sampling.ignore_eos = true;
     req.output = std::make_shared<OutputChannel>();
+    req.sampling.n = best_of;
     auto g = std::make_unique<SequenceGroup>();
     g->request_id = id;
     g->best_of = g->n = best_of;
-    g->output = req.output;
     for (int i = 0; i < best_of; ++i)
-      g->seqs.push_back(std::make_unique<Sequence>(req, max_tokens, 0, tok, i));
+      g->seqs.push_back(std::make_unique<Sequence>(req, max_tokens, 0, i));
+    outputs.add_request(req);
     sched.add_group(std::move(g));
     return req.output;
   }
@@ -67,16 +86,23 @@ struct SchedulerRig {
     scheduled.clear();
     for (const ScheduledSeq& s : out.seqs)
       scheduled.emplace_back(s.seq->request_id, s.num_new_tokens);
+    route_updates(outputs, sched, out.finished);
     runner.apply_swaps(out);
     if (!out.empty()) {
       runner.execute(out, logits);
       std::vector<int32_t> sampled(static_cast<size_t>(out.num_sampled_tokens()),
                                    static_cast<int32_t>(5 + steps % 20));
-      sched.postprocess(out, sampled);
+      route_updates(outputs, sched, sched.postprocess(out, sampled).updates);
       sched.check_invariants();
     }
     ++steps;
     return out;
+  }
+  // Aborts a request in the scheduler and the processor, as the Engine
+  // does; true when the scheduler knew it.
+  bool abort(const std::string& id) {
+    outputs.abort(id);
+    return sched.abort(id);
   }
   // step(), then what it scheduled.
   std::vector<std::pair<std::string, int64_t>> step_scheduled() {
@@ -97,6 +123,7 @@ struct SchedulerRig {
   BlockManager blocks;
   HostBlockPool host;
   Scheduler sched;
+  OutputProcessor outputs;
   ModelRunner runner;
   std::vector<float> logits;
   int64_t steps = 0;

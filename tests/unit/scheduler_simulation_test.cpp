@@ -2,12 +2,15 @@
 // BlockManager (prefix caching on) with the FakeExecutor, whose KV slots
 // hold the tokens written and the hash of the context they were written
 // for, so a block reused for the wrong prefix is caught when it is read.
-// Random arrivals (shared prefixes, n > 1 / best_of),
-// aborts, EOS and lengths over a tiny pool; after every step the
+// Random arrivals (shared prefixes, n > 1 / best_of, stop strings),
+// aborts, EOS and lengths over a tiny pool, the updates routed through the
+// OutputProcessor as the Engine routes them (a stop string ends its
+// sequence through Scheduler::stop); after every step the
 // scheduler's and block manager's invariants are checked (reference counts
 // equal the tables holding each block, the free list holds exactly the
 // unreferenced blocks, recorded blocks hold their sequences' tokens and
-// their hashes match their tokens). At the end every request has finished
+// their hashes match their tokens; the processor holds exactly the
+// scheduler's requests). At the end every request has finished
 // or been aborted and the pool is all free. In swap mode (preemption by
 // swap into a small host pool, which also runs full and falls back to
 // recompute) the FakeExecutor copies the slots' tokens and hashes on every
@@ -25,14 +28,17 @@
 #include "engine/kv/block_manager.h"
 #include "engine/kv/host_block_pool.h"
 #include "engine/model_runner.h"
+#include "engine/output_processor.h"
 #include "engine/sched/scheduler.h"
 #include "engine_test_fakes.h"
+#include "scheduler_rig.h"
 
 namespace pagoda {
 namespace {
 
 using testing::FakeExecutor;
 using testing::FakeTokenizer;
+using testing::route_updates;
 
 struct Live {
   std::shared_ptr<OutputChannel> out;
@@ -48,6 +54,7 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
   SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(host_blocks) +
                " host blocks");
   std::mt19937_64 rng(seed);
+  std::mt19937_64 stop_rng(seed + 1000);
   const auto pick = [&](int64_t lo, int64_t hi) {  // [lo, hi]
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
@@ -66,7 +73,13 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
   cfg.eos_token_ids = {2};
   cfg.preemption_mode = mode;
   Scheduler sched(cfg, blocks, host_blocks > 0 ? &host : nullptr);
+  OutputProcessor outputs(tok);
   ModelRunner runner(exec);
+  int64_t stopped_by_string = 0;
+  const auto route = [&](std::span<const SequenceUpdate> updates) {
+    stopped_by_string +=
+        static_cast<int64_t>(route_updates(outputs, sched, updates).stopped.size());
+  };
 
   std::vector<std::vector<int32_t>> prefixes;
   for (int i = 0; i < 4; ++i) {
@@ -92,6 +105,12 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
       const int64_t room = cfg.max_model_len - static_cast<int64_t>(req.prompt_token_ids.size());
       if (room < 1) continue;
       req.sampling.ignore_eos = chance(0.5);
+      // Stop strings end sequences from the OutputProcessor (Scheduler::stop).
+      // Drawn from their own stream: the traffic of each seed is the same as
+      // without them.
+      if (stop_rng() % 5 == 0)
+        req.sampling.stop = {
+            FakeTokenizer::piece(static_cast<int32_t>(3 + stop_rng() % (kVocab - 3)))};
       req.output = std::make_shared<OutputChannel>();
       const int64_t max_tokens = pick(1, std::min<int64_t>(room, 3 * block_size));
       const int best_of = chance(0.2) ? static_cast<int>(pick(2, 3)) : 1;
@@ -99,9 +118,11 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
       g->request_id = req.request_id;
       g->best_of = best_of;
       g->n = static_cast<int>(pick(1, best_of));
-      g->output = req.output;
+      req.sampling.n = g->n;
+      req.sampling.best_of = best_of;
       for (int i = 0; i < best_of; ++i)
-        g->seqs.push_back(std::make_unique<Sequence>(req, max_tokens, rng(), tok, i));
+        g->seqs.push_back(std::make_unique<Sequence>(req, max_tokens, rng(), i));
+      outputs.add_request(req);
       live[req.request_id] = Live{req.output, g->n, 0};
       pending.push_back(req.request_id);
       sched.add_group(std::move(g));
@@ -109,12 +130,16 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
     }
     if (chance(0.03)) {  // an abort of a random unfinished request
       std::erase_if(pending, [&](const std::string& id) { return !sched.contains(id); });
-      if (!pending.empty() &&
-          sched.abort(
-              pending[static_cast<size_t>(pick(0, static_cast<int64_t>(pending.size()) - 1))]))
-        ++aborted;
+      if (!pending.empty()) {
+        const std::string& id =
+            pending[static_cast<size_t>(pick(0, static_cast<int64_t>(pending.size()) - 1))];
+        const bool known = outputs.abort(id);
+        if (sched.abort(id)) ++aborted;
+        EXPECT_TRUE(known) << id;
+      }
     }
     SchedulerOutput out = sched.schedule();
+    route(out.finished);
     runner.apply_swaps(out);
     if (!out.empty()) {
       runner.execute(out, logits);  // FakeExecutor: checks every KV read
@@ -128,22 +153,32 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
           sampled.push_back(t);
         }
       }
-      sched.postprocess(out, sampled);
+      route(sched.postprocess(out, sampled).updates);
     }
     sched.check_invariants();
+    // One finished state: the processor holds exactly the scheduler's
+    // requests (ids seen gone leave `pending`).
+    std::erase_if(pending, [&](const std::string& id) {
+      const bool held = sched.contains(id);
+      EXPECT_EQ(held, outputs.contains(id)) << id << " at step " << step;
+      return !held;
+    });
   }
   // Whatever is left finishes without new arrivals.
   for (int64_t k = 0; k < 100000 && sched.has_unfinished(); ++k) {
     SchedulerOutput out = sched.schedule();
+    route(out.finished);
     runner.apply_swaps(out);
     if (out.empty()) continue;
     runner.execute(out, logits);
     sampled.assign(static_cast<size_t>(out.num_sampled_tokens()), TokenLogprob{});
     for (TokenLogprob& t : sampled) t.token_id = static_cast<int32_t>(pick(3, kVocab - 1));
-    sched.postprocess(out, sampled);
+    route(sched.postprocess(out, sampled).updates);
     sched.check_invariants();
   }
   EXPECT_FALSE(sched.has_unfinished());
+  EXPECT_EQ(outputs.num_requests(), 0u);
+  EXPECT_GT(stopped_by_string, 0);
   for (auto& [id, l] : live) {  // every choice of every request ended once (finished or aborted)
     for (const RequestOutput& d : l.out->drain()) l.finished += d.finished ? 1 : 0;
     EXPECT_EQ(l.finished, l.n) << id;

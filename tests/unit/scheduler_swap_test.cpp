@@ -179,7 +179,7 @@ TEST(SchedulerSwap, AbortingASwappedRequestFreesItsHostBlocks) {
     r.step();
   }
   EXPECT_GT(r.host.num_used(), 0);
-  EXPECT_TRUE(r.sched.abort("b"));
+  EXPECT_TRUE(r.abort("b"));
   EXPECT_EQ(r.sched.num_swapped(), 0);
   EXPECT_EQ(r.host.num_used(), 0);
   r.sched.check_invariants();
