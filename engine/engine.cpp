@@ -243,11 +243,9 @@ class EngineImpl {
       }
       timed.clear();
       for (const ScheduledSeq& s : out.seqs)
-        if (s.samples) {
-          timed.push_back({s.seq->request_id, s.seq->index, s.seq->arrival_time, s.seq->num_prompt_tokens});
-          for (const Sequence* f : s.forks)
-            timed.push_back({f->request_id, f->index, f->arrival_time, f->num_prompt_tokens});
-        }
+        if (s.samples)
+          timed.push_back(
+              {s.seq->request_id, s.seq->index, s.seq->arrival_time, s.seq->num_prompt_tokens});
       PostprocessResult res = scheduler.postprocess(out, sampled);
       process_outputs(res.updates);
       if (config.check_invariants) scheduler.check_invariants();
@@ -290,25 +288,14 @@ class EngineImpl {
   }
 
   // One token (with its raw logprob when wanted) for every sampling
-  // sequence; a group parent's prompt row also serves its forks, each on a
-  // fresh copy of the row.
+  // sequence, from its own logits row.
   void sample(const SchedulerOutput& out) {
     const size_t vocab = static_cast<size_t>(executor->vocab_size());
     sampled.clear();
     size_t row = 0;
     for (const ScheduledSeq& s : out.seqs) {
       if (!s.samples) continue;
-      std::span<float> r(logits.data() + row * vocab, vocab);
-      if (s.forks.empty()) {
-        sampled.push_back(sample_one(*s.seq, r));
-      } else {
-        scratch.assign(r.begin(), r.end());
-        sampled.push_back(sample_one(*s.seq, scratch));
-        for (Sequence* child : s.forks) {
-          scratch.assign(r.begin(), r.end());
-          sampled.push_back(sample_one(*child, scratch));
-        }
-      }
+      sampled.push_back(sample_one(*s.seq, std::span<float>(logits.data() + row * vocab, vocab)));
       ++row;
     }
   }
@@ -409,11 +396,10 @@ class EngineImpl {
 
   std::vector<float> logits;
   std::vector<TokenLogprob> sampled;
-  std::vector<float> scratch;
   std::vector<int32_t> suppress;
   LatencyTracker latency;
-  // This step's sampling sequences (forks included), copied before
-  // postprocess retires finished ones.
+  // This step's sampling sequences, copied before postprocess retires
+  // finished ones.
   struct TimedToken {
     std::string request_id;
     int seq_index = 0;

@@ -98,7 +98,6 @@ const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& ou
   for (const ScheduledSeq& s : out.seqs) {
     if (!s.samples) continue;
     add(*s.seq);
-    for (Sequence* f : s.forks) add(*f);
     ++src;
   }
   // Slots of sequences that did not sample this step go back (finished,

@@ -41,10 +41,9 @@ class ModelRunner {
   void execute(const SchedulerOutput& out, std::vector<float>& logits);
 
   // Device sampling (vLLM samples on the GPU): when the executor can sample
-  // on its device, runs the step and samples every sampling sequence there
-  // (forks of a prompt from their parent's row), filling `sampled` with one
-  // TokenLogprob per sampled token in schedule order (a parent, then its
-  // forks) and returning true; otherwise runs nothing and returns false (the
+  // on its device, runs the step and samples every sampling sequence there,
+  // filling `sampled` with one TokenLogprob per sampled token in schedule
+  // order and returning true; otherwise runs nothing and returns false (the
   // caller runs execute() and the host Sampler). Each row carries its
   // sequence's SamplingParams (device_sampling.h): bans from
   // append_sampling_bans, logprobs when Sampler::wants_logprob, a penalty

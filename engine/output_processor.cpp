@@ -57,12 +57,11 @@ void OutputProcessor::process(std::span<const SequenceUpdate> updates, Result& r
     if (u.index < 0 || static_cast<size_t>(u.index) >= r.samples.size()) continue;
     Sample& s = r.samples[static_cast<size_t>(u.index)];
     if (s.finished) continue;
+    const bool held = r.holding();
     const bool by_string = apply(r, s, u);
     if (by_string) res.stopped.emplace_back(u.request_id, u.index);
-    if (!s.finished) {
-      if (r.streams() && r.output) r.output->push(make_delta(r, s, u.index));
-      continue;
-    }
+    if (!s.finished) send(r, s);
+    if (held && !r.holding()) flush(r);
     if (r.num_finished == static_cast<int>(r.samples.size())) {
       res.finished.push_back(s.finish_reason);
       requests_.erase(it);
@@ -114,10 +113,7 @@ bool OutputProcessor::finish(Request& r, Sample& s, FinishReason reason) {
   s.finished = true;
   s.finish_reason = reason;
   ++r.num_finished;
-  if (r.streams() && r.output) {
-    const auto index = static_cast<int>(&s - r.samples.data());
-    r.output->push(make_delta(r, s, index));
-  }
+  send(r, s);
   if (r.num_finished < static_cast<int>(r.samples.size())) return false;
   if (!r.streams()) emit_best(r);
   return true;
@@ -135,6 +131,18 @@ void OutputProcessor::emit_best(Request& r) {
     RequestOutput d = make_delta(r, *order[static_cast<size_t>(k)], k);
     if (r.output) r.output->push(std::move(d));
   }
+}
+
+void OutputProcessor::send(Request& r, Sample& s) {
+  if (!r.streams() || !r.output || r.holding() || s.final_sent) return;
+  RequestOutput d = make_delta(r, s, static_cast<int>(&s - r.samples.data()));
+  s.final_sent = d.finished;
+  r.output->push(std::move(d));
+}
+
+void OutputProcessor::flush(Request& r) {
+  for (Sample& s : r.samples)
+    if (s.tokens_sent < s.output_ids.size() || (s.finished && !s.final_sent)) send(r, s);
 }
 
 RequestOutput OutputProcessor::make_delta(Request& r, Sample& s, int index) {
@@ -182,8 +190,10 @@ bool OutputProcessor::abort(const std::string& request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return false;
   Request& r = it->second;
+  const bool held = r.holding();
   for (Sample& s : r.samples)
     if (!s.finished) finish(r, s, FinishReason::kAbort);
+  if (held) flush(r);
   requests_.erase(it);
   return true;
 }

@@ -20,7 +20,11 @@
 // sample index); with best_of > n nothing is sent until every sample
 // finished, then the n with the highest cumulative logprob (ties: lower
 // index) are sent whole as indices 0..n-1 (vLLM does not stream best_of).
-// Prompt logprobs go on the request's first delta, whichever choice.
+// Prompt logprobs go on the request's first delta, whichever choice: the
+// samples run on their own (parallel sampling as child requests) and
+// another may sample before sample 0's chunked prefill scored the whole
+// prompt, so a request asking for them holds its deltas until they came
+// (or sample 0 finished without them) and then sends what it held.
 // Engine thread only.
 #pragma once
 #include <chrono>
@@ -89,6 +93,7 @@ class OutputProcessor {
     std::optional<double> first_token_s;
     int64_t num_cached_tokens = 0;
     bool finished = false;
+    bool final_sent = false;  // its finished delta went out
     FinishReason finish_reason = FinishReason::kNone;
     std::optional<std::string> stop_str;
     std::optional<int32_t> stop_token_id;
@@ -105,12 +110,21 @@ class OutputProcessor {
     std::optional<std::vector<PromptLogprob>> prompt_logprobs;
     bool prompt_logprobs_sent = false;
     bool streams() const { return static_cast<int>(samples.size()) == n; }
+    // Deltas wait for the prompt logprobs (see above).
+    bool holding() const {
+      return sampling.prompt_logprobs && !prompt_logprobs && !samples[0].finished;
+    }
   };
 
   // Applies one update to its sample; true when a stop string finished it.
   bool apply(Request& r, Sample& s, const SequenceUpdate& u);
   // The sample's delta since its last one (advances the sent offsets).
   RequestOutput make_delta(Request& r, Sample& s, int index);
+  // Streams: pushes s's delta unless the request holds its deltas or s's
+  // finished delta went out.
+  void send(Request& r, Sample& s);
+  // Sends every sample's held delta (after the hold ended).
+  void flush(Request& r);
   // Marks s finished; when the request is done sends the best_of results
   // and returns true.
   bool finish(Request& r, Sample& s, FinishReason reason);

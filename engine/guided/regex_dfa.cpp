@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "engine/guided/utf8_ranges.h"
+
 namespace pagoda::guided {
 namespace {
 
@@ -378,67 +380,7 @@ class Parser {
   size_t pos_ = 0;
 };
 
-// UTF-8 byte-range sequences covering code points [lo, hi].
-using ByteSeq = std::vector<std::pair<uint8_t, uint8_t>>;
-
-int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
-
-std::array<uint8_t, 4> utf8_encode(uint32_t cp, int len) {
-  std::array<uint8_t, 4> b{};
-  switch (len) {
-    case 1:
-      b[0] = static_cast<uint8_t>(cp);
-      break;
-    case 2:
-      b[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
-      b[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-      break;
-    case 3:
-      b[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
-      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
-      b[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-      break;
-    default:
-      b[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
-      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
-      b[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
-      b[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-  }
-  return b;
-}
-
-void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<ByteSeq>& out) {
-  if (lo > hi) return;
-  static constexpr uint32_t kBounds[] = {0x7F, 0x7FF, 0xFFFF};
-  for (uint32_t b : kBounds) {
-    if (lo <= b && hi > b) {
-      utf8_sequences(lo, b, out);
-      utf8_sequences(b + 1, hi, out);
-      return;
-    }
-  }
-  const int len = utf8_len(lo);
-  for (int i = 1; i < len; ++i) {
-    const uint32_t m = (1u << (6 * i)) - 1;
-    if ((lo & ~m) != (hi & ~m)) {
-      if ((lo & m) != 0) {
-        utf8_sequences(lo, lo | m, out);
-        utf8_sequences((lo | m) + 1, hi, out);
-        return;
-      }
-      if ((hi & m) != m) {
-        utf8_sequences(lo, (hi & ~m) - 1, out);
-        utf8_sequences(hi & ~m, hi, out);
-        return;
-      }
-    }
-  }
-  auto a = utf8_encode(lo, len), z = utf8_encode(hi, len);
-  ByteSeq s;
-  for (int i = 0; i < len; ++i)
-    s.emplace_back(a[static_cast<size_t>(i)], z[static_cast<size_t>(i)]);
-  out.push_back(std::move(s));
-}
+using ByteSeq = Utf8ByteSeq;
 
 // Thompson NFA.
 struct Nfa {

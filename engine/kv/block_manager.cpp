@@ -101,11 +101,7 @@ int32_t BlockManager::take_block() {
   const int32_t b = head_;
   unlink_free(b);
   const auto i = static_cast<size_t>(b);
-  if (caching_ && has_[i]) {  // evict its record
-    auto it = map_.find(hash_[i]);
-    if (it != map_.end() && it->second == b) map_.erase(it);
-    has_[i] = 0;
-  }
+  forget_record(b);  // evicts its record
   if (caching_) drop_partial(b);
   ref_[i] = 1;
   return b;
@@ -185,8 +181,17 @@ int64_t BlockManager::acquire_cached_prefix(std::span<const int32_t> tokens, int
   return static_cast<int64_t>(table.size()) * bs;
 }
 
+void BlockManager::forget_record(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  if (!caching_ || !has_[i]) return;
+  auto it = map_.find(hash_[i]);
+  if (it != map_.end() && it->second == b) map_.erase(it);
+  has_[i] = 0;
+}
+
 void BlockManager::cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
-                                     int64_t num_computed, int64_t* num_recorded) {
+                                     int64_t num_computed, int64_t* num_recorded,
+                                     std::vector<int32_t>* newly) {
   if (!caching_) return;
   const int64_t bs = block_size_;
   const int64_t full = std::min({num_computed / bs, static_cast<int64_t>(table.size()),
@@ -204,6 +209,7 @@ void BlockManager::cache_full_blocks(const BlockTable& table, std::span<const in
     hash_[i] = chain_hash(parent, blk);
     std::copy(blk.begin(), blk.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(i * bs));
     map_.emplace(hash_[i], b);  // keeps an existing block with the same hash
+    if (newly) newly->push_back(b);
   }
   *num_recorded = std::max(*num_recorded, full);
 }

@@ -4,13 +4,13 @@
 // block table lists the block ids holding its tokens in order, so the token at
 // position p sits in table[p / block_size] at offset p % block_size.
 //
-// Blocks are reference counted so that sequences can share blocks (parallel
-// samples / beams forking off one prompt): fork() shares a table, and
-// append_slot() copies on write when the last block is shared. Nothing else
-// allocates blocks. Not thread-safe: the engine thread owns it.
-// The Scheduler forks only full prompt blocks (n > 1 / best_of, scheduler.h)
-// and so never needs append_slot's copy; its BlockCopy list carries the
-// partial-block hits below (ModelExecutor::copy_blocks).
+// Blocks are reference counted so that sequences can share blocks (prefix
+// cache hits, parallel samples): fork() shares a table, and append_slot()
+// copies on write when the last block is shared. Nothing else allocates
+// blocks. Not thread-safe: the engine thread owns it. The Scheduler shares
+// only full blocks, through the prefix cache (n > 1 / best_of included,
+// scheduler.h), and so never needs append_slot's copy; its BlockCopy list
+// carries the partial-block hits below (ModelExecutor::copy_blocks).
 //
 // Automatic prefix caching (enable_caching; vLLM v1's KVCacheManager over a
 // BlockPool, nano-vllm's hash table): a full block whose K/V are computed is
@@ -100,11 +100,17 @@ class BlockManager {
                                 BlockTable& table);
   // Records table's full blocks [*num_recorded, num_computed / block_size)
   // as holding `tokens` (a sequence's tokens, whose first num_computed have
-  // their K/V in the cache) and advances *num_recorded. A block whose hash is
-  // already cached in another block is recorded but not mapped (the other
-  // one serves hits).
+  // their K/V in the cache, or will have once the step being scheduled
+  // ran) and advances *num_recorded. A block whose hash is already cached in
+  // another block is recorded but not mapped (the other one serves hits).
+  // The blocks recorded by this call (not those recorded before) are
+  // appended to *newly when given.
   void cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
-                         int64_t num_computed, int64_t* num_recorded);
+                         int64_t num_computed, int64_t* num_recorded,
+                         std::vector<int32_t>* newly = nullptr);
+  // Forgets block b's full-block record (a step that recorded it failed
+  // before computing it); a no-op when it has none.
+  void forget_record(int32_t b);
   // True when block b is recorded as holding exactly `tokens` (block_size
   // of them); false when it is not recorded (or !caching()).
   bool block_holds(int32_t b, std::span<const int32_t> tokens) const;

@@ -20,9 +20,9 @@
 // Penalty slots live on the device across steps: a sequence keeps its slot
 // while it samples every step; the device adds each sampled id to its slot
 // (no host round trip). A slot is (re)built from the host's ids only when a
-// sequence starts sampling (first token, fork, resume after preemption):
-// `inits` lists those. Several rows may read one logits row (n > 1 / best_of
-// forks of a prompt: `src_row`). Plain structs (the CUDA kernels include
+// sequence starts sampling (first token, resume after preemption):
+// `inits` lists those. Each row names the logits row it reads (`src_row`;
+// several rows may read one). Plain structs (the CUDA kernels include
 // this header, compiled as C++17); engine/sample/device_rows.h builds them.
 #pragma once
 #include <cstdint>

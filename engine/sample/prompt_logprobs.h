@@ -6,8 +6,8 @@
 // token q + 1, so a prompt of P tokens needs the rows of positions
 // 0..P-2; the row of P-1 is the one that samples.
 //
-// Per step: a scheduled sequence that is its group's parent (index 0; forks
-// and their recomputes never compute them) and whose request asks for
+// Per step: a scheduled sequence that is its group's first (index 0; the
+// other samples never compute them) and whose request asks for
 // prompt logprobs needs the rows of its chunk's positions q in
 // [max(begin, done), min(end, P - 1)), where [begin, end) are the tokens fed
 // this step and done = Sequence::prompt_logprobs.size() (positions already

@@ -4,8 +4,8 @@
 // later (prompt + output so far); kSwap copies them to the host swap space
 // (--swap-space) and copies them back before it resumes. Unset (vLLM's
 // default, preemption_mode None): recompute for a request with one running
-// sequence, swap for one with several (n > 1 / best_of after its samples
-// forked, or a parent still to fork them), as vLLM v0's Scheduler._preempt.
+// sequence, swap for one with several unfinished (n > 1 / best_of), as
+// vLLM v0's Scheduler._preempt.
 #pragma once
 #include <optional>
 #include <stdexcept>

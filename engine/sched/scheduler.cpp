@@ -15,12 +15,6 @@ int64_t SchedulerOutput::num_samples() const {
   return n;
 }
 
-int64_t SchedulerOutput::num_sampled_tokens() const {
-  int64_t n = 0;
-  for (const ScheduledSeq& s : seqs) n += s.samples ? 1 + static_cast<int64_t>(s.forks.size()) : 0;
-  return n;
-}
-
 Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks, HostBlockPool* host)
     : config_(std::move(config)), blocks_(blocks), host_(host) {
   stop_config_.max_model_len = config_.max_model_len;
@@ -56,36 +50,25 @@ void Scheduler::add_group(std::unique_ptr<SequenceGroup> g) {
     s.group = g.get();
     s.status = SequenceStatus::kWaiting;
   }
-  g->forked = g->best_of == 1;
   g->num_finished = 0;
   g->started = false;
   ++num_unstarted_;
-  waiting_.push_back(g->seqs[0].get());
+  for (auto& s : g->seqs) waiting_.push_back(s.get());
   std::string id = g->request_id;
   groups_.emplace(std::move(id), std::move(g));
 }
 
-int64_t Scheduler::seats(const Sequence* seq) {
-  const SequenceGroup* g = seq->group;
-  return g && !g->forked && seq == g->seqs[0].get() ? g->best_of : 1;
-}
+namespace {
 
-ScheduledSeq Scheduler::scheduled(Sequence* seq, int64_t n, bool samples) const {
-  ScheduledSeq s{seq, n, samples, {}};
-  if (samples && seats(seq) > 1)
-    for (size_t i = 1; i < seq->group->seqs.size(); ++i) s.forks.push_back(seq->group->seqs[i].get());
-  return s;
-}
+// The sequence scores its request's prompt logprobs (seqs[0] only).
+bool scores_prompt(const Sequence* seq) { return seq->sampling.prompt_logprobs && seq->index == 0; }
 
-void Scheduler::fork_child(Sequence& parent, Sequence& child) {
-  const int64_t full = parent.num_prompt_tokens / blocks_.block_size();
-  BlockTable prefix(parent.block_table.begin(), parent.block_table.begin() + static_cast<std::ptrdiff_t>(full));
-  child.block_table = blocks_.fork(prefix);
-  child.num_computed_tokens = full * blocks_.block_size();
-  child.num_cached_blocks = std::min(parent.num_cached_blocks, full);
-  child.num_cached_tokens = parent.num_cached_tokens;
-  child.status = SequenceStatus::kRunning;
-  running_.push_back(&child);
+}  // namespace
+
+void Scheduler::allocate(Sequence* seq, int64_t need) {
+  blocks_.allocate(seq->block_table, need);
+  blocks_.cache_full_blocks(seq->block_table, seq->token_ids, need, &seq->num_cached_blocks,
+                            &recorded_);
 }
 
 namespace {
@@ -109,18 +92,6 @@ void Scheduler::retire(Sequence* seq, std::vector<SequenceUpdate>* updates) {
   release_blocks(seq);
   ++g.num_finished;
   if (updates) updates->push_back(finish_update(*seq));
-  if (!g.forked && seq == g.seqs[0].get()) {
-    // Finished before its samples forked (out of KV capacity, aborted):
-    // they end with it, with no tokens.
-    g.forked = true;
-    for (size_t i = 1; i < g.seqs.size(); ++i) {
-      Sequence& c = *g.seqs[i];
-      if (c.finished()) continue;
-      finish_sequence(c, seq->finish_reason);
-      ++g.num_finished;
-      if (updates) updates->push_back(finish_update(c));
-    }
-  }
   if (g.num_finished == g.best_of) done_.push_back(g.request_id);
 }
 
@@ -196,11 +167,10 @@ void Scheduler::release_blocks(Sequence* seq) {
 }
 
 PreemptionMode Scheduler::mode_for(const Sequence* seq) const {
-  // vLLM v0's SequenceGroup.get_max_num_running_seqs: best_of before the
-  // samples fork, then the unfinished ones.
+  // vLLM v0's SequenceGroup.get_max_num_running_seqs: the unfinished
+  // sequences of the request.
   const SequenceGroup& g = *seq->group;
-  const int running = g.forked ? g.best_of - g.num_finished : g.best_of;
-  return running > 1 ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
+  return g.best_of - g.num_finished > 1 ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
 }
 
 void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
@@ -266,6 +236,9 @@ SchedulerOutput Scheduler::schedule() {
   // Pins of a step that never reached postprocess (its forward threw).
   for (int32_t b : pinned_) blocks_.release_pinned(b);
   pinned_.clear();
+  // Records of a step that never reached postprocess: never computed.
+  for (int32_t b : recorded_) blocks_.forget_record(b);
+  recorded_.clear();
   swapped_insert_ = swapped_.size();
   int64_t budget = config_.max_num_batched_tokens;
   // Prompt positions whose logprobs are scored this step (their [rows,
@@ -273,8 +246,7 @@ SchedulerOutput Scheduler::schedule() {
   // what is left of it.
   int64_t scored_budget = config_.max_prompt_logprob_tokens;
   const auto cap_scored = [&](const Sequence* seq, int64_t n) {
-    if (!seq->sampling.prompt_logprobs || seq->num_computed_tokens >= seq->num_prompt_tokens)
-      return n;
+    if (!scores_prompt(seq) || seq->num_computed_tokens >= seq->num_prompt_tokens) return n;
     const int64_t c = std::min(n, scored_budget);
     scored_budget -= c;
     return c;
@@ -318,41 +290,39 @@ SchedulerOutput Scheduler::schedule() {
       retire(seq, &out.finished);
       continue;
     }
-    blocks_.allocate(seq->block_table, need);
+    allocate(seq, need);
     bool samples = need == seq->num_tokens();
     bool decoding = n == 1 && seq->num_output_tokens() > 0 &&
                     seq->num_computed_tokens == seq->num_tokens() - 1;
     (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
-    out.seqs.push_back(scheduled(seq, n, samples));
+    out.seqs.push_back({seq, n, samples});
     budget -= n;
     ++i;
   }
 
-  int64_t seats_taken = 0;
-  for (const Sequence* s : running_) seats_taken += seats(s);
+  auto seats_taken = static_cast<int64_t>(running_.size());
   // 2. Swapped sequences, in swap-out order, unless this step had to
   // preempt (vLLM v0: no swap-in in a step that swaps out).
   while (out.num_preempted == 0 && budget > 0 && !swapped_.empty() &&
-         seats_taken + seats(swapped_.front()) <= config_.max_num_seqs) {
+         seats_taken < config_.max_num_seqs) {
     Sequence* seq = swapped_.front();
     const int64_t computed = seq->num_computed_tokens;
     const int64_t n = cap_scored(seq, std::min(cap_long(seq), budget));
     if (n == 0 || !swap_in(seq, n, out)) break;
     swapped_.pop_front();
     running_.push_back(seq);
-    seats_taken += seats(seq);
+    ++seats_taken;
     const bool decoding =
         n == 1 && seq->num_output_tokens() > 0 && computed == seq->num_tokens() - 1;
     (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
-    out.seqs.push_back(scheduled(seq, n, computed + n == seq->num_tokens()));
+    out.seqs.push_back({seq, n, computed + n == seq->num_tokens()});
     budget -= n;
   }
 
   // 3. Waiting sequences, FIFO, unless this step had to preempt or a
-  // swapped sequence still waits for blocks (it resumes first). A parent
-  // that has not forked needs seats for its whole group.
+  // swapped sequence still waits for blocks (it resumes first).
   while (out.num_preempted == 0 && swapped_.empty() && budget > 0 && !waiting_.empty() &&
-         seats_taken + seats(waiting_.front()) <= config_.max_num_seqs) {
+         seats_taken < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     // Prefix caching: start from the longest cached run of its leading
     // full blocks, then of a partially filled block continuing them (all
@@ -361,7 +331,7 @@ SchedulerOutput Scheduler::schedule() {
     int64_t hit = 0;
     int32_t partial_src = -1;
     const bool lookup = blocks_.caching() && seq->block_table.empty() &&
-                        seq->num_computed_tokens == 0 && !seq->sampling.prompt_logprobs;
+                        seq->num_computed_tokens == 0 && !scores_prompt(seq);
     if (lookup) {
       hit = blocks_.acquire_cached_prefix(
           seq->token_ids, (seq->num_tokens() - 1) / blocks_.block_size(), seq->block_table);
@@ -388,7 +358,7 @@ SchedulerOutput Scheduler::schedule() {
       prefix_cache_queries_ += seq->num_tokens();
       prefix_cache_hits_ += hit;
     }
-    blocks_.allocate(seq->block_table, need);
+    allocate(seq, need);
     if (partial_src >= 0) {
       out.block_copies.push_back(
           {partial_src, seq->block_table[static_cast<size_t>(hit / blocks_.block_size())]});
@@ -402,9 +372,9 @@ SchedulerOutput Scheduler::schedule() {
     }
     seq->status = SequenceStatus::kRunning;
     running_.push_back(seq);
-    seats_taken += seats(seq);
+    ++seats_taken;
     out.num_prefill_tokens += n;
-    out.seqs.push_back(scheduled(seq, n, need == seq->num_tokens()));
+    out.seqs.push_back({seq, n, need == seq->num_tokens()});
     budget -= n;
   }
   reap();
@@ -416,30 +386,26 @@ void Scheduler::append(Sequence* seq, const TokenLogprob& t, PostprocessResult* 
   ++res->num_generated;
   SequenceUpdate& u = res->updates.emplace_back(token_update(*seq, t));
   SequenceGroup& g = *seq->group;
-  if (seq->sampling.prompt_logprobs && !g.prompt_logprobs_reported) {
-    // Complete once the parent sampled (its prefill scored every position).
-    const Sequence& parent = *g.seqs.front();
-    const int64_t positions = std::max<int64_t>(parent.num_prompt_tokens - 1, 0);
-    if (static_cast<int64_t>(parent.prompt_logprobs.size()) == positions) {
-      u.prompt_logprobs = parent.prompt_logprobs;
+  if (scores_prompt(seq) && !g.prompt_logprobs_reported) {
+    // Complete once it sampled (its prefill scored every position).
+    const int64_t positions = std::max<int64_t>(seq->num_prompt_tokens - 1, 0);
+    if (static_cast<int64_t>(seq->prompt_logprobs.size()) == positions) {
+      u.prompt_logprobs = seq->prompt_logprobs;
       g.prompt_logprobs_reported = true;
     }
   }
   if (done) {
     std::erase(running_, seq);
-    // retire() reports seq's finish first (already in u), then any samples
-    // that end with it.
-    std::vector<SequenceUpdate> ended;
-    retire(seq, &ended);
-    for (size_t i = 1; i < ended.size(); ++i) res->updates.push_back(std::move(ended[i]));
+    retire(seq, nullptr);  // its finish is in u
   }
 }
 
 PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
                                          std::span<const TokenLogprob> sampled) {
   PostprocessResult res;
-  if (static_cast<int64_t>(sampled.size()) != out.num_sampled_tokens())
+  if (static_cast<int64_t>(sampled.size()) != out.num_samples())
     throw std::logic_error("Scheduler::postprocess: sampled token count mismatch");
+  recorded_.clear();  // the step computed what schedule() recorded
   // The step's copies have run: their sources are free to go again.
   for (const BlockCopy& c : out.block_copies) {
     blocks_.release_pinned(c.src);
@@ -455,13 +421,7 @@ PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
     blocks_.cache_full_blocks(seq->block_table, seq->token_ids, seq->num_computed_tokens,
                               &seq->num_cached_blocks);
     if (!s.samples) continue;
-    const TokenLogprob& own = sampled[k++];
-    for (Sequence* child : s.forks) {
-      fork_child(*seq, *child);
-      append(child, sampled[k++], &res);
-    }
-    if (!s.forks.empty()) seq->group->forked = true;
-    append(seq, own, &res);
+    append(seq, sampled[k++], &res);
   }
   reap();
   return res;

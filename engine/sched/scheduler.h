@@ -42,18 +42,14 @@
 // string ended; stop() then ends them here (vLLM v1's split of the engine
 // core and the output processor).
 //
-// n > 1 / best_of (SequenceGroup, sequence.h): only the group's parent is
-// queued; it prefills the prompt once, and the step that samples its prompt
-// (the final prefill chunk) also samples the first token of every other
-// sequence of the group from the same logits row (ScheduledSeq::forks).
-// Those then fork off the parent: they share its full prompt blocks
-// (reference counts) and recompute only the prompt's partial last block, if
-// any, into a block of their own together with their first token (at most
-// block_size - 1 extra prompt tokens each, instead of a KV block copy: as
-// vLLM v1, whose parallel samples share full blocks through the prefix cache
-// and recompute the rest). Each sequence is then scheduled, preempted (by
-// recompute: it re-prefills alone) and finished on its own; a waiting
-// parent is admitted only when max_num_seqs has room for its whole group.
+// n > 1 / best_of (SequenceGroup, sequence.h): as vLLM v1's child
+// requests, every sequence of the group is queued (in index order) and then
+// scheduled, preempted (the group's rule for the unset mode: swap while it
+// has more than one unfinished sequence) and finished on its own; each
+// takes one of max_num_seqs. They share the prompt through the prefix cache
+// (below): the others admitted in seqs[0]'s step take its full prompt
+// blocks and each computes the prompt's last partial block and samples its
+// first token from its own row. Only seqs[0] scores prompt logprobs.
 //
 // Automatic prefix caching (when the BlockManager caches, as vLLM v1): a
 // waiting sequence with no blocks first takes the longest run of cached
@@ -62,11 +58,20 @@
 // yields its logits, and starts from there; then, when a released
 // sequence's partially filled block continues those blocks with its next
 // tokens, from a copy of it (BlockManager::acquire_cached_partial;
-// SchedulerOutput::block_copies). postprocess() records every block that
-// fills up, and a released sequence's partial last block is recorded too.
-// Sequences that want prompt_logprobs skip the lookup
-// (every prompt position must be computed). The tokens looked up and hit
-// are counted (prefix_cache_queries / prefix_cache_hits).
+// SchedulerOutput::block_copies). As vLLM v1's allocate_slots, a block is
+// recorded when the step that fills it is scheduled: a sequence admitted
+// later in the same step can take it, and reads it after the forward wrote
+// it (every layer writes the step's K/V before its attention reads the
+// cache; the taker comes later in the batch). Nothing scheduled in a step
+// is preempted in that step (victims are taken from the back of the
+// running queue, past the sequence being scheduled), so such a block is
+// always computed by its step; if the step never reaches postprocess (its
+// forward threw), the next schedule() forgets the records of that step's
+// blocks. A released sequence's partial last block is recorded too.
+// A sequence that scores prompt logprobs (seqs[0] of a request asking for
+// them) skips the lookup (every prompt position must be computed). The
+// tokens looked up and hit are counted (prefix_cache_queries /
+// prefix_cache_hits).
 // Engine thread only.
 #pragma once
 #include <cstdint>
@@ -114,9 +119,6 @@ struct ScheduledSeq {
   // True when this step completes the sequence's known tokens, so its last
   // row's logits are sampled (a decode or a final prefill chunk).
   bool samples = false;
-  // A group parent's prompt-sampling step: these sequences (the rest of its
-  // group) also draw their first token from this row, after seq's.
-  std::vector<Sequence*> forks;
 };
 
 struct SchedulerOutput {
@@ -136,21 +138,17 @@ struct SchedulerOutput {
   int64_t num_swapped_out = 0;  // of those, by swap
   int64_t num_swapped_in = 0;   // sequences swapped back in
   // Sequences finished while scheduling (alone and still out of KV blocks:
-  // "length", with the unforked samples of such a parent): one update each,
-  // for the OutputProcessor.
+  // "length"): one update each, for the OutputProcessor.
   std::vector<SequenceUpdate> finished;
   bool empty() const { return seqs.empty(); }
-  // Logits rows of the step: sequences with samples == true.
+  // Logits rows (and tokens to sample) of the step: sequences with
+  // samples == true.
   int64_t num_samples() const;
-  // Tokens to sample: one per row plus one per fork.
-  int64_t num_sampled_tokens() const;
 };
 
 struct PostprocessResult {
   int64_t num_generated = 0;  // tokens appended
-  // One per appended token (in append order: a fork's samples before their
-  // parent) and per sequence finished without one (a parent's unforked
-  // samples).
+  // One per appended token, in schedule order.
   std::vector<SequenceUpdate> updates;
 };
 
@@ -165,8 +163,8 @@ class Scheduler {
   // be in use (contains() first); throws std::invalid_argument otherwise.
   void add(std::unique_ptr<Sequence> seq);
   // Queues a request of group->best_of sequences (seqs[i]->index == i,
-  // 1 <= n <= best_of); throws std::invalid_argument on a used id or a
-  // malformed group.
+  // 1 <= n <= best_of), each waiting in index order; throws
+  // std::invalid_argument on a used id or a malformed group.
   void add_group(std::unique_ptr<SequenceGroup> group);
   bool contains(const std::string& request_id) const { return groups_.count(request_id) != 0; }
   // Aborts a request's waiting or running sequences: frees all their
@@ -188,14 +186,13 @@ class Scheduler {
   // finished (none when the id, the index or the sequence is already gone
   // or finished).
   std::vector<SequenceUpdate> stop(const std::string& request_id, int index);
-  // Requests admitted whose first sequence has never been scheduled (queued
-  // and never started; a preempted request does not count again).
+  // Requests admitted none of whose sequences has been scheduled yet
+  // (queued and never started; a preempted request does not count again).
   int64_t num_unstarted() const { return num_unstarted_; }
 
   SchedulerOutput schedule();
-  // sampled: out.num_sampled_tokens() tokens, in schedule order, for each
-  // sequence with samples == true its own token then its forks' in order.
-  // Throws std::logic_error on a count mismatch.
+  // sampled: out.num_samples() tokens, one per sequence with samples ==
+  // true, in schedule order. Throws std::logic_error on a count mismatch.
   PostprocessResult postprocess(const SchedulerOutput& out, std::span<const TokenLogprob> sampled);
   // The same without logprobs (cumulative_logprob stays 0).
   PostprocessResult postprocess(const SchedulerOutput& out, std::span<const int32_t> sampled);
@@ -235,7 +232,7 @@ class Scheduler {
   // by swap, as preemption_mode and the host pool's room decide.
   void preempt(Sequence* seq, SchedulerOutput& out);
   // vLLM v0's mode for seq when the flag is unset: swap when its request
-  // has several running sequences (max_running_seqs > 1).
+  // has several unfinished sequences (max_running_seqs > 1).
   PreemptionMode mode_for(const Sequence* seq) const;
   // Swap-out (true) or false when the host pool lacks the blocks.
   bool swap_out(Sequence* seq, SchedulerOutput& out);
@@ -243,20 +240,16 @@ class Scheduler {
   // and returns true, or changes nothing and returns false when the device
   // blocks are short.
   bool swap_in(Sequence* seq, int64_t n, SchedulerOutput& out);
-  // Seats in max_num_seqs a sequence takes: its whole group for a parent
-  // that has not forked yet, else 1.
-  static int64_t seats(const Sequence* seq);
-  ScheduledSeq scheduled(Sequence* seq, int64_t n, bool samples) const;
-  // Shares the parent's full prompt blocks with `child` and queues it as
-  // running (its partial last prompt block, if any, to be recomputed).
-  void fork_child(Sequence& parent, Sequence& child);
+  // Gives seq the blocks for its first `need` tokens and records the full
+  // ones (in the prefix cache when it caches; this step's records are
+  // listed in recorded_ until postprocess).
+  void allocate(Sequence* seq, int64_t need);
   // Appends one sampled token and its update; on a finish, retires the
   // sequence.
   void append(Sequence* seq, const TokenLogprob& t, PostprocessResult* res);
   // For a sequence already marked finished: frees its blocks, appends its
   // finish update to `updates` (when given) and, when the whole group is
-  // done, marks it for reap(). A parent that finishes before forking
-  // finishes its unforked samples with the same reason.
+  // done, marks it for reap().
   void retire(Sequence* seq, std::vector<SequenceUpdate>* updates);
   void reap();  // forgets finished groups
 
@@ -279,6 +272,10 @@ class Scheduler {
   bool warned_swap_fallback_ = false;
   // Sources of this step's block copies, pinned from schedule() to postprocess().
   std::vector<int32_t> pinned_;
+  // Blocks recorded in the prefix cache by this step's schedule(), before
+  // the forward computes them; cleared by postprocess (forgotten by the
+  // next schedule() when the step failed).
+  std::vector<int32_t> recorded_;
   int64_t num_unstarted_ = 0;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;

@@ -113,23 +113,24 @@ struct Sequence {
   }
 };
 
-// One request's samples. seqs[0] (the parent) prefills the prompt; when its
-// prefill completes, the prompt's last-position logits are sampled once per
-// sequence and the others fork off it (forked = true): they share the
-// parent's full prompt blocks (BlockManager::fork, reference counts) and
-// write their own tokens to their own blocks. Which n of them are returned
-// (best_of > n) is the OutputProcessor's.
+// One request's samples (vLLM v1's parallel sampling: child requests of a
+// parent): best_of sequences, each queued, scheduled, preempted and finished
+// on its own. They share the prompt's K/V through the prefix cache: the
+// blocks a step will fill are recorded when the step is scheduled, so a
+// sample admitted in the same step as seqs[0] (behind it in the batch)
+// takes its full prompt blocks and computes only the prompt's last partial
+// block (Scheduler). Which n of them are returned (best_of > n) is the
+// OutputProcessor's.
 struct SequenceGroup {
   std::string request_id;
   int n = 1;        // choices returned
   int best_of = 1;  // sequences generated (>= n)
   std::vector<std::unique_ptr<Sequence>> seqs;  // [best_of]
-  bool forked = false;
-  // Set when seqs[0] is first scheduled (Scheduler::num_unstarted()).
+  // Set when one of its sequences is first scheduled (Scheduler::
+  // num_unstarted()).
   bool started = false;
   int num_finished = 0;
-  // The parent's prompt logprobs went out on an update (the request's first
-  // token update, whichever sample's).
+  // seqs[0]'s prompt logprobs went out on an update (its first token's).
   bool prompt_logprobs_reported = false;
 };
 

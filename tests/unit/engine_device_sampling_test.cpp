@@ -5,7 +5,7 @@
 // seeded request reproduces), its bans (min_tokens, bad words), allowed ids,
 // logit_bias, logprobs and a penalty slot that is built from the sequence's
 // ids once, kept while it samples every step and given back when it does
-// not; forks of a prompt read their parent's logits row.
+// not; the samples of one request read their own rows.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -259,7 +259,7 @@ TEST(DeviceSampling, PenaltySlotIsBuiltOnceKeptAndGivenBack) {
   EXPECT_EQ(ex.last.inits[0].slot, ex.last.rows[0].slot);
 }
 
-TEST(DeviceSampling, ForksReadTheirParentsRow) {
+TEST(DeviceSampling, SamplesOfOneRequestReadTheirOwnRowsWithTheirOwnSeedsAndSlots) {
   Fixture f;
   GenerateRequest g{std::string("g"), {1, 12, 13}};
   g.sampling.n = 3;
@@ -267,20 +267,20 @@ TEST(DeviceSampling, ForksReadTheirParentsRow) {
   g.sampling.repetition_penalty = 1.1f;
   Sequence p(g, 10, 7, 0), c1(g, 10, 8, 1), c2(g, 10, 9, 2);
   p.block_table = {3};
+  c1.block_table = {4};
+  c2.block_table = {5};
   SchedulerOutput out;
-  out.seqs = {{f.sa.get(), 3, true}, {&p, 3, true, {&c1, &c2}}};
+  out.seqs = {{f.sa.get(), 3, true}, {&p, 3, true}, {&c1, 3, true}, {&c2, 3, true}};
   DeviceSamplingExecutor ex(true);
   ModelRunner runner(ex);
   std::vector<TokenLogprob> got;
   ASSERT_TRUE(runner.execute_and_sample(out, {2}, got));
-  EXPECT_EQ(ex.last_rows, 2u);  // logits rows: one per sampling sequence
+  EXPECT_EQ(ex.last_rows, 4u);  // logits rows: one per sampling sequence
   ASSERT_EQ(ex.last.rows.size(), 4u);
   EXPECT_EQ(got.size(), 4u);
-  EXPECT_EQ(ex.last.rows[1].src_row, 1);
-  EXPECT_EQ(ex.last.rows[2].src_row, 1);
-  EXPECT_EQ(ex.last.rows[3].src_row, 1);
-  // Each fork draws from its own rng and keeps its own penalty slot.
-  std::mt19937_64 r8(8), r9(9);
+  for (int32_t i = 0; i < 4; ++i) EXPECT_EQ(ex.last.rows[static_cast<size_t>(i)].src_row, i);
+  std::mt19937_64 r7(7), r8(8), r9(9);
+  EXPECT_EQ(ex.last.rows[1].seed, r7());
   EXPECT_EQ(ex.last.rows[2].seed, r8());
   EXPECT_EQ(ex.last.rows[3].seed, r9());
   EXPECT_EQ(ex.last.inits.size(), 3u);

@@ -79,16 +79,19 @@ RequestOutput run_alone(const std::vector<int32_t>& prompt, SamplingParams sp, u
 
 TEST(ParallelSampling, PromptBlocksAreSharedOnceAndAllFreedAtTheEnd) {
   // Block size 4, prompt 10 tokens: 2 full blocks + 1 partial. Separately,
-  // 3 samples would hold 3 x 3 = 9 blocks after prefill; as a group the
-  // parent holds 3 and the 2 forks share its 2 full blocks, then each takes
-  // one block of its own for the recomputed partial block + first token.
+  // 3 samples would hold 3 x 3 = 9 blocks and compute 30 prompt tokens; as
+  // one request sample 0 holds 3 and, in the same step, samples 1 and 2
+  // take its 2 full blocks from the prefix cache (recorded when the step was
+  // scheduled) and each computes the partial block (tokens 8..9) into one
+  // block of its own: 5 blocks, 10 + 2 + 2 prompt tokens computed.
   Harness h(64);
   std::vector<int32_t> p = prompt_of(1, 10);
   auto ch = h.add("g", p, seeded(3, 7, 6));
   ASSERT_TRUE(h.engine->step());  // prefill + 3 first tokens
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 3);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 3 + 2);
   EXPECT_EQ(h.engine->stats().num_running, 3);
-  ASSERT_TRUE(h.engine->step());  // parent decodes, forks recompute 8..10
+  EXPECT_EQ(h.engine->stats().prefix_cache_hits_total, 2 * 8);
+  ASSERT_TRUE(h.engine->step());  // every sample decodes in its own block
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 3 + 2);
   h.engine->run_until_idle();
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
@@ -111,14 +114,18 @@ TEST(ParallelSampling, PromptBlocksAreSharedOnceAndAllFreedAtTheEnd) {
   EXPECT_EQ(distinct.size(), 3u);
 }
 
-TEST(ParallelSampling, PromptOfWholeBlocksSharesEveryPromptBlock) {
+TEST(ParallelSampling, PromptOfWholeBlocksSharesAllButItsLastBlock) {
+  // As vLLM v1's child requests: a prefix hit leaves the last prompt token
+  // to compute (its row samples), so samples 1..3 take block 0 and each
+  // computes block 1 again.
   Harness h(64);
   std::vector<int32_t> p = prompt_of(2, 8);  // exactly 2 blocks
   auto ch = h.add("g", p, seeded(4, 3, 5));
   ASSERT_TRUE(h.engine->step());
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 2);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 2 + 3);
+  EXPECT_EQ(h.engine->stats().prefix_cache_hits_total, 3 * 4);
   ASSERT_TRUE(h.engine->step());  // every sample's token 8 starts a block
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 2 + 4);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 2 + 3 + 4);
   h.engine->run_until_idle();
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
   std::vector<RequestOutput> got = collect_all(*ch);
@@ -204,7 +211,7 @@ TEST(ParallelSampling, AbortFreesEverySamplesBlocksAndEndsEveryChoice) {
     EXPECT_EQ(c.token_ids.size(), 4u);
   }
 
-  // Aborted while still waiting (nothing forked yet): every choice ends.
+  // Aborted while still waiting: every choice ends.
   Harness w(64);
   auto wch = w.add("w", prompt_of(7, 10), seeded(2, 1, 50));
   w.engine->abort_request("w");
@@ -313,6 +320,63 @@ TEST(ParallelSampling, LogprobsAreTheReferenceModelsRawLogSoftmax) {
     }
     EXPECT_NEAR(c.cumulative_logprob, cum, 1e-4);
   }
+}
+
+// A forward that throws on its first call (the engine thread then aborts
+// every request, as for any failed step).
+class FailsOnce final : public FakeExecutor {
+ public:
+  using FakeExecutor::FakeExecutor;
+  void execute(const ForwardBatch& b, std::vector<float>& logits) override {
+    if (!failed_) {
+      failed_ = true;
+      throw std::runtime_error("injected forward failure");
+    }
+    FakeExecutor::execute(b, logits);
+  }
+
+ private:
+  bool failed_ = false;
+};
+
+TEST(ParallelSampling, BlocksRecordedByAFailedStepAreNotServedFromThePrefixCache) {
+  // The scheduler records the prompt's full blocks when it schedules the
+  // step that computes them (sample 1 takes them in that same step); the
+  // forward throws, so they were never written. The same prompt afterwards
+  // must compute them again: a hit would read slots never written (the
+  // FakeExecutor throws, the request fails).
+  EngineConfig cfg;
+  cfg.eos_token_ids = {kEos};
+  cfg.log_stats = false;
+  Engine engine(cfg, std::make_unique<FailsOnce>(kVocab, 64, 4),
+                std::make_shared<FakeTokenizer>(kVocab));
+  engine.start();
+  const std::vector<int32_t> p = prompt_of(12, 13);  // 3 full blocks + 1 token
+  SamplingParams sp;
+  sp.temperature = 0.0f;
+  sp.n = 2;
+  sp.max_tokens = 6;
+  const auto add = [&](const std::string& id) {
+    auto req = std::make_unique<GenerateRequest>();
+    req->request_id = id;
+    req->prompt_token_ids = p;
+    req->sampling = sp;
+    req->output = std::make_shared<OutputChannel>();
+    auto ch = req->output;
+    engine.add_request(std::move(req));
+    return ch;
+  };
+  for (const RequestOutput& c : collect_all(*add("failed")))
+    EXPECT_EQ(c.finish_reason, FinishReason::kAbort);
+  const std::vector<RequestOutput> again = collect_all(*add("again"));
+  ASSERT_EQ(again.size(), 2u);
+  const std::vector<int32_t> want = reference_greedy(p, 6, kVocab, {kEos});
+  for (const RequestOutput& c : again) {
+    EXPECT_EQ(c.error, "");
+    EXPECT_EQ(c.token_ids, want);
+  }
+  engine.stop();
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
 }
 
 TEST(ParallelSampling, BadNBestOfLogprobsAndBiasAreRejected) {

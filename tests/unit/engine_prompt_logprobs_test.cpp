@@ -203,6 +203,45 @@ TEST(EnginePromptLogprobs, ParallelSamplingCarriesThemOnceForTheRequest) {
   expect_matches_reference(only_on_first(deltas), p, 2);
 }
 
+// The samples of a request run on their own: with the scored positions
+// capped at 7 a step, samples 1 and 2 (which score nothing) prefill the
+// 35-token prompt in the first step and sample before sample 0 has scored
+// it; their deltas wait, so the prompt logprobs are still on the request's
+// first delta, once, and every choice arrives whole.
+TEST(EnginePromptLogprobs, SamplesThatSampleBeforeTheScoringOneWaitForIt) {
+  const Prompt p = story_prompt();
+  ExecutorOptions opts = test::stories_options();
+  opts.max_num_batched_tokens = 128;
+  auto e = test::make_test_engine(opts, 0, 7);
+  SamplingParams sp = plp_params(2);
+  sp.n = 3;
+  sp.temperature = 1.0f;
+  sp.seed = 5;
+  sp.max_tokens = 6;
+  sp.ignore_eos = true;
+  auto req = std::make_unique<GenerateRequest>();
+  req->request_id = "held";
+  req->prompt_token_ids = p.ids;
+  req->sampling = sp;
+  req->output = std::make_shared<OutputChannel>();
+  auto ch = req->output;
+  e->add_request(std::move(req));
+  ASSERT_TRUE(e->step());
+  EXPECT_TRUE(ch->drain().empty());  // samples 1 and 2 sampled; held
+  std::vector<RequestOutput> deltas;
+  while (e->step())
+    for (RequestOutput& d : ch->drain()) deltas.push_back(std::move(d));
+  for (RequestOutput& d : ch->drain()) deltas.push_back(std::move(d));
+  expect_matches_reference(only_on_first(deltas), p, 2);
+  std::vector<RequestOutput> merged(3);
+  for (const RequestOutput& d : deltas) merge_delta(merged[static_cast<size_t>(d.index)], d);
+  for (const RequestOutput& c : merged) {
+    EXPECT_EQ(c.token_ids.size(), 6u);
+    EXPECT_TRUE(c.finished);
+  }
+  EXPECT_TRUE(ch->finished());
+}
+
 TEST(EnginePromptLogprobs, PreemptionDoesNotScoreOrSendThemAgain) {
   const Prompt p = story_prompt();  // 35 tokens: 3 blocks of 16
   // 6 blocks: both requests prefill (3 + 3), then the first one's decode

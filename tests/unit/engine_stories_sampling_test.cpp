@@ -262,8 +262,9 @@ TEST(EngineStoriesSampling, StopTokenIdIsReportedAndItsTextHidden) {
 }
 
 TEST(EngineStoriesSampling, SharedPromptBlocksOnTheRealModel) {
-  // Prompt of 5 tokens in blocks of 16: the 3 samples share no full block
-  // but the parent prefills once; a 40-token prompt shares 2 full blocks.
+  // A 40-token prompt in blocks of 16: in the first step samples 1 and 2
+  // take sample 0's 2 full blocks from the prefix cache and each computes
+  // the 8-token tail into a block of its own.
   const Reference ref = once_upon_a_time();
   auto engine = make_engine(64);
   std::vector<int32_t> prompt = ref.prompt_ids;
@@ -273,9 +274,10 @@ TEST(EngineStoriesSampling, SharedPromptBlocksOnTheRealModel) {
   sp.max_tokens = 8;
   auto ch = submit(*engine, "p", prompt, sp);
   ASSERT_TRUE(engine->step());
-  EXPECT_EQ(engine->stats().kv_blocks_used, 3);  // the parent's 40 tokens
+  EXPECT_EQ(engine->stats().kv_blocks_used, 3 + 2);  // sample 0's 40 tokens + a tail block each
+  EXPECT_EQ(engine->stats().prefix_cache_hits_total, 2 * 32);
   ASSERT_TRUE(engine->step());
-  EXPECT_EQ(engine->stats().kv_blocks_used, 3 + 2);  // + one tail block per fork
+  EXPECT_EQ(engine->stats().kv_blocks_used, 3 + 2);
   engine->run_until_idle();
   EXPECT_EQ(engine->stats().kv_blocks_used, 0);
   std::vector<RequestOutput> got = collect_all(*ch);

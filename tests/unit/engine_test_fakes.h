@@ -128,20 +128,33 @@ class FakeExecutor : public ModelExecutor {
           "block_tables size");
     std::set<int32_t> slots(b.slot_mapping.begin(), b.slot_mapping.end());
     check(slots.size() == static_cast<size_t>(T), "slots not unique within the batch");
-    // Blocks may be shared between sequences (forked samples), but never
-    // written while shared: a block that receives this step's tokens belongs
-    // to one table of the batch only, and no table lists a block twice.
-    std::map<int32_t, int32_t> tables_with;  // block -> tables listing it
+    // Blocks may be shared between sequences (prefix-cache hits), also a
+    // block this very step writes (a hit on a block recorded when the step
+    // was scheduled): then only one table of the batch writes into it, and
+    // every other table listing it comes later in the batch (a real forward
+    // writes every token's K/V before attention reads; here tables are
+    // written and read in batch order). Whether what a table reads is what
+    // its own tokens need is checked by the prefix hashes on every read.
+    std::map<int32_t, int32_t> writer_of;  // block -> the table writing into it
+    for (int32_t i = 0; i < B; ++i)
+      for (int32_t t = b.query_start_loc[static_cast<size_t>(i)];
+           t < b.query_start_loc[static_cast<size_t>(i) + 1]; ++t) {
+        auto [it, fresh] = writer_of.emplace(
+            b.slot_mapping[static_cast<size_t>(t)] / static_cast<int32_t>(block_size_), i);
+        check(fresh || it->second == i, "two sequences write into one block");
+      }
     for (int32_t i = 0; i < B; ++i) {
       const int32_t ctx = b.context_lens[static_cast<size_t>(i)];
       const int32_t* table = b.block_tables.data() + static_cast<size_t>(i) * static_cast<size_t>(b.max_blocks_per_seq);
       const int64_t nblocks = std::min<int64_t>((ctx + block_size_ - 1) / block_size_, b.max_blocks_per_seq);
       std::set<int32_t> mine(table, table + nblocks);
       check(mine.size() == static_cast<size_t>(nblocks), "a block appears twice in one table");
-      for (int32_t blk : mine) tables_with[blk]++;
+      for (int32_t blk : mine) {
+        auto w = writer_of.find(blk);
+        check(w == writer_of.end() || w->second <= i,
+              "a table lists a block another writes later in the batch");
+      }
     }
-    for (int32_t slot : b.slot_mapping)
-      check(tables_with[static_cast<int32_t>(slot / block_size_)] == 1, "writing into a block shared with another sequence");
     for (int32_t i = 0; i < B; ++i) {
       const int32_t q0 = b.query_start_loc[static_cast<size_t>(i)], q1 = b.query_start_loc[static_cast<size_t>(i) + 1];
       const int32_t ctx = b.context_lens[static_cast<size_t>(i)];

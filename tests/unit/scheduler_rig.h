@@ -90,7 +90,7 @@ struct SchedulerRig {
     runner.apply_swaps(out);
     if (!out.empty()) {
       runner.execute(out, logits);
-      std::vector<int32_t> sampled(static_cast<size_t>(out.num_sampled_tokens()),
+      std::vector<int32_t> sampled(static_cast<size_t>(out.num_samples()),
                                    static_cast<int32_t>(5 + steps % 20));
       route_updates(outputs, sched, sched.postprocess(out, sampled).updates);
       sched.check_invariants();

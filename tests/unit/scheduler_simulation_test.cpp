@@ -146,12 +146,10 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
       sampled.clear();
       for (const ScheduledSeq& s : out.seqs) {
         if (!s.samples) continue;
-        for (size_t k = 0; k < 1 + s.forks.size(); ++k) {
-          TokenLogprob t;
-          t.token_id = chance(0.05) ? 2 : static_cast<int32_t>(pick(3, kVocab - 1));
-          t.logprob = -static_cast<float>(pick(0, 100)) / 10.0f;
-          sampled.push_back(t);
-        }
+        TokenLogprob t;
+        t.token_id = chance(0.05) ? 2 : static_cast<int32_t>(pick(3, kVocab - 1));
+        t.logprob = -static_cast<float>(pick(0, 100)) / 10.0f;
+        sampled.push_back(t);
       }
       route(sched.postprocess(out, sampled).updates);
     }
@@ -171,7 +169,7 @@ void simulate(uint64_t seed, int64_t steps, int64_t num_blocks, int64_t block_si
     runner.apply_swaps(out);
     if (out.empty()) continue;
     runner.execute(out, logits);
-    sampled.assign(static_cast<size_t>(out.num_sampled_tokens()), TokenLogprob{});
+    sampled.assign(static_cast<size_t>(out.num_samples()), TokenLogprob{});
     for (TokenLogprob& t : sampled) t.token_id = static_cast<int32_t>(pick(3, kVocab - 1));
     route(sched.postprocess(out, sampled).updates);
     sched.check_invariants();
