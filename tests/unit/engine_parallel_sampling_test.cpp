@@ -38,8 +38,9 @@ std::vector<int32_t> prompt_of(uint64_t id, int64_t len) {
 struct Harness {
   FakeExecutor* exec = nullptr;
   std::unique_ptr<Engine> engine;
-  explicit Harness(int64_t num_blocks, int64_t block_size = 4, EngineConfig cfg = {}) {
-    auto e = std::make_unique<FakeExecutor>(kVocab, num_blocks, block_size);
+  explicit Harness(int64_t num_blocks, int64_t block_size = 4, EngineConfig cfg = {})
+      : Harness(std::make_unique<FakeExecutor>(kVocab, num_blocks, block_size), cfg) {}
+  explicit Harness(std::unique_ptr<FakeExecutor> e, EngineConfig cfg = {}) {
     exec = e.get();
     cfg.eos_token_ids = {kEos};
     cfg.log_stats = false;
@@ -345,38 +346,24 @@ TEST(ParallelSampling, BlocksRecordedByAFailedStepAreNotServedFromThePrefixCache
   // forward throws, so they were never written. The same prompt afterwards
   // must compute them again: a hit would read slots never written (the
   // FakeExecutor throws, the request fails).
-  EngineConfig cfg;
-  cfg.eos_token_ids = {kEos};
-  cfg.log_stats = false;
-  Engine engine(cfg, std::make_unique<FailsOnce>(kVocab, 64, 4),
-                std::make_shared<FakeTokenizer>(kVocab));
-  engine.start();
+  Harness h(std::make_unique<FailsOnce>(kVocab, 64, 4));
+  h.engine->start();
   const std::vector<int32_t> p = prompt_of(12, 13);  // 3 full blocks + 1 token
   SamplingParams sp;
   sp.temperature = 0.0f;
   sp.n = 2;
   sp.max_tokens = 6;
-  const auto add = [&](const std::string& id) {
-    auto req = std::make_unique<GenerateRequest>();
-    req->request_id = id;
-    req->prompt_token_ids = p;
-    req->sampling = sp;
-    req->output = std::make_shared<OutputChannel>();
-    auto ch = req->output;
-    engine.add_request(std::move(req));
-    return ch;
-  };
-  for (const RequestOutput& c : collect_all(*add("failed")))
+  for (const RequestOutput& c : collect_all(*h.add("failed", p, sp)))
     EXPECT_EQ(c.finish_reason, FinishReason::kAbort);
-  const std::vector<RequestOutput> again = collect_all(*add("again"));
+  const std::vector<RequestOutput> again = collect_all(*h.add("again", p, sp));
   ASSERT_EQ(again.size(), 2u);
   const std::vector<int32_t> want = reference_greedy(p, 6, kVocab, {kEos});
   for (const RequestOutput& c : again) {
     EXPECT_EQ(c.error, "");
     EXPECT_EQ(c.token_ids, want);
   }
-  engine.stop();
-  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  h.engine->stop();
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
 TEST(ParallelSampling, BadNBestOfLogprobsAndBiasAreRejected) {
