@@ -58,13 +58,6 @@ void Scheduler::add_group(std::unique_ptr<SequenceGroup> g) {
   groups_.emplace(std::move(id), std::move(g));
 }
 
-namespace {
-
-// The sequence scores its request's prompt logprobs (seqs[0] only).
-bool scores_prompt(const Sequence* seq) { return seq->sampling.prompt_logprobs && seq->index == 0; }
-
-}  // namespace
-
 void Scheduler::allocate(Sequence* seq, int64_t need) {
   blocks_.allocate(seq->block_table, need);
   blocks_.cache_full_blocks(seq->block_table, seq->token_ids, need, &seq->num_cached_blocks,
@@ -72,6 +65,9 @@ void Scheduler::allocate(Sequence* seq, int64_t need) {
 }
 
 namespace {
+
+// The sequence scores its request's prompt logprobs (seqs[0] only).
+bool scores_prompt(const Sequence* seq) { return seq->sampling.prompt_logprobs && seq->index == 0; }
 
 // The update of a sequence that just finished, without a token.
 SequenceUpdate finish_update(const Sequence& seq) {
