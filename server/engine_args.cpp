@@ -237,13 +237,17 @@ LoadedModel load_model(const EngineArgs& a) {
   m.tokenizer = load_tokenizer(a.model_dir);
   m.served_model_name = a.served_model_name.empty() ? a.model_dir : a.served_model_name;
 
-  int64_t derived = m.config.max_position_embeddings;
+  const int64_t derived = derived_max_model_len(m.config);
   m.max_model_len = a.max_model_len > 0 ? a.max_model_len : derived;
   if (m.max_model_len > derived)
     throw std::runtime_error(fmt::format(
-        "User-specified max_model_len ({}) is greater than the derived max_model_len "
-        "(max_position_embeddings={} in {}/config.json)",
-        m.max_model_len, derived, a.model_dir));
+        "User-specified max_model_len ({}) is greater than the derived max_model_len ({}: "
+        "max_position_embeddings={}{} in {}/config.json)",
+        m.max_model_len, derived, m.config.max_position_embeddings,
+        m.config.rope_scaling.rope_type.empty()
+            ? std::string()
+            : fmt::format(" with {} rope scaling", m.config.rope_scaling.rope_type),
+        a.model_dir));
 
   std::string tmpl = chat_template_source(a, m.tokenizer_config);
   if (!tmpl.empty()) {

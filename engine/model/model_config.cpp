@@ -57,8 +57,36 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
       r.fail(std::string(field) + ".high_freq_factor", "must exceed low_freq_factor");
     if (out.original_max_position_embeddings <= 0)
       r.fail(std::string(field) + ".original_max_position_embeddings", "must be positive");
+  } else if (type == "yarn") {
+    out.rope_type = "yarn";
+    if (!rs.contains("factor"))
+      r.fail(std::string(field) + ".factor", "missing (required for yarn)");
+    // DeepSeek's variant (mscale, mscale_all_dim) also rescales attention;
+    // a switched-off truncation changes the correction range.
+    for (const char* k : {"mscale", "mscale_all_dim"})
+      if (rs.contains(k) && !rs[k].is_null())
+        r.fail(std::string(field) + "." + k, "is not supported (DeepSeek's yarn variant)");
+    if (rs.contains("truncate") && rs["truncate"] != true)
+      r.fail(std::string(field) + ".truncate", "only true (the default) is supported");
+    out.factor = num("factor", 1.0);
+    out.original_max_position_embeddings =
+        static_cast<int64_t>(num("original_max_position_embeddings", 0));
+    out.beta_fast = num("beta_fast", 32.0);
+    out.beta_slow = num("beta_slow", 1.0);
+    out.attention_factor = num("attention_factor", 0.0);
+    if (out.original_max_position_embeddings < 0)
+      r.fail(std::string(field) + ".original_max_position_embeddings", "must be positive");
+    if (!(out.beta_fast > 0) || !(out.beta_slow > 0))
+      r.fail(std::string(field) + ".beta_fast", "beta_fast and beta_slow must be positive");
+    if (out.attention_factor < 0)
+      r.fail(std::string(field) + ".attention_factor", "must be positive");
+  } else if (type == "dynamic") {
+    r.fail(field,
+           "rope type 'dynamic' (dynamic NTK) is not supported: transformers recomputes its "
+           "frequencies from each forward's length, vLLM uses one fixed table, and the two "
+           "disagree (supported: linear, llama3, yarn)");
   } else {
-    r.fail(field, "unsupported rope type '" + type + "' (supported: linear, llama3)");
+    r.fail(field, "unsupported rope type '" + type + "' (supported: linear, llama3, yarn)");
   }
   if (!(out.factor > 0)) r.fail(std::string(field) + ".factor", "must be positive");
   return out;
@@ -293,6 +321,18 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   if (j.contains("quantization_config"))
     c.quantization = parse_quant_config(j["quantization_config"], source);
   return c;
+}
+
+int64_t derived_max_model_len(const ModelConfig& c) {
+  const RopeScaling& s = c.rope_scaling;
+  if (s.rope_type == "linear")
+    return static_cast<int64_t>(static_cast<double>(c.max_position_embeddings) * s.factor);
+  if (s.rope_type == "yarn") {
+    const int64_t orig = s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings
+                                                                : c.max_position_embeddings;
+    return static_cast<int64_t>(static_cast<double>(orig) * s.factor);
+  }
+  return c.max_position_embeddings;
 }
 
 void validate_tensor_parallel(const ModelConfig& c, int64_t tp) {

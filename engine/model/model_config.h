@@ -11,13 +11,26 @@
 
 namespace pagoda {
 
-// Llama 3.x "llama3" rope scaling (transformers' _compute_llama3_parameters).
+// config.json's rope_scaling (rope.h computes the frequencies):
+// "linear" (factor), "llama3" (transformers' _compute_llama3_parameters:
+// factor, low/high_freq_factor, original_max_position_embeddings) and
+// "yarn" (transformers' _compute_yarn_parameters, vLLM's
+// YaRNScalingRotaryEmbedding: factor, beta_fast, beta_slow,
+// original_max_position_embeddings, attention_factor).
 struct RopeScaling {
-  std::string rope_type;  // "" (none), "llama3", "linear"
+  std::string rope_type;  // "" (none), "linear", "llama3", "yarn"
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
+  // llama3: 8192 when absent. yarn: the context the model was trained on,
+  // for the correction range; 0 when absent (max_position_embeddings then).
   int64_t original_max_position_embeddings = 8192;
+  // yarn: the rotations bounding the blend of extrapolated (fast) and
+  // interpolated (slow) dimensions, and the factor cos and sin are scaled
+  // by (0 when absent: 0.1 ln(factor) + 1, YaRN's mscale).
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = 0.0;
 };
 
 struct ModelConfig {
@@ -128,6 +141,12 @@ struct ModelConfig {
   // Same, from the text of a config.json; `source` names it in errors.
   static ModelConfig from_json_text(const std::string& text, const std::string& source);
 };
+
+// The context length the config allows (vLLM's _get_and_verify_max_len):
+// max_position_embeddings, times rope_scaling.factor for "linear", and for
+// "yarn" original_max_position_embeddings (else max_position_embeddings)
+// times factor; "llama3" tables already cover max_position_embeddings.
+int64_t derived_max_model_len(const ModelConfig& config);
 
 // Megatron-style tensor parallelism (arXiv:1909.08053): rank `rank` of
 // `size` holds heads [rank*Hq/size, (rank+1)*Hq/size), KV heads likewise,

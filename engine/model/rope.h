@@ -13,13 +13,25 @@ namespace pagoda {
 // config.rope_scaling says: "linear" divides by factor (transformers'
 // _compute_linear_scaling_rope_parameters), "llama3" follows transformers'
 // _compute_llama3_parameters (Llama 3.1: long wavelengths / factor, short
-// ones kept, a smooth blend between). With config.rope_inv_freq_bf16 each
-// frequency is then rounded to bf16 (round to nearest even).
+// ones kept, a smooth blend between), "yarn" follows transformers'
+// _compute_yarn_parameters and vLLM's YaRNScalingRotaryEmbedding (YaRN,
+// Peng et al. 2023, arXiv:2309.00071): the dimensions that turn fewer than
+// beta_slow times over original_max_position_embeddings positions are
+// interpolated (/ factor), those that turn more than beta_fast times are
+// kept, with a linear ramp between (bounds floored / ceiled, clamped to
+// [0, R - 1]). With config.rope_inv_freq_bf16 each frequency is then
+// rounded to bf16 (round to nearest even).
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 
+// The factor cos and sin are multiplied by: yarn's attention_factor, or
+// 0.1 ln(factor) + 1 when the config gives none (1 when factor <= 1, as
+// vLLM's yarn_get_mscale); 1 for every other rope type.
+double rope_attention_factor(const ModelConfig& config);
+
 // The table RopeTable::cos_sin holds: [max_positions, R] row-major F32 with
-// row p = (cos(p*inv_freq[0..R/2)), sin(p*inv_freq[0..R/2))), each value
-// rounded to bf16 with config.rope_table_bf16.
+// row p = a * (cos(p*inv_freq[0..R/2)), sin(p*inv_freq[0..R/2))), a =
+// rope_attention_factor(config), each value rounded to bf16 with
+// config.rope_table_bf16.
 std::vector<float> rope_cos_sin_table(const ModelConfig& config, int64_t max_positions);
 
 }  // namespace pagoda

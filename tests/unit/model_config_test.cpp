@@ -146,7 +146,21 @@ TEST(ModelConfig, RejectsBadInputWithFieldNames) {
   const std::string base = R"("architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
       "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 100)";
   EXPECT_EQ(error_of("{" + base + "}"), "");
-  EXPECT_NE(error_of("{" + base + R"(, "rope_scaling": {"type": "yarn", "factor": 4}})").find("rope_scaling"), std::string::npos);
+  EXPECT_NE(error_of("{" + base + R"(, "rope_scaling": {"type": "dynamic", "factor": 4}})")
+                .find("'dynamic'"),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + base + R"(, "rope_scaling": {"type": "longrope", "factor": 4}})")
+                .find("rope_scaling"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("{" + base + R"(, "rope_scaling": {"type": "yarn"}})").find("rope_scaling.factor"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(
+          "{" + base +
+          R"(, "rope_scaling": {"type": "yarn", "factor": 40, "mscale": 1, "mscale_all_dim": 1}})")
+          .find("rope_scaling.mscale"),
+      std::string::npos);
   EXPECT_NE(error_of("{" + base + R"(, "num_key_value_heads": 3})").find("num_key_value_heads"), std::string::npos);
   EXPECT_NE(error_of("{" + base + R"(, "hidden_act": "gelu"})").find("hidden_act"), std::string::npos);
   EXPECT_NE(error_of("{" + base + R"(, "eos_token_id": "x"})").find("eos_token_id"), std::string::npos);
