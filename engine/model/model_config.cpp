@@ -2,6 +2,7 @@
 // LlamaConfig / Qwen2Config (configuration_llama.py, configuration_qwen2.py).
 #include "engine/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,16 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
     if (!rs[k].is_number()) r.fail(std::string(field) + "." + k, "must be a number");
     return rs[k].get<double>();
   };
+  // A position count: an integer in [1, 2^31) (no float-to-integer cast of
+  // an arbitrary double); `def` when absent.
+  auto positions = [&](const char* k, int64_t def) {
+    if (!rs.contains(k) || rs[k].is_null()) return def;
+    const int64_t v = rs[k].is_number_integer() ? rs[k].get<int64_t>() : 0;
+    if (v <= 0 || v >= (int64_t{1} << 31))
+      r.fail(std::string(field) + "." + k,
+             "must be a positive integer below 2^31, got " + rs[k].dump());
+    return v;
+  };
   if (type == "linear") {
     out.rope_type = "linear";
     if (!rs.contains("factor")) r.fail(std::string(field) + ".factor", "missing (required for linear)");
@@ -51,12 +62,9 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
     out.factor = num("factor", 1.0);
     out.low_freq_factor = num("low_freq_factor", 1.0);
     out.high_freq_factor = num("high_freq_factor", 4.0);
-    out.original_max_position_embeddings =
-        static_cast<int64_t>(num("original_max_position_embeddings", 8192));
+    out.original_max_position_embeddings = positions("original_max_position_embeddings", 8192);
     if (out.high_freq_factor <= out.low_freq_factor)
       r.fail(std::string(field) + ".high_freq_factor", "must exceed low_freq_factor");
-    if (out.original_max_position_embeddings <= 0)
-      r.fail(std::string(field) + ".original_max_position_embeddings", "must be positive");
   } else if (type == "yarn") {
     out.rope_type = "yarn";
     if (!rs.contains("factor"))
@@ -69,13 +77,10 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
     if (rs.contains("truncate") && rs["truncate"] != true)
       r.fail(std::string(field) + ".truncate", "only true (the default) is supported");
     out.factor = num("factor", 1.0);
-    out.original_max_position_embeddings =
-        static_cast<int64_t>(num("original_max_position_embeddings", 0));
+    out.original_max_position_embeddings = positions("original_max_position_embeddings", 0);
     out.beta_fast = num("beta_fast", 32.0);
     out.beta_slow = num("beta_slow", 1.0);
     out.attention_factor = num("attention_factor", 0.0);
-    if (out.original_max_position_embeddings < 0)
-      r.fail(std::string(field) + ".original_max_position_embeddings", "must be positive");
     if (!(out.beta_fast > 0) || !(out.beta_slow > 0))
       r.fail(std::string(field) + ".beta_fast", "beta_fast and beta_slow must be positive");
     if (out.attention_factor < 0)
@@ -88,7 +93,9 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
   } else {
     r.fail(field, "unsupported rope type '" + type + "' (supported: linear, llama3, yarn)");
   }
-  if (!(out.factor > 0)) r.fail(std::string(field) + ".factor", "must be positive");
+  // Bounded so that a derived context length stays a sane integer.
+  if (!(out.factor > 0 && out.factor <= 1024))
+    r.fail(std::string(field) + ".factor", "must be in (0, 1024]");
   return out;
 }
 
@@ -325,13 +332,14 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
 
 int64_t derived_max_model_len(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
-  if (s.rope_type == "linear")
-    return static_cast<int64_t>(static_cast<double>(c.max_position_embeddings) * s.factor);
-  if (s.rope_type == "yarn") {
-    const int64_t orig = s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings
-                                                                : c.max_position_embeddings;
-    return static_cast<int64_t>(static_cast<double>(orig) * s.factor);
-  }
+  // Scaled in double, capped far below int64's range before the cast.
+  const auto scaled = [&](int64_t n) {
+    return static_cast<int64_t>(std::min(static_cast<double>(n) * s.factor, 1e15));
+  };
+  if (s.rope_type == "linear") return scaled(c.max_position_embeddings);
+  if (s.rope_type == "yarn")
+    return scaled(s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings
+                                                         : c.max_position_embeddings);
   return c.max_position_embeddings;
 }
 

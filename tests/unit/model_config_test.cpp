@@ -155,6 +155,15 @@ TEST(ModelConfig, RejectsBadInputWithFieldNames) {
   EXPECT_NE(
       error_of("{" + base + R"(, "rope_scaling": {"type": "yarn"}})").find("rope_scaling.factor"),
       std::string::npos);
+  EXPECT_NE(error_of("{" + base + R"(, "rope_scaling": {"type": "yarn", "factor": 1e300}})")
+                .find("rope_scaling.factor"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(
+          "{" + base +
+          R"(, "rope_scaling": {"type": "yarn", "factor": 4, "original_max_position_embeddings": 1e300}})")
+          .find("rope_scaling.original_max_position_embeddings"),
+      std::string::npos);
   EXPECT_NE(
       error_of(
           "{" + base +
