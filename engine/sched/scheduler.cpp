@@ -69,25 +69,13 @@ namespace {
 // The sequence scores its request's prompt logprobs (seqs[0] only).
 bool scores_prompt(const Sequence* seq) { return seq->sampling.prompt_logprobs && seq->index == 0; }
 
-// The update of a sequence that just finished, without a token.
-SequenceUpdate finish_update(const Sequence& seq) {
-  SequenceUpdate u;
-  u.request_id = seq.request_id;
-  u.index = seq.index;
-  u.finished = true;
-  u.finish_reason = seq.finish_reason;
-  u.stop_token_id = seq.stop_token_id;
-  u.num_cached_tokens = std::max<int64_t>(seq.num_cached_tokens, 0);
-  return u;
-}
-
 }  // namespace
 
 void Scheduler::retire(Sequence* seq, std::vector<SequenceUpdate>* updates) {
   SequenceGroup& g = *seq->group;
   release_blocks(seq);
   ++g.num_finished;
-  if (updates) updates->push_back(finish_update(*seq));
+  if (updates) updates->push_back(sequence_update(*seq));
   if (g.num_finished == g.best_of) done_.push_back(g.request_id);
 }
 

@@ -49,11 +49,10 @@ bool append_token(Sequence& seq, int32_t token, const StopConfig& cfg) {
   return reason != FinishReason::kNone;
 }
 
-SequenceUpdate token_update(const Sequence& seq, const TokenLogprob& t) {
+SequenceUpdate sequence_update(const Sequence& seq) {
   SequenceUpdate u;
   u.request_id = seq.request_id;
   u.index = seq.index;
-  u.token = seq.sampling.logprobs ? t : TokenLogprob{t.token_id, t.logprob, {}, 0};
   u.num_cached_tokens = std::max<int64_t>(seq.num_cached_tokens, 0);
   if (seq.finished()) {
     u.finished = true;
@@ -61,6 +60,12 @@ SequenceUpdate token_update(const Sequence& seq, const TokenLogprob& t) {
     u.stop_token_id = seq.stop_token_id;
     u.stop_terminated = seq.stop_terminated;
   }
+  return u;
+}
+
+SequenceUpdate token_update(const Sequence& seq, const TokenLogprob& t) {
+  SequenceUpdate u = sequence_update(seq);
+  u.token = seq.sampling.logprobs ? t : TokenLogprob{t.token_id, t.logprob, {}, 0};
   return u;
 }
 

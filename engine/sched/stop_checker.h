@@ -35,6 +35,11 @@ bool append_token(Sequence& seq, int32_t token, const StopConfig& cfg);
 // string).
 void finish_sequence(Sequence& seq, FinishReason reason);
 
+// The update of `seq` without a token: its id and index, cached tokens and,
+// when it finished, its finish fields (a finish without a token: capacity,
+// abort, a stop string).
+SequenceUpdate sequence_update(const Sequence& seq);
+
 // The update for the token append_token just appended to `seq` (its last
 // token; t is its sampled id and logprob, top-k kept only when the request
 // asks for logprobs), with seq's finish fields when it finished. No prompt
