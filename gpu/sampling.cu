@@ -455,9 +455,11 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   block_argmax(best, bi, s.sv, s.si);
-  if (bi == INT_MAX) bi = 0;
-  int chosen = bi;
-  if (p.temperature >= 1e-5f) {
+  // Nothing allowed (every logit -inf after the masks): the row's empty_id,
+  // with no draw (the host Sampler: 0, or a guided row's first EOS id).
+  const bool nothing_allowed = !(best > -INFINITY);
+  int chosen = nothing_allowed ? p.empty_id : bi;
+  if (p.temperature >= 1e-5f && !nothing_allowed) {
     const float inv_t = 1.0f / p.temperature;
     const float m = best * inv_t;
     uint32_t lo = 0;  // keep keys >= lo

@@ -44,6 +44,7 @@ void append_guided_mask(DeviceSamplingBatch& b, DeviceSampleRow& r, const guided
                         bool accepting, const std::vector<int32_t>& eos_token_ids, int64_t vocab) {
   const size_t words = static_cast<size_t>((vocab + 31) / 32);
   r.mask_begin = static_cast<int32_t>(b.mask_words.size());
+  r.empty_id = eos_token_ids.empty() ? 0 : eos_token_ids.front();
   b.mask_words.resize(b.mask_words.size() + words, 0u);
   uint32_t* w = b.mask_words.data() + r.mask_begin;
   const size_t have = std::min(words, mask.words.size() * 2);

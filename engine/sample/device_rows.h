@@ -33,7 +33,9 @@ DeviceSampleRow& append_sample_row(DeviceSamplingBatch& b, const SamplingParams&
 // 32) words) to b.mask_words and points r.mask_begin at it: the bits of
 // `mask` (the guide state's text tokens), plus eos_token_ids when
 // `accepting` or the mask is empty (as the host Sampler; a constraint the
-// vocabulary cannot continue ends). vocab: the logits rows' width.
+// vocabulary cannot continue ends), and sets r.empty_id to the first EOS
+// id: a row whose masks (this one and allowed_token_ids) leave no id ends
+// its output, as the host Sampler::sample. vocab: the logits rows' width.
 void append_guided_mask(DeviceSamplingBatch& b, DeviceSampleRow& r, const guided::TokenMask& mask,
                         bool accepting, const std::vector<int32_t>& eos_token_ids, int64_t vocab);
 

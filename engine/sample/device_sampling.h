@@ -51,6 +51,10 @@ struct DeviceSampleRow {
   // words (bit id % 32 of word id / 32; ids >= the mask's vocabulary
   // clear). -1: no mask (an unconstrained row uploads and reads nothing).
   int32_t mask_begin = -1;
+  // The id chosen when the masks leave no id (every logit -inf): 0, or a
+  // guided row's first EOS id, which ends its output (as the host
+  // Sampler::sample does).
+  int32_t empty_id = 0;
   uint64_t seed = 0;  // the draw's 64-bit key for this row and step
   // >= 0: a score row (prompt logprobs, engine/sample/prompt_logprobs.h):
   // nothing is drawn and no slot is touched; the result is this token with

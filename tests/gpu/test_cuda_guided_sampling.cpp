@@ -8,7 +8,9 @@
 //    allowed) over many draws;
 //  * unconstrained rows upload no mask words and pick the same ids whether
 //    or not guided rows share their batch.
-// Skipped without a GPU. Not yet run on a GPU (written without one).
+// Skipped without a GPU. First run on the H200 2026-12-02 (it found a
+// guided row with nothing allowed picking id 0 where the host ends the
+// output with EOS; fixed: DeviceSampleRow::empty_id).
 #include <gtest/gtest.h>
 
 #include <random>
