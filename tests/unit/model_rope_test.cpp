@@ -4,12 +4,15 @@
 // scaling lets a model serve (vLLM's derived max_model_len). The formula's
 // own source is transformers' _compute_yarn_parameters (and vLLM's
 // YaRNScalingRotaryEmbedding); these tests check its properties and
-// bounds: values from transformers itself need torch, which this machine
-// lacks; scripts/make_rope_reference.py writes them where torch is (the
-// device machine), for these tests to compare against once stored.
+// bounds, and compare against transformers' own values in
+// tests/data/rope_reference.json (written by scripts/make_rope_reference.py
+// on the device machine, where torch is; its "how" says how).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 
 #include "engine/model/model_config.h"
@@ -89,6 +92,24 @@ TEST(ModelRope, YarnScalesTheTableByItsAttentionFactor) {
   EXPECT_FLOAT_EQ(rope_cos_sin_table(given, 1)[0], 1.5f);
   // Other scalings leave the table unscaled.
   EXPECT_DOUBLE_EQ(rope_attention_factor(config_with(R"({"type": "linear", "factor": 4.0})")), 1.0);
+}
+
+TEST(ModelRope, FrequenciesAndAttentionFactorEqualTransformers) {
+  std::ifstream in(std::string(PAGODA_SOURCE_DIR) + "/tests/data/rope_reference.json");
+  if (!in) throw std::runtime_error("tests/data/rope_reference.json missing");
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  ASSERT_GE(ref.at("cases").size(), 5u);
+  for (const nlohmann::json& c : ref.at("cases")) {
+    SCOPED_TRACE(c.at("rope_scaling").dump());
+    const ModelConfig cfg =
+        config_with(c.at("rope_scaling").dump(), c.at("max_position_embeddings").get<int64_t>());
+    const std::vector<double> inv = rope_inv_freq(cfg);
+    const std::vector<double> want = c.at("inv_freq").get<std::vector<double>>();
+    ASSERT_EQ(inv.size(), want.size());
+    // transformers computes in float32: agreement to its rounding.
+    for (size_t j = 0; j < inv.size(); ++j) EXPECT_NEAR(inv[j], want[j], 2e-7 * want[j]) << j;
+    EXPECT_NEAR(rope_attention_factor(cfg), c.at("attention_factor").get<double>(), 1e-12);
+  }
 }
 
 TEST(ModelRope, DerivedMaxModelLenFollowsVllm) {
