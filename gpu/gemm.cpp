@@ -95,13 +95,24 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
   return plans_.emplace(key, p).first->second;
 }
 
+LtGemm::SmallM LtGemm::auto_kernel(int64_t M, int64_t N, int64_t K) {
+  if (M <= 2) return SmallM::kGemv;
+  if (M <= 8 && N <= 4096 && K <= 4096) return SmallM::kSkinny;
+  return SmallM::kCublas;
+}
+
 void LtGemm::run(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
                  DType bias_dt, void* out, int64_t M, int64_t N, int64_t K) {
   if (M == 0 || N == 0) return;
-  // Decode-sized batches: our weight-streaming GEMV beats cuBLASLt's choice.
-  if (use_gemv_ && (bias == nullptr || bias_dt == in_dt) &&
-      launch_gemv(in_dt, out_dt, x, w, bias, out, M, N, K, stream_))
-    return;
+  // Decode-sized batches: our weight-streaming kernels where they beat
+  // cuBLASLt (auto_kernel); each declines what it cannot do.
+  if (bias == nullptr || bias_dt == in_dt) {
+    const SmallM k = small_m_ == SmallM::kAuto ? auto_kernel(M, N, K) : small_m_;
+    if (k == SmallM::kSkinny &&
+        launch_skinny_gemm(in_dt, out_dt, x, w, bias, out, M, N, K, stream_))
+      return;
+    if (k == SmallM::kGemv && launch_gemv(in_dt, out_dt, x, w, bias, out, M, N, K, stream_)) return;
+  }
   const bool bias_epi = bias != nullptr && bias_dt == out_dt;
   const Key key{M, N, K, static_cast<int>(in_dt), static_cast<int>(out_dt), bias_epi,
                 alignment(x), alignment(w), alignment(out), bias_epi ? alignment(bias) : 0};

@@ -26,9 +26,20 @@ class LtGemm {
   // its dtype equals out_dt, otherwise added by a separate kernel.
   void run(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
            DType bias_dt, void* out, int64_t M, int64_t N, int64_t K);
-  // M <= 8 with bf16/f16 goes to gpu/gemv.cu unless disabled (benchmarks
-  // compare both).
-  void set_use_gemv(bool on) { use_gemv_ = on; }
+  // The kernel for a product of M rows (bf16/f16; F32 always goes to
+  // cuBLASLt), chosen per shape from the table measured on the H200
+  // (pagoda_gpu_bench --only skinny, docs/PERFORMANCE.md 2026-12-02, fourth
+  // session): the CUDA-core GEMV (gemv.cu) for M <= 2, where it streams the
+  // weights fastest (Llama-2-7B's qkv at M = 1: 77% of copy bandwidth
+  // against cuBLASLt's 65%) but not beyond (at M = 8 it fell to 26-37%:
+  // x is re-read per row from L1); the tensor-core skinny GEMM
+  // (skinny_gemm.cu) for 3 <= M <= 8 on products with N <= 4096 and K <=
+  // 4096 (o_proj: 42-44% against cuBLASLt's 37-38%); cuBLASLt for the rest
+  // (gate_up at M = 8: 79% against the skinny kernel's 66%).
+  // Benchmarks and tests force one kernel with set_small_m.
+  enum class SmallM { kAuto, kGemv, kSkinny, kCublas };
+  static SmallM auto_kernel(int64_t M, int64_t N, int64_t K);
+  void set_small_m(SmallM k) { small_m_ = k; }
 
  private:
   struct Plan {
@@ -44,7 +55,7 @@ class LtGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 32u << 20;
   std::map<Key, Plan> plans_;
-  bool use_gemv_ = true;
+  SmallM small_m_ = SmallM::kAuto;
 };
 
 }  // namespace pagoda::cuda

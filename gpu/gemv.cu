@@ -3,8 +3,10 @@
 // One warp per output column n: each lane streams 16-byte chunks of w's row
 // (kUnroll chunks in flight, read-only non-allocating loads) and dots them
 // with the matching chunks of the M rows of x (L1/L2 resident); fp32
-// accumulation, warp-shuffle reduction. Used by Backend::linear for bf16/f16
-// when K % 8 == 0 and the pointers are 16-byte aligned; cuBLASLt otherwise.
+// accumulation, warp-shuffle reduction. Backend::linear uses it for bf16/f16
+// at M <= 2 (LtGemm::auto_kernel: beyond that, re-reading x per row from L1
+// makes it slower than the alternatives) when K % 8 == 0 and the pointers
+// are 16-byte aligned.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

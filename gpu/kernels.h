@@ -89,6 +89,16 @@ void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int6
 bool launch_gemv(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
                  void* out, int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 
+// Skinny GEMM on tensor cores (skinny_gemm.cu, issue 14): out[M, N] = x[M,
+// K] · w[N, K]ᵀ (+ bias[N], same dtype as x) for 1 <= M <=
+// kSkinnyGemmMaxRows, bf16/f16 in, out in dtype or F32, fp32 accumulation;
+// mma.sync with w's rows on the MMA's M side, streaming w once. Returns
+// false (nothing launched) when it does not apply: F32, M out of range,
+// K % 32, x or w not 16-byte aligned.
+constexpr int64_t kSkinnyGemmMaxRows = 64;
+bool launch_skinny_gemm(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
+                        void* out, int64_t M, int64_t N, int64_t K, cudaStream_t stream);
+
 // Paged-attention problem shared by the decode and prefill kernels.
 struct AttentionArgs {
   const void* q = nullptr;          // [T, Hq*D]

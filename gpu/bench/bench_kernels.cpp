@@ -3,7 +3,7 @@
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
 //   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only
-//   kernels|model|ops|engine|allreduce|sampler|qgemm|decode-table]
+//   kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|decode-table]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -161,9 +161,12 @@ void bench_prefill(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& ro
   free_attn(b, s);
 }
 
+// kernel: which small-M path LtGemm takes (its own choice, or one forced).
+using GemmKernel = cuda::LtGemm::SmallM;
+
 void bench_gemm(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows, const char* what,
-                int64_t M, int64_t N, int64_t K, bool gemv = true) {
-  b.gemm().set_use_gemv(gemv);
+                int64_t M, int64_t N, int64_t K, GemmKernel kernel = GemmKernel::kAuto) {
+  b.gemm().set_small_m(kernel);
   // Rotate over enough weight copies to exceed the 60 MB L2 several times.
   const int64_t wbytes = N * K * 2;
   const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t(512) << 20) / wbytes + 1));
@@ -178,17 +181,40 @@ void bench_gemm(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows,
   const double bytes = double(wbytes) + 2.0 * M * K + 2.0 * M * N;
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   const double tf = 2.0 * M * N * K / (ms * 1e-3) / 1e12;
+  const char* tag = kernel == GemmKernel::kCublas   ? " [cuBLASLt]"
+                    : kernel == GemmKernel::kGemv   ? " [GEMV kernel]"
+                    : kernel == GemmKernel::kSkinny ? " [skinny tensor-core kernel]"
+                                                    : "";
   char name[160];
-  std::snprintf(name, sizeof(name), "GEMM %s M=%lld N=%lld K=%lld bf16%s", what, (long long)M, (long long)N,
-                (long long)K, M <= 8 ? (gemv ? " [GEMV kernel]" : " [cuBLASLt]") : "");
-  if (M == 1)
+  std::snprintf(name, sizeof(name), "GEMM %s M=%lld N=%lld K=%lld bf16%s", what, (long long)M,
+                (long long)N, (long long)K, tag);
+  if (kernel != GemmKernel::kAuto && M <= 64)
+    rows.push_back({name, ms, fmt("%.0f GB/s", gbs),
+                    fmt("%.0f%% of copy BW (weights + x + out bytes)", 100.0 * gbs / c.copy_gbs)});
+  else if (M == 1)
     rows.push_back({name, ms, fmt("%.0f GB/s", gbs), fmt("%.0f%% of copy BW", 100.0 * gbs / c.copy_gbs)});
   else
     rows.push_back({name, ms, fmt("%.0f TFLOP/s", tf), fmt("%.0f%% of GEMM ceiling", 100.0 * tf / c.gemm_tflops)});
   for (auto& w : ws) b.free(w);
   b.free(x);
   b.free(o);
-  b.gemm().set_use_gemv(true);
+  b.gemm().set_small_m(GemmKernel::kAuto);
+}
+
+// Issue 14's small-M GEMMs: the Llama-2-7B linears at decode batch sizes
+// through each kernel (GEMV only up to M = 8), against the copy bandwidth.
+void bench_skinny(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows) {
+  struct Shape {
+    const char* what;
+    int64_t N, K;
+  };
+  for (const Shape s : {Shape{"qkv", 3 * 4096, 4096}, Shape{"o_proj", 4096, 4096},
+                        Shape{"gate_up", 2 * 11008, 4096}, Shape{"down", 4096, 11008}})
+    for (const int64_t M : {1, 2, 3, 4, 6, 8, 12, 16, 32, 64}) {
+      if (M <= 8) bench_gemm(b, c, rows, s.what, M, s.N, s.K, GemmKernel::kGemv);
+      bench_gemm(b, c, rows, s.what, M, s.N, s.K, GemmKernel::kSkinny);
+      bench_gemm(b, c, rows, s.what, M, s.N, s.K, GemmKernel::kCublas);
+    }
 }
 
 }  // namespace
@@ -215,8 +241,11 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--out FILE] [--model-dir DIR] [--only "
-          "kernels|model|ops|engine|allreduce|sampler|qgemm|decode-table]\n"
-          "  decode-table: --model-dir DIR [--label NAME]: the served decode step at batch 1..256,\n"
+          "kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|decode-table]\n"
+          "  skinny: Llama-2-7B's linears at M = 1 .. 64 through the GEMV, skinny tensor-core and\n"
+          "          cuBLASLt kernels\n"
+          "  decode-table: --model-dir DIR [--label NAME]: the served decode step at batch "
+          "1..256,\n"
           "          contexts 512 and 2048, against weight + KV bytes / copy bandwidth\n"
           "  qgemm: int4 linears against cuBLASLt bf16 on Llama-2-7B's shapes, M = 64 .. 2048\n"
           "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] "
@@ -289,14 +318,16 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     std::printf("device: %s\n", cuda::device_description(0).c_str());
     Ceilings c = measure_ceilings(b, rows);
-    if (only != "model") {
+    if (only == "skinny") {
+      bench_skinny(b, c, rows);
+    } else if (only != "model") {
       bench_decode(b, c, rows, 32, 2048, 32, 32);
       bench_decode(b, c, rows, 1, 8192, 32, 32);
       bench_decode(b, c, rows, 64, 4096, 32, 8);
       bench_prefill(b, c, rows, 8, 2048, 32, 32);
-      bench_gemm(b, c, rows, "qkv", 1, 3 * 4096, 4096, false);
-      bench_gemm(b, c, rows, "o_proj", 1, 4096, 4096, false);
-      bench_gemm(b, c, rows, "down", 1, 4096, 11008, false);
+      bench_gemm(b, c, rows, "qkv", 1, 3 * 4096, 4096, GemmKernel::kCublas);
+      bench_gemm(b, c, rows, "o_proj", 1, 4096, 4096, GemmKernel::kCublas);
+      bench_gemm(b, c, rows, "down", 1, 4096, 11008, GemmKernel::kCublas);
       for (int64_t M : {1, 256}) {
         bench_gemm(b, c, rows, "qkv", M, 3 * 4096, 4096);
         bench_gemm(b, c, rows, "o_proj", M, 4096, 4096);

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "gpu/cuda_backend_impl.h"
+#include "gpu/kernels.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace pagoda {
@@ -207,6 +209,70 @@ TEST_P(CudaOps, Linear) {
     }
     for (Tensor* t : {&dx, &dw, &db}) b->free(*t);
   }
+}
+
+// The small-M kernels forced one at a time (LtGemm::set_small_m: the skinny
+// tensor-core GEMM for every M up to kSkinnyGemmMaxRows, the CUDA-core GEMV
+// up to 8, cuBLASLt) and LtGemm's own choice, on M at and around their batch-group edges (8-row
+// groups, 2 tiles of 16 columns a CTA from N = 8192), N not a multiple of 16, K at the 32-element
+// step (and one step short of a warp's stride), with and without bias, act-dtype and F32 output;
+// against the double-precision product. The skinny kernel also declines what it cannot do (K % 32).
+TEST_P(CudaOps, SmallBatchLinearKernelsAgree) {
+  PAGODA_REQUIRE_GPU();
+  const DType dt = GetParam();
+  if (dt == DType::F32) GTEST_SKIP() << "the small-M kernels are bf16/f16 only";
+  auto b = make_cuda_backend(0, dt);
+  auto& cb = dynamic_cast<cuda::CudaBackend&>(*b);
+  auto& gemm = cb.gemm();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const Shape shapes[] = {{1, 8200, 4096}, {2, 100, 32},    {7, 4096, 256}, {8, 8192, 96},
+                          {9, 40, 1024},   {16, 8208, 512}, {17, 33, 4064}, {24, 4096, 128},
+                          {31, 12288, 64}, {32, 9000, 160}, {33, 200, 288}, {48, 64, 512},
+                          {64, 8192, 224}, {5, 17, 11008}};
+  for (const Shape s : shapes) {
+    auto x = random_vec(rng, s.M * s.K, dt);
+    auto w = random_vec(rng, s.N * s.K, dt, -0.1f, 0.1f);
+    auto bias = random_vec(rng, s.N, dt);
+    Tensor dx = upload(*b, dt, {s.M, s.K}, x), dw = upload(*b, dt, {s.N, s.K}, w);
+    Tensor db = upload(*b, dt, {s.N}, bias);
+    std::vector<double> ref(s.M * s.N), ref_b(s.M * s.N);
+    for (int64_t m = 0; m < s.M; ++m)
+      for (int64_t n = 0; n < s.N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < s.K; ++k) acc += double(x[m * s.K + k]) * w[n * s.K + k];
+        ref[m * s.N + n] = acc;
+        ref_b[m * s.N + n] = acc + bias[n];
+      }
+    using K = cuda::LtGemm::SmallM;
+    for (const K kernel : {K::kSkinny, K::kGemv, K::kCublas, K::kAuto}) {
+      if (kernel == K::kGemv && s.M > 8) continue;
+      gemm.set_small_m(kernel);
+      for (DType out_dt : {dt, DType::F32}) {
+        Tensor out = b->alloc(out_dt, {s.M, s.N});
+        const double tol = out_dt == DType::F32 ? 1e-5 : tol_for(dt);
+        for (const bool with_bias : {false, true}) {
+          poison(*b, out);
+          b->linear(dx, dw, with_bias ? &db : nullptr, out);
+          EXPECT_LT(rel_l2(download(*b, out), with_bias ? ref_b : ref), tol)
+              << "kernel " << static_cast<int>(kernel) << " " << s.M << "x" << s.N << "x" << s.K
+              << " " << dtype_name(out_dt) << (with_bias ? " bias" : "");
+        }
+        b->free(out);
+      }
+    }
+    for (Tensor* t : {&dx, &dw, &db}) b->free(*t);
+  }
+  gemm.set_small_m(cuda::LtGemm::SmallM::kAuto);
+  // K % 32 != 0: declined (the caller falls back).
+  Tensor x = b->alloc(dt, {4, 40}), w = b->alloc(dt, {64, 40}), out = b->alloc(dt, {4, 64});
+  EXPECT_FALSE(
+      cuda::launch_skinny_gemm(dt, dt, x.data, w.data, nullptr, out.data, 4, 64, 40, cb.stream()));
+  for (Tensor* t : {&x, &w, &out}) b->free(*t);
 }
 
 TEST_P(CudaOps, BadShapesThrow) {

@@ -1,0 +1,184 @@
+// Skinny GEMM on tensor cores for decode-sized batches (issue 14): out[M, N]
+// = x[M, K] · w[N, K]ᵀ (+ bias[N]) for 1 <= M <= 64, memory-bound on the
+// weight stream, which is read once. The "swap AB" arrangement of
+// TensorRT-LLM's and vLLM's small-M kernels: w's rows are the MMA's M side
+// (16 output columns per tile), x's rows its N side (8 batch rows per
+// group), so one mma.sync.m16n8k16 consumes 16 weight rows and serves up to
+// 8 batch rows, and MB = ceil(M / 8) groups share each weight fragment.
+//
+// The dot product is over k, so A and B may use any common permutation of
+// k: thread (g = lane / 4, t = lane % 4) loads 16 contiguous bytes (8
+// elements at k0 + 8t) of weight rows g and g + 8 and of batch row g, and
+// those registers are, unchanged, the A and B fragments of two MMAs (the
+// PTX ISA's "Matrix Fragments for mma.m16n8k16": A's {row g, cols 2t, 2t+1}
+// takes elements 0-1, {row g+8, ...} the other row's 0-1, {row g, cols
+// 2t+8, 2t+9} elements 2-3, and so on; B likewise). No shuffles, no shared
+// memory in the loop: each warp streams its share of k, 32 elements per
+// step, U steps of loads in flight, read-only non-allocating loads for w.
+// The CTA's warps split k (interleaved 32-element steps, so together they
+// read contiguous 512-byte runs of each row) and reduce through shared
+// memory at the end; fp32 accumulation throughout.
+// Measured on the H200 (pagoda_gpu_bench --only skinny): 42-44% of copy
+// bandwidth on Llama-2-7B's o_proj at M = 4..8 (cuBLASLt 37-38%), 66-68% on
+// qkv / gate_up (cuBLASLt 66% / 79%), and it falls off past M = 32; so
+// LtGemm::auto_kernel uses it only for 3 <= M <= 8 with N, K <= 4096.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gpu/cuda_check.h"
+#include "gpu/dtype_util.cuh"
+#include "gpu/kernels.h"
+#include "gpu/ptx.cuh"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // split-k warps per CTA
+
+// NT 16-column tiles of w per CTA, MB groups of 8 batch rows; kUnroll
+// 32-element k steps of loads in flight per warp (fewer for wide batches:
+// registers).
+template <typename T, typename TO, int NT, int MB, int kUnroll = (MB <= 2 ? 4 : 2)>
+__global__ void __launch_bounds__(kWarps * 32)
+skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                   TO* __restrict__ out, int M, int N, int K) {
+  __shared__ float red[kWarps][NT * MB * 4][32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int n0 = blockIdx.x * (16 * NT);
+  const int steps = K / 32;
+
+  const T* wrow[NT][2];
+  bool wok[NT][2];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n = n0 + 16 * j + g + 8 * h;
+      wok[j][h] = n < N;
+      wrow[j][h] = w + static_cast<int64_t>(wok[j][h] ? n : 0) * K + 8 * t;
+    }
+  const T* xrow[MB];
+  bool xok[MB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    const int m = 8 * i + g;
+    xok[i] = m < M;
+    xrow[i] = x + static_cast<int64_t>(xok[i] ? m : 0) * K + 8 * t;
+  }
+
+  float acc[NT][MB][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < MB; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[j][i][c] = 0.f;
+
+  const uint4 zero{0, 0, 0, 0};
+  for (int s0 = warp; s0 < steps; s0 += kWarps * kUnroll) {
+    uint4 wv[kUnroll][NT][2];
+    uint4 xv[kUnroll][MB];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = s0 + kWarps * u;
+      const bool in = s < steps;
+      const int64_t off = static_cast<int64_t>(s) * 32;
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) wv[u][j][h] = in && wok[j][h] ? ld_stream(wrow[j][h] + off) : zero;
+#pragma unroll
+      for (int i = 0; i < MB; ++i)
+        xv[u][i] = in && xok[i] ? __ldg(reinterpret_cast<const uint4*>(xrow[i] + off)) : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const uint32_t a_lo[4] = {wv[u][j][0].x, wv[u][j][1].x, wv[u][j][0].y, wv[u][j][1].y};
+        const uint32_t a_hi[4] = {wv[u][j][0].z, wv[u][j][1].z, wv[u][j][0].w, wv[u][j][1].w};
+#pragma unroll
+        for (int i = 0; i < MB; ++i) {
+          mma16816<T>(acc[j][i], a_lo, xv[u][i].x, xv[u][i].y);
+          mma16816<T>(acc[j][i], a_hi, xv[u][i].z, xv[u][i].w);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < MB; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) red[warp][(j * MB + i) * 4 + c][lane] = acc[j][i][c];
+  __syncthreads();
+  // Accumulator c of lane (g, t) in tile j, group i: output column n0 +
+  // 16j + g (+ 8 for c >= 2), batch row 8i + 2t (+ 1 for odd c).
+  for (int e = threadIdx.x; e < NT * MB * 4 * 32; e += kWarps * 32) {
+    const int l = e % 32, r = e / 32;
+    const int c = r % 4, i = (r / 4) % MB, j = r / (4 * MB);
+    const int n = n0 + 16 * j + l / 4 + (c >= 2 ? 8 : 0);
+    const int m = 8 * i + 2 * (l % 4) + (c & 1);
+    if (n >= N || m >= M) continue;
+    float v = 0.f;
+#pragma unroll
+    for (int q = 0; q < kWarps; ++q) v += red[q][r][l];
+    if (bias != nullptr) v += to_f32(bias[n]);
+    out[static_cast<int64_t>(m) * N + n] = from_f32<TO>(v);
+  }
+}
+
+template <typename T, typename TO, int NT>
+void launch_nt(const void* x, const void* w, const void* bias, void* out, int M, int N, int K,
+               cudaStream_t stream) {
+  const dim3 grid((N + 16 * NT - 1) / (16 * NT)), block(kWarps * 32);
+  const T* xp = static_cast<const T*>(x);
+  const T* wp = static_cast<const T*>(w);
+  const T* bp = static_cast<const T*>(bias);
+  TO* op = static_cast<TO*>(out);
+  const int groups = (M + 7) / 8;
+  if (groups == 1) skinny_gemm_kernel<T, TO, NT, 1><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
+  else if (groups == 2) skinny_gemm_kernel<T, TO, NT, 2><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
+  else if (groups == 3) skinny_gemm_kernel<T, TO, NT, 3><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
+  else if (groups == 4) skinny_gemm_kernel<T, TO, NT, 4><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
+  else if constexpr (NT == 1) {  // shared memory: NT * MB <= 8 (32 KB)
+    if (groups <= 6) skinny_gemm_kernel<T, TO, 1, 6><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
+    else skinny_gemm_kernel<T, TO, 1, 8><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
+  }
+  PAGODA_CUDA_CHECK_LAUNCH("skinny_gemm_kernel");
+}
+
+template <typename T, typename TO>
+void launch_t(const void* x, const void* w, const void* bias, void* out, int M, int N, int K,
+              cudaStream_t stream) {
+  // Two tiles a CTA where that still gives every SM a few CTAs (N >=
+  // 8192: 256+ CTAs); one otherwise (o_proj / down_proj's N = 4096: 256).
+  if (N >= 8192 && M <= 32) launch_nt<T, TO, 2>(x, w, bias, out, M, N, K, stream);  // M <= 32 only
+  else launch_nt<T, TO, 1>(x, w, bias, out, M, N, K, stream);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool launch_skinny_gemm(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
+                        void* out, int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
+  if ((in_dt != DType::BF16 && in_dt != DType::F16) || M < 1 || M > kSkinnyGemmMaxRows ||
+      K % 32 != 0 || K == 0 || K > (int64_t(1) << 30) || N < 1 || N > (int64_t(1) << 30) ||
+      !aligned16(x) || !aligned16(w))
+    return false;
+  if (out_dt != in_dt && out_dt != DType::F32) return false;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  if (in_dt == DType::BF16) {
+    if (out_dt == DType::F32) launch_t<__nv_bfloat16, float>(x, w, bias, out, m, n, k, stream);
+    else launch_t<__nv_bfloat16, __nv_bfloat16>(x, w, bias, out, m, n, k, stream);
+  } else {
+    if (out_dt == DType::F32) launch_t<__half, float>(x, w, bias, out, m, n, k, stream);
+    else launch_t<__half, __half>(x, w, bias, out, m, n, k, stream);
+  }
+  return true;
+}
+
+}  // namespace pagoda::cuda
