@@ -3,7 +3,37 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+
+#include "engine/core/tensor.h"
+
 namespace pagoda::cuda {
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Host-side dispatch of a 16-bit-input kernel with a 16-bit or F32 output:
+// calls f(TypeTag<T>{}, TypeTag<TO>{}) with T = __nv_bfloat16 (in_dt BF16)
+// or __half (F16) and TO = T, or float when out_dt is F32, and returns true;
+// returns false (f not called) for any other pair.
+template <typename F>
+bool dispatch_half_in(DType in_dt, DType out_dt, F&& f) {
+  if ((in_dt != DType::BF16 && in_dt != DType::F16) || (out_dt != in_dt && out_dt != DType::F32))
+    return false;
+  const bool f32_out = out_dt == DType::F32;
+  if (in_dt == DType::BF16) {
+    if (f32_out) f(TypeTag<__nv_bfloat16>{}, TypeTag<float>{});
+    else f(TypeTag<__nv_bfloat16>{}, TypeTag<__nv_bfloat16>{});
+  } else {
+    if (f32_out) f(TypeTag<__half>{}, TypeTag<float>{});
+    else f(TypeTag<__half>{}, TypeTag<__half>{});
+  }
+  return true;
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }

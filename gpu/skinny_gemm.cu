@@ -159,26 +159,17 @@ void launch_t(const void* x, const void* w, const void* bias, void* out, int M, 
   else launch_nt<T, TO, 1>(x, w, bias, out, M, N, K, stream);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 bool launch_skinny_gemm(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
                         void* out, int64_t M, int64_t N, int64_t K, cudaStream_t stream) {
-  if ((in_dt != DType::BF16 && in_dt != DType::F16) || M < 1 || M > kSkinnyGemmMaxRows ||
-      K % 32 != 0 || K == 0 || K > (int64_t(1) << 30) || N < 1 || N > (int64_t(1) << 30) ||
-      !aligned16(x) || !aligned16(w))
+  if (M < 1 || M > kSkinnyGemmMaxRows || K % 32 != 0 || K == 0 || K > (int64_t(1) << 30) || N < 1 ||
+      N > (int64_t(1) << 30) || !aligned16(x) || !aligned16(w))
     return false;
-  if (out_dt != in_dt && out_dt != DType::F32) return false;
-  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
-  if (in_dt == DType::BF16) {
-    if (out_dt == DType::F32) launch_t<__nv_bfloat16, float>(x, w, bias, out, m, n, k, stream);
-    else launch_t<__nv_bfloat16, __nv_bfloat16>(x, w, bias, out, m, n, k, stream);
-  } else {
-    if (out_dt == DType::F32) launch_t<__half, float>(x, w, bias, out, m, n, k, stream);
-    else launch_t<__half, __half>(x, w, bias, out, m, n, k, stream);
-  }
-  return true;
+  return dispatch_half_in(in_dt, out_dt, [&](auto t, auto to) {
+    launch_t<typename decltype(t)::type, typename decltype(to)::type>(
+        x, w, bias, out, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), stream);
+  });
 }
 
 }  // namespace pagoda::cuda
