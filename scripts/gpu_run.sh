@@ -8,6 +8,10 @@
 # skips): NCCL all-reduce per step, Llama-2-13B at TP=1 and TP=2, 7B at TP=2.
 # SINGLE=0 skips the single-GPU benches (kernels, ops, engine, HF peer) when
 # only the multi-GPU figures are wanted.
+# Test assets: PAGODA_SHARED_DIR (default ../shared). The device tool does not
+# send the ../shared beside a checkout: copy it into an ignored folder (e.g.
+# .devcarry/shared), carry that folder, and point PAGODA_SHARED_DIR (and
+# PRESETS_DIR, BENCH_TOKENIZERS) there.
 set -u -o pipefail
 OUT=${OUT:-/tmp/pagoda_gpu_out}
 mkdir -p "$OUT"
