@@ -161,7 +161,10 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
   ++num_preemptions_total_;
   const PreemptionMode mode = config_.preemption_mode.value_or(mode_for(seq));
   if (mode == PreemptionMode::kSwap && host_ && blocks_.blocks_for(seq->num_computed_tokens) > 0) {
-    if (swap_out(seq, out)) return;
+    if (swap_out(seq, out)) {
+      warn_preemption(*seq, PreemptionMode::kSwap);
+      return;
+    }
     ++num_swap_fallbacks_total_;
     if (!warned_swap_fallback_) {
       warned_swap_fallback_ = true;
@@ -172,9 +175,20 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
           host_->num_blocks(), host_->num_free(), blocks_.blocks_for(seq->num_computed_tokens));
     }
   }
+  warn_preemption(*seq, PreemptionMode::kRecompute);
   release_blocks(seq);
   seq->status = SequenceStatus::kWaiting;
   waiting_.push_front(seq);
+}
+
+void Scheduler::warn_preemption(const Sequence& seq, PreemptionMode mode) const {
+  if (num_preemptions_total_ % 50 != 1) return;
+  spdlog::warn(
+      "Request {} preempted by {} for lack of KV cache blocks ({} preemption(s) so far; logged "
+      "every "
+      "50th, as vLLM v0). End-to-end latency suffers: raise --gpu-memory-utilization or "
+      "--tensor-parallel-size, or lower --max-num-seqs",
+      seq.request_id, mode == PreemptionMode::kSwap ? "swap" : "recompute", num_preemptions_total_);
 }
 
 bool Scheduler::swap_out(Sequence* seq, SchedulerOutput& out) {

@@ -33,7 +33,8 @@
 // perform swap_out then swap_in before the step's forward (ModelRunner::
 // apply_swaps): a block freed by a swap-out may be written by that forward.
 // No step both swaps out and swaps in. When the host pool cannot hold a
-// victim's blocks it is preempted by recompute instead (logged once).
+// victim's blocks it is preempted by recompute instead (logged once). The
+// 1st, 51st, 101st, ... preemption is logged as a warning (vLLM v0).
 // postprocess() advances num_computed_tokens, appends the sampled tokens,
 // checks the token-level stops (stop_checker.h), frees finished sequences'
 // blocks at once and returns one SequenceUpdate per appended token or
@@ -231,6 +232,9 @@ class Scheduler {
   // Preempts a running sequence (already out of running_) by recompute or
   // by swap, as preemption_mode and the host pool's room decide.
   void preempt(Sequence* seq, SchedulerOutput& out);
+  // The warning of the 1st, 51st, 101st, ... preemption (vLLM v0's
+  // scheduler logs every 50th): the request, the mode taken, the count.
+  void warn_preemption(const Sequence& seq, PreemptionMode mode) const;
   // vLLM v0's mode for seq when the flag is unset: swap when its request
   // has several unfinished sequences (max_running_seqs > 1).
   PreemptionMode mode_for(const Sequence* seq) const;

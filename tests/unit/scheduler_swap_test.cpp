@@ -7,6 +7,8 @@
 // them on swaps, so a block swapped back wrongly (or not at all) throws when
 // read; the invariants are checked after every schedule and postprocess.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <optional>
@@ -132,6 +134,34 @@ TEST(SchedulerSwap, AFullSwapSpaceFallsBackToRecompute) {
   EXPECT_EQ(r.sched.num_swap_fallbacks_total(), r.sched.num_preemptions_total());
   EXPECT_EQ(r.sched.num_swap_outs_total(), 0);
   EXPECT_EQ(r.host.num_used(), 0);
+}
+
+// vLLM v0 warns on the 1st, 51st, 101st, ... preemption: captured from the
+// default logger over enough rounds of the two-request squeeze above.
+TEST(SchedulerSwap, EveryFiftiethPreemptionIsLogged) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  Rig r(4, 0, PreemptionMode::kRecompute);
+  for (int round = 0; round < 200 && r.sched.num_preemptions_total() < 101; ++round) {
+    for (const char* who : {"a", "b"}) {
+      std::string id = who;
+      id += std::to_string(round);  // (GCC 12's -Wrestrict misfires on "a" + to_string)
+      r.add(id, 6, 8);
+    }
+    r.run_to_end();
+  }
+  spdlog::set_default_logger(previous);
+  const int64_t total = r.sched.num_preemptions_total();
+  ASSERT_GE(total, 101);
+  std::vector<std::string> warnings;
+  for (const std::string& line : sink->last_formatted())
+    if (line.find("preempted by recompute") != std::string::npos) warnings.push_back(line);
+  ASSERT_EQ(static_cast<int64_t>(warnings.size()), (total - 1) / 50 + 1);
+  EXPECT_NE(warnings[0].find("Request b0 "), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("(1 preemption(s) so far"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("(51 preemption(s) so far"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[2].find("(101 preemption(s) so far"), std::string::npos) << warnings[2];
 }
 
 TEST(SchedulerSwap, RecomputeModeNeverSwaps) {
