@@ -30,8 +30,10 @@ uint64_t mix_seed(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-SchedulerConfig scheduler_config(const EngineConfig& c, const Tokenizer& tok) {
+SchedulerConfig scheduler_config(const EngineConfig& c, const Tokenizer& tok,
+                                 const ModelExecutor& exec) {
   SchedulerConfig s;
+  s.sliding_window = exec.uniform_sliding_window();
   s.max_num_seqs = c.max_num_seqs;
   s.max_num_batched_tokens = c.max_num_batched_tokens;
   s.max_model_len = c.max_model_len;
@@ -54,7 +56,7 @@ class EngineImpl {
         tokenizer(std::move(tok)),
         blocks(executor->num_kv_blocks(), executor->block_size(), config.enable_prefix_caching),
         host_blocks(executor->num_host_kv_blocks()),
-        scheduler(scheduler_config(config, *tokenizer), blocks, &host_blocks),
+        scheduler(scheduler_config(config, *tokenizer, *executor), blocks, &host_blocks),
         runner(*executor),
         logger(config.log_stats ? config.log_stats_interval_s : 0.0,
                executor->describe().rfind("cuda", 0) == 0 ? "GPU" : "CPU") {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/kv/block_manager.h"
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/cuda_check.h"
 #include "gpu/device_info.h"
@@ -281,8 +282,10 @@ const DeviceBatch& CudaBackend::upload_batch(const ForwardBatch& b) {
   for (int32_t s : b.slot_mapping) batch_max_slot_ = std::max<int64_t>(batch_max_slot_, s);
   batch_max_block_ = -1;
   for (int32_t x : b.block_tables) batch_max_block_ = std::max<int64_t>(batch_max_block_, x);
+  // kNoBlock: a block the Scheduler released before a sliding window, which
+  // no kernel reads (validate_batch checks where it may stand).
   for (int32_t x : b.block_tables)
-    if (x < 0) bad("upload_batch", "negative block id");
+    if (x < kNoBlock) bad("upload_batch", "negative block id");
 
   DeviceBatch& d = dbatch_;
   d.input_ids = Tensor(batch_dev_ + o_ids, DType::I32, Device::CUDA, {T});

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -550,15 +551,22 @@ void CpuBackend::attention_ext(const Tensor& q, const LayerKVCache& cache, const
   // Every block a query reads must be inside its table row and the cache.
   int64_t max_ctx = 0;
   for (int64_t s = 0; s < a.num_seqs; ++s) {
-    int32_t last = -1;
-    for (int32_t t = a.query_start_loc[s]; t < a.query_start_loc[s + 1]; ++t) last = std::max(last, a.positions[t]);
+    int32_t last = -1, first = std::numeric_limits<int32_t>::max();
+    for (int32_t t = a.query_start_loc[s]; t < a.query_start_loc[s + 1]; ++t) {
+      last = std::max(last, a.positions[t]);
+      first = std::min(first, a.positions[t]);
+    }
     if (last < 0) continue;
+    // With a window, the earliest query reads keys from first - window + 1.
+    const int64_t k0 = a.sliding_window > 0
+                           ? std::max<int64_t>(0, first - a.sliding_window + 1) / a.block_size
+                           : 0;
     const int64_t ctx = static_cast<int64_t>(last) + 1;
     const int64_t nblk = (ctx + a.block_size - 1) / a.block_size;
     if (nblk > a.max_blocks_per_seq)
       bad(op, "sequence " + std::to_string(s) + " needs " + std::to_string(nblk) + " blocks, table has " +
                   std::to_string(a.max_blocks_per_seq));
-    for (int64_t k = 0; k < nblk; ++k) {
+    for (int64_t k = k0; k < nblk; ++k) {
       const int32_t blk = a.block_tables[s * a.max_blocks_per_seq + k];
       if (blk < 0 || blk >= a.num_blocks) bad(op, "block id " + std::to_string(blk) + " out of range");
     }

@@ -137,11 +137,13 @@ std::optional<BlockCopy> BlockManager::append_slot(BlockTable& table, int64_t nu
 }
 
 BlockTable BlockManager::fork(const BlockTable& parent) {
-  for (int32_t b : parent) ref_[static_cast<size_t>(b)]++;
+  for (int32_t b : parent)
+    if (b != kNoBlock) ref_[static_cast<size_t>(b)]++;
   return parent;
 }
 
 void BlockManager::free(BlockTable& table) {
+  std::erase(table, kNoBlock);
   for (int32_t b : table)
     if (ref_[static_cast<size_t>(b)] <= 0)
       throw std::logic_error("BlockManager::free: block " + std::to_string(b) + " is not in use");
@@ -239,6 +241,7 @@ void BlockManager::cache_partial_block(const BlockTable& table, std::span<const 
   if (ref_[i] != 1 || has_[i]) return;  // shared (a fork's), or somehow a full record
   uint64_t parent = kRootHash;
   if (full > 0) {
+    if (table[static_cast<size_t>(full - 1)] == kNoBlock) return;  // released: chain unknown
     const auto prev = static_cast<size_t>(table[static_cast<size_t>(full - 1)]);
     if (!has_[prev]) return;  // the chain before it is unknown
     parent = hash_[prev];

@@ -52,6 +52,12 @@ namespace pagoda {
 
 using BlockTable = std::vector<int32_t>;
 
+// A block-table entry whose block was released because no query can read
+// it any more (the Scheduler's sliding-window release, SchedulerConfig::
+// sliding_window): its positions are before every future query's window,
+// so no kernel reads it. free() and fork() skip it.
+constexpr int32_t kNoBlock = -1;
+
 class BlockManager {
  public:
   // num_blocks > 0, block_size > 0; throws std::invalid_argument otherwise.
@@ -85,8 +91,8 @@ class BlockManager {
   // start of a parallel sample or beam.
   BlockTable fork(const BlockTable& parent);
 
-  // Drops the table's references; blocks whose count reaches 0 return to the
-  // free list. Clears the table.
+  // Drops the table's references (kNoBlock entries skipped); blocks whose
+  // count reaches 0 return to the free list. Clears the table.
   void free(BlockTable& table);
 
   int32_t ref_count(int32_t block_id) const { return ref_[static_cast<size_t>(block_id)]; }

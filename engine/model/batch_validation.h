@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "engine/kv/block_manager.h"
 #include "engine/model/forward_batch.h"
 
 namespace pagoda {
@@ -16,8 +17,12 @@ namespace pagoda {
 // the sequences, a token id outside [0, vocab), a slot outside the cache
 // (num_blocks * block_size), a logits index outside the batch, a position
 // outside [0, max_model_len), or a block table too short or naming a block
-// outside [0, num_blocks).
+// outside [0, num_blocks). With sliding_window > 0 (every layer windowed:
+// ModelExecutor::uniform_sliding_window) a block wholly before the window of
+// the sequence's first query in the batch may be kNoBlock (released by the
+// Scheduler; no kernel reads it).
 void validate_batch(const ForwardBatch& b, int64_t vocab, int64_t num_blocks, int64_t block_size,
-                    int64_t max_tokens, int64_t max_logits, int64_t max_model_len);
+                    int64_t max_tokens, int64_t max_logits, int64_t max_model_len,
+                    int64_t sliding_window = 0);
 
 }  // namespace pagoda

@@ -135,6 +135,13 @@ class BackendModelExecutor final : public ModelExecutor {
   int64_t num_kv_blocks() const override { return ranks_[0].model->num_kv_blocks(); }
   int64_t block_size() const override { return ranks_[0].model->block_size(); }
   int64_t num_host_kv_blocks() const override { return ranks_[0].model->num_host_kv_blocks(); }
+  int64_t uniform_sliding_window() const override {
+    const std::vector<int64_t>& w = config_.layer_sliding_window;
+    if (w.empty() || w.front() <= 0) return 0;
+    for (int64_t x : w)
+      if (x != w.front()) return 0;
+    return w.front();
+  }
   void swap_out(std::span<const BlockSwap> pairs) override {
     if (pairs.empty()) return;
     check_swap_ids(pairs);
@@ -290,7 +297,7 @@ class BackendModelExecutor final : public ModelExecutor {
     // Logits rows: up to one per token (prompt logprobs; execute() serves
     // rows beyond the workspace in slices).
     validate_batch(batch, vocab_size(), num_kv_blocks(), block_size(), opts_.max_num_batched_tokens,
-                   opts_.max_num_batched_tokens, opts_.max_model_len);
+                   opts_.max_num_batched_tokens, opts_.max_model_len, uniform_sliding_window());
   }
 
   // Rank r's step (on its thread): replays a captured graph for a decode

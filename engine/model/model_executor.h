@@ -27,6 +27,12 @@ class ModelExecutor {
   // Host KV blocks of the swap space (ExecutorOptions::swap_space_bytes);
   // 0: none, so nothing can be swapped.
   virtual int64_t num_host_kv_blocks() const { return 0; }
+  // The sliding window (positions) when every attention layer has the same
+  // one (Mistral: config.json sliding_window on every layer); 0 when any
+  // layer attends to the whole context (and for full attention). The
+  // Scheduler releases blocks wholly before it (SchedulerConfig::
+  // sliding_window).
+  virtual int64_t uniform_sliding_window() const { return 0; }
   // Preemption by swap (Scheduler, SchedulerOutput::swap_out / swap_in):
   // copies each pair's device block to its host block (swap_out) or back
   // (swap_in), all layers' K and V, on every rank; ordered before the next

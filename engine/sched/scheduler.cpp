@@ -58,6 +58,24 @@ void Scheduler::add_group(std::unique_ptr<SequenceGroup> g) {
   groups_.emplace(std::move(id), std::move(g));
 }
 
+void Scheduler::release_out_of_window(Sequence* seq) {
+  const int64_t w = config_.sliding_window;
+  if (w <= 0) return;
+  const int64_t bs = blocks_.block_size();
+  // The next query is at position num_computed_tokens and sees keys from
+  // num_computed_tokens - w + 1 on; block k holds positions [k bs, (k+1) bs).
+  int64_t drop = std::max<int64_t>(0, seq->num_computed_tokens - w + 1) / bs;
+  drop = std::min(drop, seq->num_computed_tokens / bs - 1);  // keep the last full block
+  if (blocks_.caching()) drop = std::min(drop, seq->num_cached_blocks - 1);
+  drop = std::min(drop, static_cast<int64_t>(seq->block_table.size()));
+  for (int64_t k = seq->num_window_released; k < drop; ++k) {
+    BlockTable one{seq->block_table[static_cast<size_t>(k)]};
+    blocks_.free(one);
+    seq->block_table[static_cast<size_t>(k)] = kNoBlock;
+  }
+  seq->num_window_released = std::max(seq->num_window_released, drop);
+}
+
 void Scheduler::allocate(Sequence* seq, int64_t need) {
   blocks_.allocate(seq->block_table, need);
   blocks_.cache_full_blocks(seq->block_table, seq->token_ids, need, &seq->num_cached_blocks,
@@ -147,6 +165,7 @@ void Scheduler::release_blocks(Sequence* seq) {
   blocks_.free(seq->block_table);
   if (host_) host_->free(seq->host_table);
   seq->num_cached_blocks = 0;
+  seq->num_window_released = 0;
   seq->num_computed_tokens = 0;
 }
 
@@ -160,7 +179,8 @@ PreemptionMode Scheduler::mode_for(const Sequence* seq) const {
 void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
   ++num_preemptions_total_;
   const PreemptionMode mode = config_.preemption_mode.value_or(mode_for(seq));
-  if (mode == PreemptionMode::kSwap && host_ && blocks_.blocks_for(seq->num_computed_tokens) > 0) {
+  if (mode == PreemptionMode::kSwap && host_ && blocks_.blocks_for(seq->num_computed_tokens) > 0 &&
+      seq->num_window_released == 0) {
     if (swap_out(seq, out)) {
       warn_preemption(*seq, PreemptionMode::kSwap);
       return;
@@ -266,6 +286,7 @@ SchedulerOutput Scheduler::schedule() {
       ++i;
       continue;
     }
+    release_out_of_window(seq);
     int64_t need = seq->num_computed_tokens + n;
     bool self_preempted = false;
     while (!blocks_.can_allocate(seq->block_table, need)) {
@@ -444,7 +465,13 @@ void Scheduler::check_invariants() const {
     for (const auto& s : g->seqs) {
       const Sequence& q = *s;
       const std::string who = id + "#" + std::to_string(q.index);
-      for (int32_t b : q.block_table) refs[static_cast<size_t>(b)]++;
+      for (size_t k = 0; k < q.block_table.size(); ++k) {
+        const int32_t b = q.block_table[k];
+        if ((b == kNoBlock) != (static_cast<int64_t>(k) < q.num_window_released))
+          fail(who + "'s table entry " + std::to_string(k) + " is " +
+               (b == kNoBlock ? "released past" : "held within") + " its released prefix");
+        if (b != kNoBlock) refs[static_cast<size_t>(b)]++;
+      }
       if (q.status != SequenceStatus::kRunning && !q.block_table.empty())
         fail(who + " holds blocks while not running");
       if (q.status == SequenceStatus::kSwapped) {
@@ -467,7 +494,7 @@ void Scheduler::check_invariants() const {
         fail(who + "'s table does not cover its computed tokens");
       if (q.num_cached_blocks > static_cast<int64_t>(q.block_table.size()))
         fail(who + " records more blocks than it holds");
-      for (int64_t k = 0; k < q.num_cached_blocks && blocks_.caching(); ++k)
+      for (int64_t k = q.num_window_released; k < q.num_cached_blocks && blocks_.caching(); ++k)
         if (!blocks_.block_holds(
                 q.block_table[static_cast<size_t>(k)],
                 std::span<const int32_t>(q.token_ids)

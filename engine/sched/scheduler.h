@@ -107,6 +107,17 @@ struct SchedulerConfig {
   // decodes batched with it; 0: only max_num_batched_tokens caps it.
   int64_t long_prefill_token_threshold = 0;
   std::vector<int32_t> eos_token_ids;
+  // > 0 when every attention layer sees only the last sliding_window
+  // positions (ModelExecutor::uniform_sliding_window; vLLM v1's
+  // SlidingWindowManager.remove_skipped_blocks): when a sequence is
+  // scheduled, its blocks wholly before the window of its next query
+  // (positions < num_computed_tokens - sliding_window + 1, which no kernel
+  // reads) are released and their entries become kNoBlock, so a long
+  // context holds about sliding_window / block_size blocks. The last full
+  // block (and, with prefix caching, the last recorded one: the parent of
+  // the next record's chain hash) is always kept. A sequence that released
+  // blocks is preempted by recompute, never swapped. 0: nothing released.
+  int64_t sliding_window = 0;
   // --preemption-mode; unset: vLLM v0's rule (preemption_mode.h). Swap
   // needs the Scheduler's HostBlockPool (without one: recompute).
   std::optional<PreemptionMode> preemption_mode;
@@ -248,6 +259,9 @@ class Scheduler {
   // ones (in the prefix cache when it caches; this step's records are
   // listed in recorded_ until postprocess).
   void allocate(Sequence* seq, int64_t need);
+  // Releases seq's blocks that no future query of it reads
+  // (SchedulerConfig::sliding_window); a no-op without a window.
+  void release_out_of_window(Sequence* seq);
   // Appends one sampled token and its update; on a finish, retires the
   // sequence.
   void append(Sequence* seq, const TokenLogprob& t, PostprocessResult* res);

@@ -65,6 +65,10 @@ struct Sequence {
   // Blocks of block_table recorded in the prefix cache (BlockManager::
   // cache_full_blocks), from the first; 0 whenever the table is freed.
   int64_t num_cached_blocks = 0;
+  // Leading block_table entries released as wholly before the sliding
+  // window of every future query (kNoBlock; SchedulerConfig::
+  // sliding_window); 0 whenever the table is freed.
+  int64_t num_window_released = 0;
   // Prompt tokens found in the prefix cache when the sequence was first
   // scheduled (vLLM v1's Request.num_cached_tokens: set once, not changed
   // by preemption); -1 until then.

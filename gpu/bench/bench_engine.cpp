@@ -63,6 +63,7 @@ class TimingExecutor final : public ModelExecutor {
   bool can_sample_on_device() const override { return inner_->can_sample_on_device(); }
   std::string describe() const override { return inner_->describe(); }
   int64_t num_host_kv_blocks() const override { return inner_->num_host_kv_blocks(); }
+  int64_t uniform_sliding_window() const override { return inner_->uniform_sliding_window(); }
   void swap_out(std::span<const BlockSwap> p) override { inner_->swap_out(p); }
   void swap_in(std::span<const BlockSwap> p) override { inner_->swap_in(p); }
   void copy_blocks(std::span<const BlockCopy> c) override { inner_->copy_blocks(c); }
