@@ -135,6 +135,8 @@ class CudaBackend final : public Backend {
   size_t staging_cap_ = 0;
   void* attn_ws_ = nullptr;  // Flash-Decoding partials
   size_t attn_ws_cap_ = 0;
+  void* copy_args_ = nullptr;  // copy_blocks' cache bases and pairs
+  size_t copy_args_cap_ = 0;
 
   // upload_batch: pinned host staging and one device buffer, fixed segment
   // offsets per capacity so the pointers stay put once capacities suffice.

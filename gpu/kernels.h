@@ -53,6 +53,17 @@ void launch_add(DType dt, const void* x, void* y, int64_t n, cudaStream_t stream
 void launch_layer_norm(DType dt, const void* x, void* residual, const void* w, const void* b,
                        float eps, void* out, int64_t T, int64_t H, cudaStream_t stream);
 
+// KV block copies, all caches in one launch (vLLM's copy_blocks kernel):
+// for each cache tensor c < num_bases (device address bases[c]: one layer's
+// K or V, [num_blocks, block_bytes] bytes) and each pair p < num_pairs
+// (pairs[2p] = src block, pairs[2p + 1] = dst block; bases and pairs in
+// device memory), block dst of c becomes a copy of block src. block_bytes
+// must be a multiple of 16 and pairs must not chain (no dst is another
+// pair's src) — std::invalid_argument for the former; ids are the caller's
+// to check (check_block_copies).
+void launch_copy_blocks(const uint64_t* bases, int num_bases, const int32_t* pairs,
+                        int64_t num_pairs, size_t block_bytes, cudaStream_t stream);
+
 // out[l, :] = x[idx[l], :] for rows of row_bytes bytes; x has T rows
 // (indices outside [0, T) give a zero row).
 void launch_gather_rows(const void* x, const int32_t* idx, void* out, int64_t L,

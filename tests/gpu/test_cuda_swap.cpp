@@ -123,6 +123,49 @@ TEST(CudaSwap, CopyBlocksCopiesEveryLayerAndNothingElse) {
   }
 }
 
+// Many pairs in one call (a beam-search step continues a partial block per
+// beam): 1,500 copies over 4 layers, the argument buffer grown past its
+// first size, then a small call after it; every dst holds its src.
+TEST(CudaSwap, CopyBlocksManyPairsInOneCall) {
+  PAGODA_REQUIRE_GPU();
+  constexpr int64_t kBlocks = 3100, kBs = 16, kHk = 1, kD = 16, kLayers = 4;
+  constexpr size_t kBlockElems = kBs * kHk * kD;
+  auto be = make_cuda_backend(0, DType::F32);
+  std::vector<LayerKVCache> dev(kLayers);
+  std::vector<std::vector<float>> want(kLayers * 2);
+  for (int64_t l = 0; l < kLayers; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      Tensor t = be->alloc(DType::F32, {kBlocks, kBs, kHk, kD});
+      std::vector<float>& h = want[static_cast<size_t>(l * 2 + kv)];
+      h.resize(static_cast<size_t>(t.numel()));
+      for (size_t i = 0; i < h.size(); ++i)
+        h[i] = static_cast<float>(i) + 0.25f * static_cast<float>(l * 2 + kv);
+      be->copy_from_host(t, h.data(), DType::F32);
+      (kv == 0 ? dev[static_cast<size_t>(l)].k : dev[static_cast<size_t>(l)].v) = t;
+    }
+  std::vector<BlockCopy> big, small = {{7, 3099}};
+  for (int32_t i = 0; i < 1500; ++i)
+    big.push_back({i % 1000, 1500 + i});  // srcs shared by up to 2 dsts
+  for (const std::vector<BlockCopy>* copies : {&big, &small}) {
+    be->copy_blocks(dev, *copies);
+    for (auto& w : want)
+      for (const BlockCopy& p : *copies)
+        std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(p.src * kBlockElems), kBlockElems,
+                    w.begin() + static_cast<std::ptrdiff_t>(p.dst * kBlockElems));
+  }
+  std::vector<float> got(kBlocks * kBlockElems);
+  for (int64_t l = 0; l < kLayers; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      const LayerKVCache& c = dev[static_cast<size_t>(l)];
+      be->copy_to_host(got.data(), kv == 0 ? c.k : c.v);
+      EXPECT_EQ(got, want[static_cast<size_t>(l * 2 + kv)]) << "layer " << l << " kv " << kv;
+    }
+  for (LayerKVCache& c : dev) {
+    be->free(c.k);
+    be->free(c.v);
+  }
+}
+
 struct SwapRun {
   std::vector<std::vector<int32_t>> ids;
   EngineStats stats;
