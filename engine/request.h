@@ -34,8 +34,12 @@ struct TokenLogprob {
   int32_t token_id = 0;
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // most likely first; size k
-  // A prompt-logprob score row's (DeviceSampleRow::score_token): the
-  // token's 1-based rank (PromptLogprob::rank); 0 for sampled tokens.
+  // The token's 1-based rank in the raw distribution (the number of ids
+  // whose logprob is >= its own, itself included; vLLM's
+  // batched_count_greater_than): a prompt-logprob score row's
+  // (DeviceSampleRow::score_token, PromptLogprob::rank), and a sampled
+  // token's when logprobs were asked for (SamplingParams::logprobs set);
+  // 0 otherwise.
   int64_t rank = 0;
 };
 

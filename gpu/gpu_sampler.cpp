@@ -221,7 +221,7 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
       PAGODA_CUDA_CHECK(cudaMemcpyAsync(ho + at, o + at, static_cast<size_t>(n) * 4 * kTop,
                                         cudaMemcpyDeviceToHost, st));
   }
-  const bool ranks = batch.has_score_rows();
+  const bool ranks = lp || batch.has_score_rows();  // sampled rows with logprobs have one too
   if (ranks)
     PAGODA_CUDA_CHECK(cudaMemcpyAsync(ho + out_rows_ * (8 + 8 * kTop),
                                       o + out_rows_ * (8 + 8 * kTop), static_cast<size_t>(n) * 4,
@@ -240,7 +240,7 @@ void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
     t.token_id = h_id[i];
     t.logprob = 0.f;
     t.top.clear();
-    t.rank = r.score_token >= 0 ? h_rank[i] : 0;
+    t.rank = r.score_token >= 0 || r.logprobs >= 0 ? h_rank[i] : 0;
     if (r.logprobs < 0) continue;
     t.logprob = h_lp[i];
     const int k = std::min<int64_t>(r.logprobs, vocab_);

@@ -519,9 +519,20 @@ __global__ void __launch_bounds__(kThreads)
     block_argmax(bs, bsi, s.sv, s.si);
     if (bsi != INT_MAX) chosen = bsi;
   }
+  // The sampled id's rank in the raw distribution (ids whose logit is >= its
+  // own, as a score row's), reported beside the top k (vLLM).
+  int rank = 0;
+  if (p.logprobs >= 0) {
+    const float own = x[chosen];
+    for (int i = threadIdx.x; i < vocab; i += kThreads) rank += x[i] >= own ? 1 : 0;
+    rank = block_sum(rank, s.si);
+  }
   if (threadIdx.x == 0) {
     out_id[r] = chosen;
-    if (p.logprobs >= 0) out_lp[r] = x[chosen] - lse;
+    if (p.logprobs >= 0) {
+      out_lp[r] = x[chosen] - lse;
+      out_rank[r] = rank;
+    }
     // 6. The sampled id joins the row's penalty counts.
     if (p.slot >= 0) counts[static_cast<int64_t>(p.slot) * vocab + chosen] += 1u;
   }

@@ -37,11 +37,13 @@ json position_json(const PositionLogprobs& p) {
   return o;
 }
 
-// A sampled position: the token (its rank when it is among the top k) and
+// A sampled position: the token with its rank in the distribution (as
+// vLLM's; the top entry keeps its top-k rank when it is the same token) and
 // the k most likely (ranks 1..k).
 PositionLogprobs sample_position(const Tokenizer& tok, const TokenLogprob& lp) {
   PositionLogprobs p;
-  p[lp.token_id] = Logprob{lp.logprob, std::nullopt, decoded_token(tok, lp.token_id)};
+  p[lp.token_id] = Logprob{lp.logprob, lp.rank > 0 ? std::optional<int64_t>(lp.rank) : std::nullopt,
+                           decoded_token(tok, lp.token_id)};
   for (size_t i = 0; i < lp.top.size(); ++i) {
     const auto [id, v] = lp.top[i];
     p[id] = Logprob{v, static_cast<int64_t>(i) + 1, decoded_token(tok, id)};

@@ -41,7 +41,8 @@ struct DeviceSampleRow {
   float frequency_penalty = 0.f;
   float presence_penalty = 0.f;
   int32_t slot = -1;      // penalty slot, -1: none (no penalty)
-  int32_t logprobs = -1;  // -1: none; 0: the sampled token's; k: + top k (<= 20)
+  // -1: none; 0: the sampled token's logprob and rank; k: + the top k (<= 20)
+  int32_t logprobs = -1;
   // Ranges of DeviceSamplingBatch::ids (allow, ban) and ::bias.
   int32_t allow_begin = 0, allow_count = 0;
   int32_t ban_begin = 0, ban_count = 0;

@@ -220,7 +220,10 @@ TokenLogprob Sampler::sample_with_logprobs(std::span<float> logits, const Sample
       out.top.emplace_back(ids[i], static_cast<float>(lp[static_cast<size_t>(ids[i])]));
   }
   out.token_id = sample(logits, in);
-  out.logprob = static_cast<float>(lp[static_cast<size_t>(out.token_id)]);
+  const double own = lp[static_cast<size_t>(out.token_id)];
+  out.logprob = static_cast<float>(own);
+  if (in.params->logprobs)  // its rank, as vLLM reports it beside the top k
+    out.rank = std::count_if(lp.begin(), lp.end(), [own](double x) { return x >= own; });
   return out;
 }
 

@@ -155,6 +155,43 @@ TEST_F(LLMTest, LogprobsNAndStopInVllmsShape) {
   EXPECT_TRUE(first["decoded_token"].is_string());
 }
 
+// A sampled token outside the top k still carries its rank (vLLM reports
+// it with logprobs=0 too): the 5th most likely first token (from a
+// logprobs=20 run) forced by logit_bias under greedy has rank 5.
+TEST_F(LLMTest, SampledTokenOutsideTheTopKHasItsRank) {
+  const auto ref = llm_->generate(
+      {"Once upon a time"},
+      SamplingParams(json{{"temperature", 0}, {"max_tokens", 1}, {"logprobs", 20}}), false);
+  const PositionLogprobs& all = (*ref[0].outputs[0].logprobs)[0];
+  int32_t fifth = -1;
+  for (const auto& [id, lp] : all)
+    if (lp.rank && *lp.rank == 5) fifth = id;
+  ASSERT_GE(fifth, 0);
+  for (const auto& [id, lp] : all)  // no tie with it, so its rank is exactly 5
+    if (id != fifth) {
+      EXPECT_NE(lp.logprob, all.at(fifth).logprob);
+    }
+  for (const int k : {0, 1, 4}) {
+    SCOPED_TRACE(fmt::format("logprobs {}", k));
+    auto outs =
+        llm_->generate({"Once upon a time"},
+                       SamplingParams(json{{"temperature", 0},
+                                           {"max_tokens", 1},
+                                           {"logprobs", k},
+                                           {"logit_bias", {{fmt::format("{}", fifth), 100}}}}),
+                       false);
+    const CompletionOutput& c = outs.at(0).outputs.at(0);
+    ASSERT_TRUE(c.logprobs);
+    ASSERT_EQ(c.token_ids, std::vector<int32_t>{fifth});
+    const PositionLogprobs& p = (*c.logprobs)[0];
+    EXPECT_EQ(p.size(), static_cast<size_t>(k) + 1);
+    ASSERT_TRUE(p.count(fifth));
+    ASSERT_TRUE(p.at(fifth).rank);
+    EXPECT_EQ(*p.at(fifth).rank, 5);
+    EXPECT_NEAR(p.at(fifth).logprob, all.at(fifth).logprob, 1e-6);
+  }
+}
+
 TEST_F(LLMTest, InvalidRequestsThrowNamingThePromptAndFieldBeforeAnyRuns) {
   std::vector<SamplingParams> params = {SamplingParams(json{{"max_tokens", 2}}),
                                         SamplingParams(json{{"temperature", -1}})};

@@ -116,6 +116,7 @@ TEST(SamplerTransforms, LogprobsAreTheRawLogSoftmaxWithTopK) {
   TokenLogprob t = Sampler::sample_with_logprobs(l, {&sp});
   EXPECT_EQ(t.token_id, 2);
   EXPECT_NEAR(t.logprob, -0.4607735, 1e-6);
+  EXPECT_EQ(t.rank, 1);
   ASSERT_EQ(t.top.size(), 2u);
   EXPECT_EQ(t.top[0].first, 2);
   EXPECT_NEAR(t.top[0].second, -0.4607735, 1e-6);
@@ -136,6 +137,7 @@ TEST(SamplerTransforms, LogprobsIgnoreTemperaturePenaltiesAndBias) {
   TokenLogprob t = Sampler::sample_with_logprobs(l, {&sp, prompt});
   EXPECT_EQ(t.token_id, 3);
   EXPECT_NEAR(t.logprob, -2.9607735, 1e-6);
+  EXPECT_EQ(t.rank, 4);  // outside the top 1: its rank all the same (vLLM)
   ASSERT_EQ(t.top.size(), 1u);
   EXPECT_EQ(t.top[0].first, 2);
   EXPECT_NEAR(t.top[0].second, -0.4607735, 1e-6);
@@ -145,11 +147,13 @@ TEST(SamplerTransforms, LogprobsIgnoreTemperaturePenaltiesAndBias) {
   hot.temperature = 0.5f;
   hot.logprobs = 0;
   const double want[] = {-2.4607735, -1.4607735, -0.4607735, -2.9607735};
+  const int64_t want_rank[] = {3, 2, 1, 4};
   std::mt19937_64 rng(3);
   for (int i = 0; i < 50; ++i) {
     std::vector<float> r = {1.0f, 2.0f, 3.0f, 0.5f};
     TokenLogprob s = Sampler::sample_with_logprobs(r, {&hot, {}, {}, {}, &rng});
     EXPECT_NEAR(s.logprob, want[s.token_id], 1e-6);
+    EXPECT_EQ(s.rank, want_rank[s.token_id]);
     EXPECT_TRUE(s.top.empty());
   }
 }
@@ -161,6 +165,7 @@ TEST(SamplerTransforms, TopLogprobsAreCappedAndTiesGoToTheLowerId) {
   std::vector<float> l(40, 0.0f);  // uniform: log(1/40) each
   TokenLogprob t = Sampler::sample_with_logprobs(l, {&sp});
   ASSERT_EQ(t.top.size(), static_cast<size_t>(kMaxLogprobs));
+  EXPECT_EQ(t.rank, 40);  // ties count: ids whose logprob is >= its own (vLLM)
   for (int i = 0; i < kMaxLogprobs; ++i) {
     EXPECT_EQ(t.top[static_cast<size_t>(i)].first, i);
     EXPECT_NEAR(t.top[static_cast<size_t>(i)].second, -std::log(40.0), 1e-6);
