@@ -270,6 +270,18 @@ std::vector<Result> LLM::run(const std::vector<json>& requests, ProgressBar::Mod
   return run_parsed(std::move(parsed), bar_mode);
 }
 
+void LLM::log_guided_masks(const guided::MaskFillTotals& before, int64_t steps_before) const {
+  const guided::MaskFillTotals now = guided::mask_fill_totals();
+  const int64_t masks = now.masks - before.masks;
+  if (masks <= 0) return;
+  const int64_t steps = std::max<int64_t>(1, model_->engine->stats().steps_total - steps_before);
+  const double ms = (now.seconds - before.seconds) * 1e3;
+  spdlog::info(
+      "Guided decoding: {} token masks computed in {:.1f} ms ({:.3f} ms each) over {} engine steps "
+      "({:.3f} ms per step)",
+      masks, ms, ms / static_cast<double>(masks), steps, ms / static_cast<double>(steps));
+}
+
 std::vector<Result> LLM::run_parsed(std::vector<ParseResult> parsed, ProgressBar::Mode bar_mode) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Result> results(parsed.size());
@@ -299,6 +311,8 @@ std::vector<Result> LLM::run_parsed(std::vector<ParseResult> parsed, ProgressBar
   // No request to run: no bar (tqdm's would read "0it").
   if (jobs.empty()) bar_mode = ProgressBar::Mode::kOff;
   ProgressBar bar(static_cast<int64_t>(jobs.size()), bar_mode);
+  const guided::MaskFillTotals masks_before = guided::mask_fill_totals();
+  const int64_t steps_before = model_->engine->stats().steps_total;
   std::vector<Job*> pending;
   for (auto& j : jobs) {
     if (auto refusal = j->group->submit()) {
@@ -355,6 +369,7 @@ std::vector<Result> LLM::run_parsed(std::vector<ParseResult> parsed, ProgressBar
     }
   }
   bar.close();
+  if (bar_mode != ProgressBar::Mode::kOff) log_guided_masks(masks_before, steps_before);
   // Aborted requests' final deltas are consumed by the next run's steps;
   // step until the engine holds nothing of this run.
   while (model_->engine->step()) {

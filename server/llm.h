@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/guided/guide.h"
 #include "server/engine_args.h"
 #include "server/openai_request.h"
 #include "server/progress_bar.h"
@@ -215,6 +216,10 @@ class LLM {
  private:
   // run() on requests already parsed (parse_offline_object's results).
   std::vector<Result> run_parsed(std::vector<ParseResult> parsed, ProgressBar::Mode bar);
+  // After a run with the progress bar: one line with the guided-decoding
+  // token masks the run computed, their time and the time per engine step
+  // (nothing when it computed none).
+  void log_guided_masks(const guided::MaskFillTotals& before, int64_t steps_before) const;
 
   std::unique_ptr<LoadedModel> model_;
   ServingModel serving_;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
 #include <list>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -27,6 +29,16 @@ int32_t Guide::advance(int32_t state, int32_t id) const {
   return automaton_->walk(state, b);
 }
 
+namespace {
+std::atomic<int64_t> g_masks_filled{0};
+std::atomic<int64_t> g_mask_fill_ns{0};
+}  // namespace
+
+MaskFillTotals mask_fill_totals() {
+  return {g_masks_filled.load(std::memory_order_relaxed),
+          static_cast<double>(g_mask_fill_ns.load(std::memory_order_relaxed)) * 1e-9};
+}
+
 const TokenMask& Guide::mask(int32_t state) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto i = static_cast<size_t>(state);
@@ -35,10 +47,16 @@ const TokenMask& Guide::mask(int32_t state) const {
   if (i >= masks_.size()) masks_.resize(i + 1);
   auto& slot = masks_[i];
   if (slot) return *slot;
+  const auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<TokenMask>();
   m->words.assign((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
   m->count = automaton_->allowed_tokens(state, *vocab_, m->words);
   slot = std::move(m);
+  g_masks_filled.fetch_add(1, std::memory_order_relaxed);
+  g_mask_fill_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count(),
+      std::memory_order_relaxed);
   return *slot;
 }
 

@@ -98,6 +98,15 @@ class Guide {
   mutable std::vector<std::unique_ptr<TokenMask>> masks_;  // by state, filled lazily
 };
 
+// Token masks computed (Guide::mask's first use of a state) in this process
+// and the wall time spent computing them, seconds (the cost guided decoding
+// adds to the engine thread; LLM::generate logs it per run).
+struct MaskFillTotals {
+  int64_t masks = 0;
+  double seconds = 0.0;
+};
+MaskFillTotals mask_fill_totals();
+
 // The pattern a regular spec compiles to. Throws std::invalid_argument (a
 // RegexError or a schema error) naming the problem; kGrammar has no regex
 // (std::invalid_argument).
