@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/guided/guide.h"
+#include "engine/guided/mask_precompute.h"
 #include "engine/sample/device_rows.h"
 #include "engine/sample/prompt_logprobs.h"
 #include "engine/sample/sampler.h"
@@ -80,6 +81,14 @@ const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& ou
   ++step_;
   DeviceSamplingBatch& b = sampling_;
   b.clear();
+  // The guided rows' masks this step lacks, filled in parallel by the mask
+  // workers and this thread (a new state of a 150k-token vocabulary costs
+  // ~3 ms on one core).
+  guided_states_.clear();
+  for (const ScheduledSeq& s : out.seqs)
+    if (s.samples && s.seq->sampling.guide && s.seq->guide_state >= 0)
+      guided_states_.emplace_back(s.seq->sampling.guide.get(), s.seq->guide_state);
+  if (!guided_states_.empty()) guided::fill_masks(guided_states_);
   int32_t src = 0;
   auto add = [&](Sequence& seq) {
     const SamplingParams& sp = seq.sampling;

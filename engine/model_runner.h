@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/guided/guide.h"
 #include "engine/model/forward_batch.h"
 #include "engine/model/model_executor.h"
 #include "engine/sample/device_sampling.h"
@@ -71,6 +72,7 @@ class ModelRunner {
 
   ForwardBatch batch_;  // reused between steps
   DeviceSamplingBatch sampling_;
+  std::vector<std::pair<const guided::Guide*, int32_t>> guided_states_;  // build_sampling's scratch
   // Penalty slots: sequence uid -> slot, and the step each was last used.
   std::unordered_map<uint64_t, std::pair<int32_t, uint64_t>> slot_of_;
   std::vector<int32_t> free_slots_;

@@ -272,14 +272,19 @@ std::vector<Result> LLM::run(const std::vector<json>& requests, ProgressBar::Mod
 
 void LLM::log_guided_masks(const guided::MaskFillTotals& before, int64_t steps_before) const {
   const guided::MaskFillTotals now = guided::mask_fill_totals();
-  const int64_t masks = now.masks - before.masks;
-  if (masks <= 0) return;
+  const int64_t masks = now.masks - before.masks,
+                bg = now.background_masks - before.background_masks;
+  if (masks <= 0 && bg <= 0) return;
   const int64_t steps = std::max<int64_t>(1, model_->engine->stats().steps_total - steps_before);
-  const double ms = (now.seconds - before.seconds) * 1e3;
+  const double engine_ms =
+      (now.seconds - before.seconds + now.wait_seconds - before.wait_seconds) * 1e3;
   spdlog::info(
-      "Guided decoding: {} token masks computed in {:.1f} ms ({:.3f} ms each) over {} engine steps "
-      "({:.3f} ms per step)",
-      masks, ms, ms / static_cast<double>(masks), steps, ms / static_cast<double>(steps));
+      "Guided decoding: the engine thread spent {:.1f} ms on token masks ({:.3f} ms per engine "
+      "step "
+      "over {} steps; {} computed lazily there); {} computed by {} workers in {:.1f} ms of their "
+      "time",
+      engine_ms, engine_ms / static_cast<double>(steps), steps, masks, bg,
+      guided::num_mask_workers(), (now.background_seconds - before.background_seconds) * 1e3);
 }
 
 std::vector<Result> LLM::run_parsed(std::vector<ParseResult> parsed, ProgressBar::Mode bar_mode) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/guided/guide.h"
+#include "engine/guided/mask_precompute.h"
 #include "server/engine_args.h"
 #include "server/openai_request.h"
 #include "server/progress_bar.h"

@@ -11,6 +11,7 @@
 #include "engine/guided/ebnf_grammar.h"
 #include "engine/guided/grammar_automaton.h"
 #include "engine/guided/json_schema_regex.h"
+#include "engine/guided/mask_precompute.h"
 
 namespace pagoda::guided {
 
@@ -32,31 +33,58 @@ int32_t Guide::advance(int32_t state, int32_t id) const {
 namespace {
 std::atomic<int64_t> g_masks_filled{0};
 std::atomic<int64_t> g_mask_fill_ns{0};
+std::atomic<int64_t> g_bg_masks_filled{0};
+std::atomic<int64_t> g_bg_mask_fill_ns{0};
+std::atomic<int64_t> g_mask_wait_ns{0};
 }  // namespace
+
+void add_mask_wait(double seconds) {
+  g_mask_wait_ns.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
+}
+
+bool Guide::has_mask(int32_t state) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto i = static_cast<size_t>(state);
+  return state >= 0 && i < masks_.size() && masks_[i] != nullptr;
+}
 
 MaskFillTotals mask_fill_totals() {
   return {g_masks_filled.load(std::memory_order_relaxed),
-          static_cast<double>(g_mask_fill_ns.load(std::memory_order_relaxed)) * 1e-9};
+          static_cast<double>(g_mask_fill_ns.load(std::memory_order_relaxed)) * 1e-9,
+          g_bg_masks_filled.load(std::memory_order_relaxed),
+          static_cast<double>(g_bg_mask_fill_ns.load(std::memory_order_relaxed)) * 1e-9,
+          static_cast<double>(g_mask_wait_ns.load(std::memory_order_relaxed)) * 1e-9};
 }
 
-const TokenMask& Guide::mask(int32_t state) const {
-  std::lock_guard<std::mutex> lock(mu_);
+const TokenMask& Guide::mask(int32_t state) const { return fill(state, false); }
+
+void Guide::precompute(int32_t state) const { fill(state, true); }
+
+const TokenMask& Guide::fill(int32_t state, bool background) const {
   const auto i = static_cast<size_t>(state);
-  if (state < 0 || i >= automaton_->num_states())
-    throw std::out_of_range(fmt::format("Guide::mask: no state {}", state));
-  if (i >= masks_.size()) masks_.resize(i + 1);
-  auto& slot = masks_[i];
-  if (slot) return *slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state < 0 || i >= automaton_->num_states())
+      throw std::out_of_range(fmt::format("Guide::mask: no state {}", state));
+    if (i < masks_.size() && masks_[i]) return *masks_[i];
+  }
+  // Filled outside the lock (Automaton's const calls are thread-safe): the
+  // engine thread never waits for a worker filling another state
+  // (mask_precompute.h); two fills of one state keep the first.
   const auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<TokenMask>();
   m->words.assign((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
   m->count = automaton_->allowed_tokens(state, *vocab_, m->words);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (i >= masks_.size()) masks_.resize(i + 1);
+  auto& slot = masks_[i];
+  if (slot) return *slot;
   slot = std::move(m);
-  g_masks_filled.fetch_add(1, std::memory_order_relaxed);
-  g_mask_fill_ns.fetch_add(
+  const int64_t ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-          .count(),
-      std::memory_order_relaxed);
+          .count();
+  (background ? g_bg_masks_filled : g_masks_filled).fetch_add(1, std::memory_order_relaxed);
+  (background ? g_bg_mask_fill_ns : g_mask_fill_ns).fetch_add(ns, std::memory_order_relaxed);
   return *slot;
 }
 
@@ -113,6 +141,10 @@ std::shared_ptr<const Guide> compile_guide(const GuideSpec& spec,
     std::string re = guide_regex(spec);
     guide = std::make_shared<const Guide>(ByteDfa::compile(re), vocab, std::move(re));
   }
+  // A DFA's states are all known now: their masks are filled in the
+  // background before the engine reaches them (a grammar's states appear
+  // as it runs).
+  if (spec.kind != GuideKind::kGrammar) precompute_masks(guide);
   std::lock_guard<std::mutex> lock(mu);
   lru.push_front(Entry{spec, vocab, guide});
   if (lru.size() > kGuideCacheSize) lru.pop_back();

@@ -80,7 +80,13 @@ class Guide {
   }
   bool accepting(int32_t state) const { return state >= 0 && automaton_->accepting(state); }
   // The text tokens allowed from `state` (computed once, then cached).
+  // Throws std::out_of_range for a state that does not exist.
   const TokenMask& mask(int32_t state) const;
+  // mask(state) from a background worker (mask_precompute.h): the same
+  // cache, counted apart (MaskFillTotals::background_*).
+  void precompute(int32_t state) const;
+  // True when mask(state) is cached (false for states that do not exist).
+  bool has_mask(int32_t state) const;
   // True when `text` is a complete match (tests).
   bool matches(std::string_view text) const { return accepting(walk(start(), text)); }
   const std::string& regex() const { return regex_; }  // the compiled pattern or grammar
@@ -91,6 +97,7 @@ class Guide {
   const Automaton& automaton() const { return *automaton_; }
 
  private:
+  const TokenMask& fill(int32_t state, bool background) const;
   std::unique_ptr<const Automaton> automaton_;
   std::shared_ptr<const TokenVocab> vocab_;
   std::string regex_;
@@ -98,14 +105,21 @@ class Guide {
   mutable std::vector<std::unique_ptr<TokenMask>> masks_;  // by state, filled lazily
 };
 
-// Token masks computed (Guide::mask's first use of a state) in this process
-// and the wall time spent computing them, seconds (the cost guided decoding
-// adds to the engine thread; LLM::generate logs it per run).
+// Token masks computed in this process and the time spent on them,
+// seconds: by Guide::mask's first use of a state (on the caller's thread),
+// by Guide::precompute (the workers of mask_precompute.h, and the thread
+// that waits in fill_masks), and the wall time callers waited in
+// fill_masks. The engine thread's cost between steps is seconds +
+// wait_seconds (LLM::generate logs it per run).
 struct MaskFillTotals {
   int64_t masks = 0;
   double seconds = 0.0;
+  int64_t background_masks = 0;
+  double background_seconds = 0.0;
+  double wait_seconds = 0.0;
 };
 MaskFillTotals mask_fill_totals();
+void add_mask_wait(double seconds);  // fill_masks' own accounting
 
 // The pattern a regular spec compiles to. Throws std::invalid_argument (a
 // RegexError or a schema error) naming the problem; kGrammar has no regex

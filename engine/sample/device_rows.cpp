@@ -43,8 +43,16 @@ DeviceSampleRow& append_sample_row(DeviceSamplingBatch& b, const SamplingParams&
 void append_guided_mask(DeviceSamplingBatch& b, DeviceSampleRow& r, const guided::TokenMask& mask,
                         bool accepting, const std::vector<int32_t>& eos_token_ids, int64_t vocab) {
   const size_t words = static_cast<size_t>((vocab + 31) / 32);
-  r.mask_begin = static_cast<int32_t>(b.mask_words.size());
   r.empty_id = eos_token_ids.empty() ? 0 : eos_token_ids.front();
+  // Rows in the same state (and EOS rule) share one copy of the words.
+  const std::pair<const void*, bool> key{&mask, accepting || mask.count == 0};
+  for (const auto& [k, begin] : b.mask_keys)
+    if (k == key) {
+      r.mask_begin = begin;
+      return;
+    }
+  r.mask_begin = static_cast<int32_t>(b.mask_words.size());
+  b.mask_keys.emplace_back(key, r.mask_begin);
   b.mask_words.resize(b.mask_words.size() + words, 0u);
   uint32_t* w = b.mask_words.data() + r.mask_begin;
   const size_t have = std::min(words, mask.words.size() * 2);

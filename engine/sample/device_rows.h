@@ -30,7 +30,10 @@ DeviceSampleRow& append_sample_row(DeviceSamplingBatch& b, const SamplingParams&
                                    uint64_t seed);
 
 // Guided decoding: appends the row's allowed-token bitmask (ceil(vocab /
-// 32) words) to b.mask_words and points r.mask_begin at it: the bits of
+// 32) words) to b.mask_words, unless a row of this batch already added the
+// same mask with the same EOS rule (b.mask_keys; then it shares that copy;
+// `mask` must stay alive and unchanged while b is built), and points
+// r.mask_begin at it: the bits of
 // `mask` (the guide state's text tokens), plus eos_token_ids when
 // `accepting` or the mask is empty (as the host Sampler; a constraint the
 // vocabulary cannot continue ends), and sets r.empty_id to the first EOS

@@ -81,6 +81,10 @@ struct DeviceSamplingBatch {
   std::vector<std::pair<int32_t, float>> bias;  // (id, bias) pairs
   std::vector<uint32_t> mask_words;             // guided rows' bitmasks
   int32_t num_slots = 0;                        // slots the batch uses: every slot < num_slots
+  // append_guided_mask's index of the masks already in mask_words (host
+  // only): (the guide state's TokenMask, EOS added) -> mask_begin, so rows
+  // in one state share one copy.
+  std::vector<std::pair<std::pair<const void*, bool>, int32_t>> mask_keys;
 
   void clear() {
     rows.clear();
@@ -88,6 +92,7 @@ struct DeviceSamplingBatch {
     ids.clear();
     bias.clear();
     mask_words.clear();
+    mask_keys.clear();
     num_slots = 0;
   }
   bool has_score_rows() const {
