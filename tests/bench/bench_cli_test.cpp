@@ -51,7 +51,7 @@ TEST(BenchCli, UsageErrorsExit2WithReadableMessages) {
   };
   const std::vector<Case> cases = {
       {"--random-output-len 0", "--random-output-len: must be >= 1, got 0"},
-      {"--random-input-len x1", "--random-input-len: must be a number, got 'x1'"},
+      {"--random-input-len x1", "--random-input-len: must be an integer, got 'x1'"},
       {"--no-such-option", "no-such-option"},
       {"--backend nope", "--backend"},
       {"--max-concurrency -1", "--max-concurrency: must be >= 0, got -1"},
@@ -77,6 +77,53 @@ TEST(BenchCli, UsageErrorsExit2WithReadableMessages) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--num-prompts: must be >= 1, got 0"), std::string::npos) << r.out;
   EXPECT_EQ(bench("--help").status, 0);
+}
+
+// Integer options are read exactly and bounded before anything is built:
+// CLI11 alone saturates 99999999999999999999 to INT64_MAX and reads -1 as
+// UINT64_MAX for --seed, and --num-prompts INT64_MAX built prompts until
+// std::bad_alloc. --seed takes numpy's range (vLLM's benchmark seeds
+// np.random with it, which rejects the rest).
+TEST(BenchCli, IntegerOptionsOutOfRangeAreRejectedNamingTheFlag) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--num-prompts 9223372036854775807",
+       "--num-prompts: must be <= 1000000, got 9223372036854775807"},
+      {"--num-prompts 99999999999999999999999", "--num-prompts: must be <= 1000000"},
+      {"--num-prompts -99999999999999999999999", "--num-prompts: must be >= 1"},
+      {"--num-prompts 1.5", "--num-prompts: must be an integer, got '1.5'"},
+      {"--max-concurrency 99999999999999999999",
+       "--max-concurrency: must be <= 1000000, got 99999999999999999999"},
+      {"--seed -1", "--seed: must be >= 0, got -1"},
+      {"--seed 4294967296", "--seed: must be <= 4294967295, got 4294967296"},
+      {"--seed 99999999999999999999", "--seed: must be <= 4294967295"},
+      {"--random-output-len 99999999999999999999", "--random-output-len: must be <= 10000000"},
+      {"--sharegpt-output-len -3", "--sharegpt-output-len: must be >= 1, got -3"},
+      {"--port 99999999999", "--port: must be <= 65535, got 99999999999"},
+      {"--logprobs -5", "--logprobs: must be >= 0, got -5"},
+      // Each within its range, their product not: refused before building.
+      {"--num-prompts 1000000 --random-input-len 1000000 --random-output-len 4",
+       "more than the 1000000000 prompt tokens pagoda-bench builds"},
+  };
+  for (const Case& c : cases) {
+    // Were the counts not bounded: ulimit -v makes building the prompts
+    // fail here instead of taking the machine's memory, timeout ends the
+    // 10^12-token case.
+    const Ran r = bench("--dataset-name random " + c.args, "ulimit -v 4000000 && timeout 60 ");
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("Starting initial"), std::string::npos) << r.out;  // nothing sent
+    EXPECT_EQ(r.out.find("bad_alloc"), std::string::npos) << r.out;
+  }
+  // In range, with a sign or leading zeros: read as decimal (CLI11 alone
+  // reads "010" as octal 8). Nothing listens there: the test request fails.
+  const Ran ok =
+      bench(kRandom + " --num-prompts +2 --seed 4294967295 --max-concurrency 010 --port " +
+            std::to_string(closed_port()));
+  EXPECT_EQ(ok.status, 1) << ok.out;
+  EXPECT_NE(ok.out.find("Initial test run failed"), std::string::npos) << ok.out;
 }
 
 TEST(BenchCli, ResultLocationCheckedBeforeTheRun) {
