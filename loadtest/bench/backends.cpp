@@ -81,6 +81,20 @@ BaseUrl parse_base_url(const std::string& url) {
   return out;
 }
 
+std::string normalize_endpoint(const std::string& endpoint) {
+  if (endpoint.find("://") != std::string::npos)
+    throw std::invalid_argument(fmt::format(
+        "--endpoint takes the API path (/v1/completions), got the URL '{}'; give the server "
+        "with --base-url (or --host and --port)",
+        endpoint));
+  for (unsigned char c : endpoint)
+    if (c <= ' ' || c == 0x7f)
+      throw std::invalid_argument(fmt::format(
+          "--endpoint must not contain spaces or control characters, got '{}'", endpoint));
+  if (endpoint.empty() || endpoint.front() != '/') return "/" + endpoint;
+  return endpoint;
+}
+
 Backend parse_backend(const std::string& name) {
   if (name == "openai") return Backend::kOpenAI;
   if (name == "openai-chat") return Backend::kOpenAIChat;

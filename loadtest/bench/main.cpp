@@ -180,6 +180,13 @@ std::string first_client_side_error(const std::vector<RequestResult>& results) {
 
 int run(const Args& a) {
   const Backend backend = parse_backend(a.backend);
+  // The endpoint's leading "/" is added when missing (vLLM's string join
+  // would run it into the port: "http://h:8000v1/completions").
+  const std::string endpoint =
+      a.endpoint.empty() ? default_endpoint(backend) : normalize_endpoint(a.endpoint);
+  if (!a.endpoint.empty() && endpoint != a.endpoint)
+    std::cerr << fmt::format("pagoda-bench: note: --endpoint {} taken as {}\n", a.endpoint,
+                             endpoint);
   // The tokenizer: --tokenizer, else --model when it is a directory.
   std::string tok_dir = a.tokenizer;
   if (tok_dir.empty() && fs::is_directory(a.model)) tok_dir = a.model;
@@ -281,7 +288,7 @@ int run(const Args& a) {
   cfg.endpoint.host = v6 ? fmt::format("[{}]:{}", target.host, target.port)
                          : fmt::format("{}:{}", target.host, target.port);
   // vLLM's api_url = base_url + endpoint.
-  cfg.endpoint.path = target.path + (a.endpoint.empty() ? default_endpoint(backend) : a.endpoint);
+  cfg.endpoint.path = target.path + endpoint;
   if (const char* key = std::getenv("OPENAI_API_KEY")) cfg.endpoint.api_key = key;
   cfg.endpoint.timeout = timeout;
   cfg.options.model = a.model;

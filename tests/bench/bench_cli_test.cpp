@@ -8,9 +8,14 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+
+#include "tests/bench/drip_server.h"
 
 namespace {
 
@@ -124,6 +129,56 @@ TEST(BenchCli, IntegerOptionsOutOfRangeAreRejectedNamingTheFlag) {
             std::to_string(closed_port()));
   EXPECT_EQ(ok.status, 1) << ok.out;
   EXPECT_NE(ok.out.find("Initial test run failed"), std::string::npos) << ok.out;
+}
+
+// A directory or a missing file as --dataset-path says so (a directory
+// read as an empty stream was "/tmp is not valid JSON"); a URL as
+// --endpoint is refused before anything is built.
+TEST(BenchCli, DatasetPathAndEndpointMistakesAreNamed) {
+  const fs::path dir = fs::temp_directory_path();
+  Ran r = bench("--num-prompts 2 --dataset-name sharegpt --dataset-path " + dir.string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("dataset path {} is a directory", dir.string())),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("not valid JSON"), std::string::npos) << r.out;
+  r = bench("--num-prompts 2 --dataset-name sharegpt --dataset-path /no/such/file.json");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("dataset path /no/such/file.json does not exist"), std::string::npos)
+      << r.out;
+  r = bench(kRandom + " --num-prompts 2 --endpoint http://127.0.0.1:8000/v1/completions");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--endpoint takes the API path"), std::string::npos) << r.out;
+}
+
+// --endpoint without its leading "/" is the path a user means (vLLM's
+// base_url + endpoint would make "http://127.0.0.1:8000v1/completions").
+TEST(BenchCli, EndpointWithoutLeadingSlashIsThatPath) {
+  std::string target;
+  Ran r;
+  {
+    pagoda::bench::DripServer server([&target](boost::asio::ip::tcp::socket& s,
+                                               std::atomic<bool>&) {
+      boost::beast::flat_buffer buffer;
+      boost::beast::http::request<boost::beast::http::string_body> req;
+      boost::beast::http::read(s, buffer, req);
+      target = std::string(req.target());
+      boost::asio::write(
+          s, boost::asio::buffer(std::string(
+                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                 "data: {\"id\":\"c\",\"choices\":[{\"text\":\"a\"}]}\n\n"
+                 "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,"
+                 "\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")));
+      s.shutdown(boost::asio::ip::tcp::socket::shutdown_both);
+    });
+    r = bench(kRandom + " --num-prompts 1 --skip-initial-test --endpoint v1/completions " +
+              "--port " + std::to_string(server.port()));
+  }  // the server's thread joined: target is written
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("--endpoint v1/completions taken as /v1/completions"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Successful requests:                     1"), std::string::npos) << r.out;
+  EXPECT_EQ(target, "/v1/completions");
 }
 
 TEST(BenchCli, ResultLocationCheckedBeforeTheRun) {
