@@ -402,6 +402,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Args a;
   CLI::App* serve = app.add_subcommand("serve", "Benchmark a running OpenAI-compatible server");
+  // A repeated option keeps its last value, as vLLM's argparse does
+  // (CLI11's default is an error); --goodput and --metadata collect.
+  serve->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   serve->add_option("--backend", a.backend, "openai | openai-chat | pagoda-ws")
       ->check(CLI::IsMember({"openai", "openai-chat", "pagoda-ws"}));
   serve->add_option("--base-url", a.base_url, "http://HOST:PORT (instead of --host/--port)");
@@ -462,7 +465,9 @@ int main(int argc, char** argv) {
                     "Metrics to print percentiles of: ttft,tpot,itl,e2el (default all four)");
   serve->add_option("--metric-percentiles", a.metric_percentiles,
                     "Percentiles to print (default 90,99)");
-  serve->add_option("--goodput", a.goodput, "SLOs as KEY:MS (ttft, tpot, e2el)")->expected(1, 3);
+  serve->add_option("--goodput", a.goodput, "SLOs as KEY:MS (ttft, tpot, e2el)")
+      ->expected(1, 3)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   serve->add_flag("--save-result", a.save_result, "Write the results as JSON");
   serve->add_flag("--save-detailed", a.save_detailed,
                   "Also vLLM's per-request lists (with generated texts)");

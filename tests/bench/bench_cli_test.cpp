@@ -13,6 +13,8 @@
 #include <boost/beast/http.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/bench/drip_server.h"
@@ -179,6 +181,28 @@ TEST(BenchCli, EndpointWithoutLeadingSlashIsThatPath) {
       << r.out;
   EXPECT_NE(r.out.find("Successful requests:                     1"), std::string::npos) << r.out;
   EXPECT_EQ(target, "/v1/completions");
+}
+
+// A repeated option keeps its last value, as vLLM's argparse (CLI11's
+// default was "--num-prompts: At Most 1 required but received 2");
+// --goodput and --metadata still collect every value.
+TEST(BenchCli, RepeatedOptionKeepsTheLastValue) {
+  const fs::path result =
+      fs::temp_directory_path() / fmt::format("pagoda_bench_repeat_{}.json", ::getpid());
+  const Ran r = bench(
+      "--dataset-name random --random-input-len 16 --random-input-len 12 --random-output-len 4 "
+      "--num-prompts 3 --num-prompts 2 --seed 1 --seed 2 --skip-initial-test --goodput ttft:100 "
+      "--goodput tpot:100 --metadata a=1 --metadata b=2 --port 1 --port " +
+      std::to_string(closed_port()) + " --result-filename " + result.string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  std::ifstream in(result);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["num_prompts"], 2);
+  EXPECT_EQ(j["completed"].get<int>() + j["failed"].get<int>(), 2);
+  EXPECT_EQ(j["a"], "1");
+  EXPECT_EQ(j["b"], "2");
+  fs::remove(result);
 }
 
 TEST(BenchCli, ResultLocationCheckedBeforeTheRun) {
