@@ -141,6 +141,7 @@ json sampling_defaults(const GenerateArgs& a) {
     d = parse_object_flag("--sampling-params", a.sampling_params);
     if (auto e = check_sampling_fields(d)) throw UsageError("--sampling-params: " + e->message);
   }
+  const json from_params = d;
   auto set = [&d](const char* k, const auto& v) {
     if (v) d[k] = *v;
   };
@@ -167,9 +168,14 @@ json sampling_defaults(const GenerateArgs& a) {
   if (a.ignore_eos) d["ignore_eos"] = true;
   if (a.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
   if (!a.logit_bias.empty()) d["logit_bias"] = parse_object_flag("--logit-bias", a.logit_bias);
-  if (auto e = check_sampling_fields(d))
-    throw UsageError(e->param.empty() ? e->message
-                                      : fmt::format("{}: {}", flag_of(e->param), e->message));
+  if (auto e = check_sampling_fields(d)) {
+    if (e->param.empty()) throw UsageError(e->message);
+    // Named by the flag that set the field, else by --sampling-params.
+    const auto p = from_params.find(e->param);
+    const bool by_flag = p == from_params.end() || *p != d[e->param];
+    throw UsageError(
+        fmt::format("{}: {}", by_flag ? flag_of(e->param) : "--sampling-params", e->message));
+  }
   return d;
 }
 
