@@ -46,6 +46,7 @@ void add_serve_command(CLI::App& app, ServeArgs& args);
 // /health answer 503 while running requests get up to --shutdown-timeout
 // seconds to finish; the rest are aborted; connections get 5 s to close.
 // Exit status: 0 after a clean shutdown; 1 on a startup or runtime error;
+// 2 for a command-line error (main.cpp, as argparse's);
 // 128 + signal on a second SIGINT/SIGTERM (immediate); 124 when the
 // shutdown overran its hard bound (--shutdown-timeout + 10 s).
 int run_serve(ServeArgs args);
@@ -88,10 +89,15 @@ void add_generate_command(CLI::App& app, GenerateArgs& args);
 // "param": field} (text: on stderr only) and the others still run. The
 // progress bar (vLLM's, server/progress_bar.h) goes to stderr: redrawn in
 // place on a terminal, only its final line otherwise, none with
-// --disable-progress-bar. Exit code: 0 when every prompt completed; 1 when
-// any failed (after every line is written; stderr names each failed
-// prompt's line and field, then counts them) or on a load/engine error; 2
-// with no prompts or an unreadable file.
+// --disable-progress-bar. Exit code (also in `pagoda generate --help`): 0
+// when every prompt completed; 1 when any failed (after every line is
+// written; stderr names each failed prompt's line and field, then counts
+// them) or on a load/engine error; 2 for a usage error, before the model
+// loads: CLI11's parse errors (main.cpp), sampling flags and
+// --sampling-params that vLLM's SamplingParams would refuse
+// (check_sampling_fields, naming the flag), --sampling-params /
+// --logit-bias not a JSON object, an unreadable --prompts-file (a
+// directory included), no prompts, a MODEL_DIR that does not exist.
 int run_generate(GenerateArgs args);
 
 }  // namespace pagoda

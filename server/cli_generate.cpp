@@ -4,7 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,12 +16,16 @@
 
 #include "server/cli.h"
 #include "server/llm.h"
+#include "server/openai_request.h"
 
 namespace pagoda {
 
 using nlohmann::json;
 
 void add_generate_command(CLI::App& app, GenerateArgs& a) {
+  // As `pagoda serve`: a repeated scalar option keeps its last value
+  // (vLLM's argparse); --prompt, --stop, ... collect one value per use.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: the bundled stories260K)");
   // Vector options take one value per occurrence (repeat the flag), so a
   // trailing positional is MODEL_DIR, not one more value.
@@ -77,6 +85,12 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("--sampling-params", a.sampling_params,
                  "A JSON object of SamplingParams fields (the flags above win)");
   add_engine_flags(app, a.engine);
+  app.footer(
+      "Exit status: 0 every prompt completed; 1 a prompt failed (its output line carries the "
+      "error; the others still run) or the run did (model load, engine); 2 a usage error, "
+      "nothing run: a bad flag or value (the sampling flags and --sampling-params are checked as "
+      "vLLM's SamplingParams, before the model loads), --sampling-params / --logit-bias not a "
+      "JSON object, an unreadable --prompts-file, no prompts, a MODEL_DIR that does not exist.");
 }
 
 namespace {
@@ -88,12 +102,46 @@ struct Input {
   size_t line = 0;    // 1-based line in the file; 0: --prompt
 };
 
+// A command-line mistake: exit 2 before anything loads.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A flag's JSON object value ("--sampling-params", "--logit-bias").
+json parse_object_flag(const char* flag, const std::string& text) {
+  json v;
+  try {
+    v = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.what() begins "[json.exception.parse_error.101] ": keep what follows.
+    std::string why = e.what();
+    const size_t at = why.find("] ");
+    if (at != std::string::npos) why.erase(0, at + 2);
+    throw UsageError(fmt::format("{} is not valid JSON ({})", flag, why));
+  }
+  if (!v.is_object())
+    throw UsageError(fmt::format("{} must be a JSON object, got {}", flag, v.type_name()));
+  return v;
+}
+
+// "max_tokens" -> "--max-tokens": the flag that sets a SamplingParams field.
+std::string flag_of(const std::string& field) {
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// Every prompt's SamplingParams defaults: --sampling-params, then the
+// flags over it, checked as vLLM's SamplingParams(**kwargs) checks them
+// (types, ranges, names; what needs the model waits for the prompts).
+// Throws UsageError naming the flag.
 json sampling_defaults(const GenerateArgs& a) {
   json d = json::object();
   if (!a.sampling_params.empty()) {
-    d = json::parse(a.sampling_params, nullptr, false);
-    if (!d.is_object()) throw std::invalid_argument("--sampling-params must be a JSON object");
+    d = parse_object_flag("--sampling-params", a.sampling_params);
+    if (auto e = check_sampling_fields(d)) throw UsageError("--sampling-params: " + e->message);
   }
+  const json from_params = d;
   auto set = [&d](const char* k, const auto& v) {
     if (v) d[k] = *v;
   };
@@ -119,10 +167,14 @@ json sampling_defaults(const GenerateArgs& a) {
   if (!a.allowed_token_ids.empty()) d["allowed_token_ids"] = a.allowed_token_ids;
   if (a.ignore_eos) d["ignore_eos"] = true;
   if (a.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
-  if (!a.logit_bias.empty()) {
-    json b = json::parse(a.logit_bias, nullptr, false);
-    if (!b.is_object()) throw std::invalid_argument("--logit-bias must be a JSON object");
-    d["logit_bias"] = std::move(b);
+  if (!a.logit_bias.empty()) d["logit_bias"] = parse_object_flag("--logit-bias", a.logit_bias);
+  if (auto e = check_sampling_fields(d)) {
+    if (e->param.empty()) throw UsageError(e->message);
+    // Named by the flag that set the field, else by --sampling-params.
+    const auto p = from_params.find(e->param);
+    const bool by_flag = p == from_params.end() || *p != d[e->param];
+    throw UsageError(
+        fmt::format("{}: {}", by_flag ? flag_of(e->param) : "--sampling-params", e->message));
   }
   return d;
 }
@@ -170,14 +222,32 @@ std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_hand
 
 int run_generate(GenerateArgs a) {
   try {
+    // Usage errors first (exit 2), before the model loads.
+    json defaults;
+    try {
+      defaults = sampling_defaults(a);
+    } catch (const UsageError& e) {
+      spdlog::error("{}", e.what());
+      return 2;
+    }
+    std::error_code ec;
+    if (!a.engine.model_dir.empty() && !std::filesystem::is_directory(a.engine.model_dir, ec)) {
+      spdlog::error("model directory '{}' does not exist", a.engine.model_dir);
+      return 2;
+    }
     std::vector<Input> inputs;
     for (const std::string& p : a.prompts) inputs.push_back({json{{"prompt", p}}, "", 0});
     if (!a.prompts_file.empty()) {
       std::ifstream file;
       if (a.prompts_file != "-") {
+        // A directory opens as a stream that reads no line ("no prompts").
+        if (std::filesystem::is_directory(a.prompts_file, ec)) {
+          spdlog::error("cannot read --prompts-file {}: it is a directory", a.prompts_file);
+          return 2;
+        }
         file.open(a.prompts_file);
         if (!file) {
-          spdlog::error("cannot read --prompts-file {}", a.prompts_file);
+          spdlog::error("cannot read --prompts-file {}: {}", a.prompts_file, std::strerror(errno));
           return 2;
         }
       }
@@ -189,7 +259,6 @@ int run_generate(GenerateArgs a) {
       spdlog::error("no prompts: give --prompt TEXT or --prompts-file FILE");
       return 2;
     }
-    const json defaults = sampling_defaults(a);
     std::vector<json> requests;
     std::vector<size_t> request_input;  // requests[k] is inputs[request_input[k]]
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -28,6 +28,9 @@ constexpr std::chrono::milliseconds kShutdownGrace{5000};
 constexpr std::chrono::milliseconds kShutdownSlack{10000};
 
 void add_serve_command(CLI::App& app, ServeArgs& a) {
+  // A repeated option keeps its last value, as vLLM's argparse does
+  // (CLI11's default is an error); list options still collect every value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: bundled stories260K)");
   app.add_option("--host", a.host, "Address to listen on");
   app.add_option("--port", a.port, "Port (0: pick a free one)");

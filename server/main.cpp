@@ -32,7 +32,13 @@ int main(int argc, char** argv) {
   std::vector<char*> argv2;
   for (std::string& s : args) argv2.push_back(s.data());
   argv2.push_back(nullptr);
-  CLI11_PARSE(app, argc, argv2.data());
+  // Usage errors exit 2, as argparse does (vLLM's CLI), not CLI11's own
+  // codes (105, 109, ...); --help and --version print and exit 0.
+  try {
+    app.parse(static_cast<int>(argv2.size()) - 1, argv2.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (serve_cmd->parsed()) return pagoda::run_serve(std::move(serve));
   return pagoda::run_generate(std::move(gen));
 }

@@ -261,6 +261,14 @@ std::string response_id(const RequestFields& f, std::string_view prefix) {
 // early_stopping only with it). What the search does not take yet is a 400
 // naming the field. The beams end at the model's eos ids (unless
 // ignore_eos) and at stop_token_ids.
+// vLLM's SamplingParams._verify_greedy_sampling (v0, where best_of is a
+// field): greedy sampling (temperature < 1e-5) without beam search makes
+// every candidate the same sequence, so best_of must be 1.
+void check_greedy_best_of(bool greedy, std::optional<int64_t> best_of) {
+  if (greedy && best_of && *best_of > 1)
+    fail(fmt::format("best_of must be 1 when using greedy sampling, got {}.", *best_of), "best_of");
+}
+
 void parse_beam_search(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
   const double length_penalty = *f.number("length_penalty");
   EarlyStopping early = EarlyStopping::kFalse;
@@ -282,6 +290,7 @@ void parse_beam_search(const RequestFields& f, const ServingModel& model, Parsed
     if (early != EarlyStopping::kFalse)
       fail("early_stopping is not effective and must be False when not using beam search.",
            "early_stopping");
+    check_greedy_best_of(sp.greedy(), sp.best_of);
     return;
   }
   if (sp.temperature > 1e-5f) fail("temperature must be 0 when using beam search.", "temperature");
@@ -654,6 +663,12 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields) {
     for (const char* prompt : {"prompt", "prompt_token_ids", "messages"})
       if (fields.contains(prompt))
         fail(fmt::format("'{}' is not a SamplingParams field", prompt), prompt);
+    // Greedy as SamplingParams(temperature=0) is: the engine's own check
+    // (parse_beam_search) sees the temperature generation_config supplies.
+    if (!*f.boolean("use_beam_search")) {
+      const auto t = f.number("temperature");
+      check_greedy_best_of(t && *t < 1e-5, f.integer("best_of"));
+    }
     const json* stop = f.value("stop");
     if (!*f.boolean("detokenize") && stop && !stop->empty())
       fail(

@@ -81,6 +81,20 @@ BaseUrl parse_base_url(const std::string& url) {
   return out;
 }
 
+std::string normalize_endpoint(const std::string& endpoint) {
+  if (endpoint.find("://") != std::string::npos)
+    throw std::invalid_argument(fmt::format(
+        "--endpoint takes the API path (/v1/completions), got the URL '{}'; give the server "
+        "with --base-url (or --host and --port)",
+        endpoint));
+  for (unsigned char c : endpoint)
+    if (c <= ' ' || c == 0x7f)
+      throw std::invalid_argument(fmt::format(
+          "--endpoint must not contain spaces or control characters, got '{}'", endpoint));
+  if (endpoint.empty() || endpoint.front() != '/') return "/" + endpoint;
+  return endpoint;
+}
+
 Backend parse_backend(const std::string& name) {
   if (name == "openai") return Backend::kOpenAI;
   if (name == "openai-chat") return Backend::kOpenAIChat;
@@ -213,6 +227,19 @@ bool StreamFolder::add(const std::string& payload, double t, RequestResult& r) {
 
 namespace {
 
+// A connection the server closed early, in words: Beast's and Asio's own
+// texts ("partial message", "end of stream", "End of file") do not say who
+// closed what; they stay in parentheses for searching.
+std::string describe_error(const boost::system::error_code& ec) {
+  if (ec == http::error::end_of_stream)  // before any byte of the response
+    return fmt::format("server closed the connection without sending a response ({})",
+                       ec.message());
+  if (ec == http::error::partial_message || ec == net::error::eof)
+    return fmt::format("server closed the connection before the response was complete ({})",
+                       ec.message());
+  return ec.message();
+}
+
 double seconds_since(Clock::time_point origin) {
   return std::chrono::duration<double>(Clock::now() - origin).count();
 }
@@ -331,7 +358,7 @@ net::awaitable<RequestResult> run_request(Backend b, const Endpoint& ep,
       r.error = fmt::format("timed out: no complete response within --request-timeout ({} s)",
                             std::chrono::duration<double>(ep.timeout).count());
     } else {
-      r.error = e.code().message();  // what() adds the source location
+      r.error = describe_error(e.code());  // what() adds the source location
       r.client_side = is_client_side_error(e.code());
       if (r.client_side) r.error = "client-side: " + r.error;
     }

@@ -91,6 +91,13 @@ struct BaseUrl {
 };
 BaseUrl parse_base_url(const std::string& url);
 
+// --endpoint as the request path: one without its leading "/"
+// ("v1/completions") gets it (vLLM joins base_url + endpoint as strings, so
+// there it would run into the port: "http://h:8000v1/completions"). Throws
+// std::invalid_argument for a URL ("http://...": the server is --base-url)
+// or a path with whitespace or control characters.
+std::string normalize_endpoint(const std::string& endpoint);
+
 struct Endpoint {
   boost::asio::ip::tcp::endpoint address;
   std::string host;     // Host header (and the WebSocket handshake's host)

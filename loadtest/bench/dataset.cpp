@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -24,12 +27,22 @@ bool is_valid_sequence(int64_t prompt_len, int64_t output_len, bool skip_min_out
 }
 
 json load_json_file(const std::string& path) {
+  // A directory opens as a stream that reads nothing ("not valid JSON").
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error(
+        fmt::format("dataset path {} is a directory; --dataset-path takes a JSON file", path));
+  if (!std::filesystem::exists(path, ec))
+    throw std::runtime_error(fmt::format("dataset path {} does not exist", path));
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("cannot read {}", path));
+  if (!in)
+    throw std::runtime_error(
+        fmt::format("cannot read dataset path {}: {}", path, std::strerror(errno)));
   std::stringstream ss;
   ss << in.rdbuf();
   json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) throw std::runtime_error(fmt::format("{} is not valid JSON", path));
+  if (j.is_discarded())
+    throw std::runtime_error(fmt::format("dataset path {} is not valid JSON", path));
   return j;
 }
 

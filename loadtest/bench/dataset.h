@@ -29,8 +29,9 @@ bool is_valid_sequence(int64_t prompt_len, int64_t output_len,
                        bool skip_min_output_len_check = false, int64_t min_len = 4,
                        int64_t max_prompt_len = 1024, int64_t max_total_len = 2048);
 
-// Reads and parses a JSON file. Throws std::runtime_error naming the file
-// when it cannot be read or is not JSON.
+// Reads and parses a dataset's JSON file. Throws std::runtime_error naming
+// it ("dataset path /tmp is a directory; ...") when it is a directory, does
+// not exist, cannot be read or is not JSON.
 nlohmann::json load_json_file(const std::string& path);
 
 // The ids the server reads a completions text prompt as: the tokenizer's

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -32,6 +34,21 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace pagoda::bench;
+
+// The most prompts pagoda-bench builds: every prompt (text and token ids)
+// is made before the run, so an absurd count would allocate until
+// std::bad_alloc. A million is far past vLLM's benchmarks (1,000 by
+// default; ShareGPT has about 94,000 conversations).
+constexpr int64_t kMaxNumPrompts = 1'000'000;
+// The most tokens one prompt or output may be asked to have: past any
+// model's context.
+constexpr int64_t kMaxLenTokens = 10'000'000;
+// The most prompt tokens the random dataset builds in all (--num-prompts x
+// the longest prompt): about 12 bytes each (ids twice, text), so ~12 GB.
+constexpr double kMaxRandomTokens = 1e9;
+// vLLM's benchmark_serving.py seeds Python's and numpy's generators with
+// --seed: np.random.seed takes 0 to 2**32 - 1 and raises on the rest.
+constexpr int64_t kMaxSeed = 4'294'967'295;
 
 struct Args {
   std::string backend = "openai";
@@ -163,6 +180,13 @@ std::string first_client_side_error(const std::vector<RequestResult>& results) {
 
 int run(const Args& a) {
   const Backend backend = parse_backend(a.backend);
+  // The endpoint's leading "/" is added when missing (vLLM's string join
+  // would run it into the port: "http://h:8000v1/completions").
+  const std::string endpoint =
+      a.endpoint.empty() ? default_endpoint(backend) : normalize_endpoint(a.endpoint);
+  if (!a.endpoint.empty() && endpoint != a.endpoint)
+    std::cerr << fmt::format("pagoda-bench: note: --endpoint {} taken as {}\n", a.endpoint,
+                             endpoint);
   // The tokenizer: --tokenizer, else --model when it is a directory.
   std::string tok_dir = a.tokenizer;
   if (tok_dir.empty() && fs::is_directory(a.model)) tok_dir = a.model;
@@ -178,6 +202,18 @@ int run(const Args& a) {
     samples = sample_sharegpt(load_json_file(a.dataset_path), *tokenizer, a.num_prompts, a.seed,
                               a.sharegpt_output_len);
   } else if (a.dataset_name == "random") {
+    // Bounded before anything is built: each count is within its flag's
+    // range, but their product need not fit in memory.
+    const double ratio = std::clamp(a.random.range_ratio, 0.0, 1.0);
+    const double longest = static_cast<double>(a.random.prefix_len) +
+                           std::ceil(static_cast<double>(a.random.input_len) * (1 + ratio));
+    if (static_cast<double>(a.num_prompts) * longest > kMaxRandomTokens)
+      throw std::invalid_argument(fmt::format(
+          "the random dataset would be {} prompts (--num-prompts) of up to {} tokens each "
+          "(--random-prefix-len + --random-input-len x (1 + --random-range-ratio)), more than "
+          "the {:.0f} prompt tokens pagoda-bench builds before a run; lower --num-prompts or "
+          "--random-input-len",
+          a.num_prompts, longest, kMaxRandomTokens));
     int64_t mismatch = 0;
     samples = sample_random(*tokenizer, a.num_prompts, a.random, a.seed, &mismatch);
     if (mismatch != 0)
@@ -252,7 +288,7 @@ int run(const Args& a) {
   cfg.endpoint.host = v6 ? fmt::format("[{}]:{}", target.host, target.port)
                          : fmt::format("{}:{}", target.host, target.port);
   // vLLM's api_url = base_url + endpoint.
-  cfg.endpoint.path = target.path + (a.endpoint.empty() ? default_endpoint(backend) : a.endpoint);
+  cfg.endpoint.path = target.path + endpoint;
   if (const char* key = std::getenv("OPENAI_API_KEY")) cfg.endpoint.api_key = key;
   cfg.endpoint.timeout = timeout;
   cfg.options.model = a.model;
@@ -332,21 +368,31 @@ int run(const Args& a) {
   return 0;
 }
 
-// A readable range check for a numeric option (CLI11's own prints the
-// double limits in full): "--num-prompts: must be >= 1, got 0". CLI11
-// reports a value that is not a number itself.
-CLI::Validator at_least(double min, bool strict = false) {
+// An integer option's range, checked on the text as given: CLI11 2.1 reads
+// an out-of-range number as INT64_MAX and "-1" as UINT64_MAX for an
+// unsigned option. "--num-prompts: must be >= 1, got 0"; why (if any) is
+// appended to an out-of-range message. The text is rewritten in decimal,
+// so CLI11 converts exactly what was checked (it would read "010" as octal).
+CLI::Validator int_in(int64_t lo, int64_t hi, std::string why = "") {
   return CLI::Validator(
-      [min, strict](std::string& text) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        const double v = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || *end != '\0') return "must be a number, got '" + text + "'";
-        if (std::isnan(v) || (strict ? !(v > min) : !(v >= min)))
-          return fmt::format("must be {} {}, got {}", strict ? ">" : ">=", min, text);
+      [lo, hi, why](std::string& text) -> std::string {
+        const char* begin = text.data();
+        const char* end = begin + text.size();
+        if (begin != end && *begin == '+') ++begin;
+        int64_t v = 0;
+        const auto [at, ec] = std::from_chars(begin, end, v);
+        const bool whole = at == end && ec != std::errc::invalid_argument;
+        if (!whole || begin == end) return fmt::format("must be an integer, got '{}'", text);
+        const std::string suffix = why.empty() ? "" : fmt::format(" ({})", why);
+        const bool negative = *begin == '-';
+        if (ec == std::errc::result_out_of_range ? negative : v < lo)
+          return fmt::format("must be >= {}, got {}{}", lo, text, suffix);
+        if (ec == std::errc::result_out_of_range || v > hi)
+          return fmt::format("must be <= {}, got {}{}", hi, text, suffix);
+        text = fmt::format("{}", v);
         return "";
       },
-      fmt::format("{}{}", strict ? ">" : ">=", min));
+      fmt::format("INT in [{}, {}]", lo, hi));
 }
 
 }  // namespace
@@ -356,11 +402,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Args a;
   CLI::App* serve = app.add_subcommand("serve", "Benchmark a running OpenAI-compatible server");
+  // A repeated option keeps its last value, as vLLM's argparse does
+  // (CLI11's default is an error); --goodput and --metadata collect.
+  serve->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   serve->add_option("--backend", a.backend, "openai | openai-chat | pagoda-ws")
       ->check(CLI::IsMember({"openai", "openai-chat", "pagoda-ws"}));
   serve->add_option("--base-url", a.base_url, "http://HOST:PORT (instead of --host/--port)");
   serve->add_option("--host", a.host, "Server host (default 127.0.0.1)");
-  serve->add_option("--port", a.port, "Server port (default 8000)");
+  serve->add_option("--port", a.port, "Server port (default 8000)")->check(int_in(1, 65535));
   serve->add_option(
       "--endpoint", a.endpoint,
       "API path (default /v1/completions; openai-chat /v1/chat/completions; pagoda-ws /v1/ws)");
@@ -373,42 +422,52 @@ int main(int argc, char** argv) {
   serve->add_option("--dataset-name", a.dataset_name, "sharegpt | random")
       ->check(CLI::IsMember({"sharegpt", "random"}));
   serve->add_option("--dataset-path", a.dataset_path, "ShareGPT-format JSON file");
-  serve->add_option("--num-prompts", a.num_prompts, "Number of prompts (default 1000)")
-      ->check(at_least(1));
+  serve
+      ->add_option("--num-prompts", a.num_prompts,
+                   fmt::format("Number of prompts (default 1000, at most {})", kMaxNumPrompts))
+      ->check(int_in(1, kMaxNumPrompts, "pagoda-bench builds every prompt before the run"));
   serve
       ->add_option("--sharegpt-output-len", a.sharegpt_output_len,
                    "Output length of every ShareGPT request")
-      ->check(at_least(1));
+      ->check(int_in(1, kMaxLenTokens));
   serve
       ->add_option("--random-input-len", a.random.input_len,
                    "Random prompts' length in tokens, BOS included (default 1024)")
-      ->check(at_least(0));
+      ->check(int_in(0, kMaxLenTokens));
   serve
       ->add_option("--random-output-len", a.random.output_len,
                    "Random requests' output length (default 128)")
-      ->check(at_least(1));
+      ->check(int_in(1, kMaxLenTokens));
   serve->add_option("--random-range-ratio", a.random.range_ratio,
                     "Lengths drawn from [len*(1-r), len*(1+r)], r in [0, 1) (default 0)");
   serve
       ->add_option("--random-prefix-len", a.random.prefix_len,
                    "Fixed random tokens before each random prompt")
-      ->check(at_least(0));
+      ->check(int_in(0, kMaxLenTokens));
   serve->add_flag("--prompt-token-ids", a.prompt_token_ids,
                   "Send each prompt as its list of token ids (openai, pagoda-ws)");
   serve->add_option("--request-rate", a.request_rate, "Requests/s (default inf: all at once)");
   serve->add_option("--burstiness", a.burstiness, "Gamma shape of the arrival gaps (1: Poisson)");
-  serve->add_option("--max-concurrency", a.max_concurrency, "Most requests in flight")
-      ->check(at_least(0));
-  serve->add_option("--seed", a.seed,
-                    "Seed of the dataset sampling and the arrival times (default 0)");
+  serve
+      ->add_option("--max-concurrency", a.max_concurrency,
+                   "Most requests in flight (default 0: no limit)")
+      ->check(int_in(0, kMaxNumPrompts, "0: no limit; a run has at most 1000000 requests"));
+  serve
+      ->add_option("--seed", a.seed,
+                   "Seed of the dataset sampling and the arrival times (default 0; 0 to 2**32 - 1, "
+                   "as numpy's seed in vLLM's benchmark)")
+      ->check(int_in(0, kMaxSeed, "numpy's seed range, which vLLM's benchmark_serving.py uses"));
   serve->add_flag("--ignore-eos", a.ignore_eos, "Send ignore_eos: true");
   serve->add_flag("--disable-tqdm", a.disable_tqdm, "No progress bar");
-  serve->add_option("--logprobs", a.logprobs, "logprobs to ask for per token");
+  serve->add_option("--logprobs", a.logprobs, "logprobs to ask for per token")
+      ->check(int_in(0, std::numeric_limits<int>::max()));
   serve->add_option("--percentile-metrics", a.percentile_metrics,
                     "Metrics to print percentiles of: ttft,tpot,itl,e2el (default all four)");
   serve->add_option("--metric-percentiles", a.metric_percentiles,
                     "Percentiles to print (default 90,99)");
-  serve->add_option("--goodput", a.goodput, "SLOs as KEY:MS (ttft, tpot, e2el)")->expected(1, 3);
+  serve->add_option("--goodput", a.goodput, "SLOs as KEY:MS (ttft, tpot, e2el)")
+      ->expected(1, 3)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   serve->add_flag("--save-result", a.save_result, "Write the results as JSON");
   serve->add_flag("--save-detailed", a.save_detailed,
                   "Also vLLM's per-request lists (with generated texts)");

@@ -8,9 +8,16 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+
+#include "tests/bench/drip_server.h"
 
 namespace {
 
@@ -51,7 +58,7 @@ TEST(BenchCli, UsageErrorsExit2WithReadableMessages) {
   };
   const std::vector<Case> cases = {
       {"--random-output-len 0", "--random-output-len: must be >= 1, got 0"},
-      {"--random-input-len x1", "--random-input-len: must be a number, got 'x1'"},
+      {"--random-input-len x1", "--random-input-len: must be an integer, got 'x1'"},
       {"--no-such-option", "no-such-option"},
       {"--backend nope", "--backend"},
       {"--max-concurrency -1", "--max-concurrency: must be >= 0, got -1"},
@@ -77,6 +84,125 @@ TEST(BenchCli, UsageErrorsExit2WithReadableMessages) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--num-prompts: must be >= 1, got 0"), std::string::npos) << r.out;
   EXPECT_EQ(bench("--help").status, 0);
+}
+
+// Integer options are read exactly and bounded before anything is built:
+// CLI11 alone saturates 99999999999999999999 to INT64_MAX and reads -1 as
+// UINT64_MAX for --seed, and --num-prompts INT64_MAX built prompts until
+// std::bad_alloc. --seed takes numpy's range (vLLM's benchmark seeds
+// np.random with it, which rejects the rest).
+TEST(BenchCli, IntegerOptionsOutOfRangeAreRejectedNamingTheFlag) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--num-prompts 9223372036854775807",
+       "--num-prompts: must be <= 1000000, got 9223372036854775807"},
+      {"--num-prompts 99999999999999999999999", "--num-prompts: must be <= 1000000"},
+      {"--num-prompts -99999999999999999999999", "--num-prompts: must be >= 1"},
+      {"--num-prompts 1.5", "--num-prompts: must be an integer, got '1.5'"},
+      {"--max-concurrency 99999999999999999999",
+       "--max-concurrency: must be <= 1000000, got 99999999999999999999"},
+      {"--seed -1", "--seed: must be >= 0, got -1"},
+      {"--seed 4294967296", "--seed: must be <= 4294967295, got 4294967296"},
+      {"--seed 99999999999999999999", "--seed: must be <= 4294967295"},
+      {"--random-output-len 99999999999999999999", "--random-output-len: must be <= 10000000"},
+      {"--sharegpt-output-len -3", "--sharegpt-output-len: must be >= 1, got -3"},
+      {"--port 99999999999", "--port: must be <= 65535, got 99999999999"},
+      {"--logprobs -5", "--logprobs: must be >= 0, got -5"},
+      // Each within its range, their product not: refused before building.
+      {"--num-prompts 1000000 --random-input-len 1000000 --random-output-len 4",
+       "more than the 1000000000 prompt tokens pagoda-bench builds"},
+  };
+  for (const Case& c : cases) {
+    // Were the counts not bounded: ulimit -v makes building the prompts
+    // fail here instead of taking the machine's memory, timeout ends the
+    // 10^12-token case.
+    const Ran r = bench("--dataset-name random " + c.args, "ulimit -v 4000000 && timeout 60 ");
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("Starting initial"), std::string::npos) << r.out;  // nothing sent
+    EXPECT_EQ(r.out.find("bad_alloc"), std::string::npos) << r.out;
+  }
+  // In range, with a sign or leading zeros: read as decimal (CLI11 alone
+  // reads "010" as octal 8). Nothing listens there: the test request fails.
+  const Ran ok =
+      bench(kRandom + " --num-prompts +2 --seed 4294967295 --max-concurrency 010 --port " +
+            std::to_string(closed_port()));
+  EXPECT_EQ(ok.status, 1) << ok.out;
+  EXPECT_NE(ok.out.find("Initial test run failed"), std::string::npos) << ok.out;
+}
+
+// A directory or a missing file as --dataset-path says so (a directory
+// read as an empty stream was "/tmp is not valid JSON"); a URL as
+// --endpoint is refused before anything is built.
+TEST(BenchCli, DatasetPathAndEndpointMistakesAreNamed) {
+  const fs::path dir = fs::temp_directory_path();
+  Ran r = bench("--num-prompts 2 --dataset-name sharegpt --dataset-path " + dir.string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("dataset path {} is a directory", dir.string())),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("not valid JSON"), std::string::npos) << r.out;
+  r = bench("--num-prompts 2 --dataset-name sharegpt --dataset-path /no/such/file.json");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("dataset path /no/such/file.json does not exist"), std::string::npos)
+      << r.out;
+  r = bench(kRandom + " --num-prompts 2 --endpoint http://127.0.0.1:8000/v1/completions");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--endpoint takes the API path"), std::string::npos) << r.out;
+}
+
+// --endpoint without its leading "/" is the path a user means (vLLM's
+// base_url + endpoint would make "http://127.0.0.1:8000v1/completions").
+TEST(BenchCli, EndpointWithoutLeadingSlashIsThatPath) {
+  std::string target;
+  Ran r;
+  {
+    pagoda::bench::DripServer server([&target](boost::asio::ip::tcp::socket& s,
+                                               std::atomic<bool>&) {
+      boost::beast::flat_buffer buffer;
+      boost::beast::http::request<boost::beast::http::string_body> req;
+      boost::beast::http::read(s, buffer, req);
+      target = std::string(req.target());
+      boost::asio::write(
+          s, boost::asio::buffer(std::string(
+                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                 "data: {\"id\":\"c\",\"choices\":[{\"text\":\"a\"}]}\n\n"
+                 "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,"
+                 "\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")));
+      s.shutdown(boost::asio::ip::tcp::socket::shutdown_both);
+    });
+    r = bench(kRandom + " --num-prompts 1 --skip-initial-test --endpoint v1/completions " +
+              "--port " + std::to_string(server.port()));
+  }  // the server's thread joined: target is written
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("--endpoint v1/completions taken as /v1/completions"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Successful requests:                     1"), std::string::npos) << r.out;
+  EXPECT_EQ(target, "/v1/completions");
+}
+
+// A repeated option keeps its last value, as vLLM's argparse (CLI11's
+// default was "--num-prompts: At Most 1 required but received 2");
+// --goodput and --metadata still collect every value.
+TEST(BenchCli, RepeatedOptionKeepsTheLastValue) {
+  const fs::path result =
+      fs::temp_directory_path() / fmt::format("pagoda_bench_repeat_{}.json", ::getpid());
+  const Ran r = bench(
+      "--dataset-name random --random-input-len 16 --random-input-len 12 --random-output-len 4 "
+      "--num-prompts 3 --num-prompts 2 --seed 1 --seed 2 --skip-initial-test --goodput ttft:100 "
+      "--goodput tpot:100 --metadata a=1 --metadata b=2 --port 1 --port " +
+      std::to_string(closed_port()) + " --result-filename " + result.string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  std::ifstream in(result);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["num_prompts"], 2);
+  EXPECT_EQ(j["completed"].get<int>() + j["failed"].get<int>(), 2);
+  EXPECT_EQ(j["a"], "1");
+  EXPECT_EQ(j["b"], "2");
+  fs::remove(result);
 }
 
 TEST(BenchCli, ResultLocationCheckedBeforeTheRun) {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "loadtest/bench/runner.h"
+#include "tests/bench/drip_server.h"
 
 namespace pagoda::bench {
 namespace {
@@ -20,35 +21,6 @@ namespace {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 using Clock = std::chrono::steady_clock;
-
-// A loopback server on its own thread that serves one connection with
-// `serve` until the client goes away or stop is set.
-class DripServer {
- public:
-  explicit DripServer(std::function<void(net::ip::tcp::socket&, std::atomic<bool>&)> serve)
-      : acceptor_(ctx_, {net::ip::make_address("127.0.0.1"), 0}) {
-    thread_ = std::thread([this, serve] {
-      net::ip::tcp::socket s(ctx_);
-      acceptor_.accept(s);
-      try {
-        serve(s, stop_);
-      } catch (const std::exception&) {
-        // the client closed the connection: done
-      }
-    });
-  }
-  ~DripServer() {
-    stop_ = true;
-    thread_.join();
-  }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
-
- private:
-  net::io_context ctx_;
-  net::ip::tcp::acceptor acceptor_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 RunConfig config(Backend b, uint16_t port, std::chrono::milliseconds timeout) {
   RunConfig cfg;

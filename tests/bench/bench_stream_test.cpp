@@ -165,6 +165,20 @@ TEST(BenchStream, BaseUrlAsVllmJoinsIt) {
     EXPECT_THROW(parse_base_url(bad), std::invalid_argument) << bad;
 }
 
+TEST(BenchStream, EndpointGetsItsLeadingSlash) {
+  EXPECT_EQ(normalize_endpoint("/v1/completions"), "/v1/completions");
+  EXPECT_EQ(normalize_endpoint("v1/completions"), "/v1/completions");
+  EXPECT_EQ(normalize_endpoint("completions?x=1"), "/completions?x=1");
+  try {
+    normalize_endpoint("http://127.0.0.1:8000/v1/completions");
+    ADD_FAILURE() << "a URL was taken as a path";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--base-url"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(normalize_endpoint("/v1/com pletions"), std::invalid_argument);
+  EXPECT_THROW(normalize_endpoint("/v1/\ncompletions"), std::invalid_argument);
+}
+
 TEST(BenchStream, RequestBodies) {
   SampleRequest s;
   s.prompt = "Once upon";

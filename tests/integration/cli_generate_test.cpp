@@ -75,10 +75,12 @@ TEST(CliGenerate, EveryPromptCompletedExitsZero) {
   }
 }
 
-TEST(CliGenerate, EveryPromptRejectedExitsNonZeroWithAMessage) {
-  GenerateRun r = run_generate_cli("all_rejected", {"Once upon a time", "The little dog"}, "--temperature -1");
-  EXPECT_NE(r.exit_status, 0) << r.err;
-  EXPECT_NE(r.exit_status, -1) << "did not exit normally";
+TEST(CliGenerate, EveryPromptRejectedExitsOneWithAMessage) {
+  GenerateRun r = run_generate_cli("all_rejected",
+                                   {R"({"prompt": "Once upon a time", "temperature": -1})",
+                                    R"({"prompt": "The little dog", "temperature": -2})"},
+                                   "");
+  EXPECT_EQ(r.exit_status, 1) << r.err;
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
   for (const json& l : r.lines) EXPECT_NE(l.value("error", "").find("temperature"), std::string::npos) << l.dump();
   EXPECT_NE(r.err.find("2 of 2 prompt(s) failed"), std::string::npos) << r.err;
@@ -350,13 +352,15 @@ TEST(CliGenerate, ByteOrderMarkIsStrippedAndTokenPromptsHaveNoText) {
 // (line null: no file), stderr names the same index; text output keeps one
 // line per input.
 TEST(CliGenerate, FailedPromptLinesAreAlignedAndConsistent) {
-  GenerateRun r = run_generate_args("prompt_error", "--prompt Once --temperature -1");
+  // An id outside stories260K's 512-token vocabulary: checked with the model,
+  // per prompt (a flag's value out of every range is a usage error, exit 2).
+  GenerateRun r = run_generate_args("prompt_error", "--prompt Once --stop-token-ids 100000");
   EXPECT_EQ(r.exit_status, 1) << r.err;
   ASSERT_EQ(r.lines.size(), 1u) << r.err;
   EXPECT_EQ(r.lines[0]["index"], 0);
   EXPECT_TRUE(r.lines[0].contains("line") && r.lines[0]["line"].is_null()) << r.lines[0].dump();
-  EXPECT_EQ(r.lines[0]["param"], "temperature");
-  EXPECT_NE(r.err.find("prompt 0, --prompt: temperature"), std::string::npos) << r.err;
+  EXPECT_EQ(r.lines[0]["param"], "stop_token_ids");
+  EXPECT_NE(r.err.find("prompt 0, --prompt: stop_token_ids"), std::string::npos) << r.err;
   GenerateRun t =
       run_generate_cli("text_error", {R"({"prompt": "Once", "top_p": 0})", R"({"prompt": "Hi"})"},
                        "--output-format text --max-tokens 2", /*parse_stdout=*/false);
@@ -372,13 +376,57 @@ TEST(CliGenerate, FailedPromptLinesAreAlignedAndConsistent) {
 // 1.79e308"), by the same check the Python LLM(...) uses.
 TEST(CliGenerate, EngineArgRangesAreClear) {
   GenerateRun r = run_generate_args("seqs0", "--prompt Once --max-num-seqs 0");
-  EXPECT_NE(r.exit_status, 0);
+  EXPECT_EQ(r.exit_status, 2);  // a usage error
   EXPECT_NE(r.err.find("max_num_seqs must be >= 1, got 0"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("17976931348623157"), std::string::npos) << r.err;
   GenerateRun g = run_generate_args("gpu15", "--prompt Once --gpu-memory-utilization 1.5");
-  EXPECT_NE(g.exit_status, 0);
+  EXPECT_EQ(g.exit_status, 2);
   EXPECT_NE(g.err.find("gpu_memory_utilization must be in [0, 1], got 1.5"), std::string::npos)
       << g.err;
+}
+
+// Exit status: 0 every prompt completed, 1 a prompt failed (above), 2 a
+// usage error, reported before the model loads and with nothing on stdout:
+// a bad --sampling-params used to exit 1 like a failed prompt, CLI11's own
+// errors with its codes (105, 109).
+TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
+  const std::string dir = ::testing::TempDir();
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--prompt Once --sampling-params '{bad'", "--sampling-params is not valid JSON"},
+      {"--prompt Once --sampling-params '[1]'", "--sampling-params must be a JSON object"},
+      {"--prompt Once --sampling-params '{\"temperature\": -1}'",
+       "--sampling-params: temperature must be non-negative"},
+      {"--prompt Once --sampling-params '{\"max_token\": 3}'",
+       "--sampling-params: 'max_token' is not a SamplingParams field"},
+      {"--prompt Once --temperature -1", "--temperature: temperature must be non-negative"},
+      {"--prompt Once --top-p 2", "--top-p: top_p must be in (0, 1]"},
+      {"--prompt Once --best-of 2 --temperature 0",
+       "--best-of: best_of must be 1 when using greedy sampling"},
+      {"--prompt Once --sampling-params '{\"best_of\": 2}' --temperature 0",
+       "--sampling-params: best_of must be 1 when using greedy sampling"},
+      {"--prompt Once --logit-bias x", "--logit-bias is not valid JSON"},
+      {"--prompts-file '" + dir + "'", "it is a directory"},
+      {"--prompts-file /no/such/prompts.txt", "cannot read --prompts-file /no/such/prompts.txt"},
+      {"/no/such/model --prompt Once", "model directory '/no/such/model' does not exist"},
+      {"--prompt Once --no-such-flag", "--no-such-flag"},
+      {"--prompt Once --max-tokens x", "--max-tokens"},
+      {"", "no prompts"},
+  };
+  for (const Case& c : cases) {
+    GenerateRun r = run_generate_args("usage", c.args, /*parse_stdout=*/false);
+    EXPECT_EQ(r.exit_status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.lines.empty()) << c.args;
+  }
+  GenerateRun help = run_generate_args("help", "--help", /*parse_stdout=*/false);
+  EXPECT_EQ(help.exit_status, 0);
+  std::string out;
+  for (const json& l : help.lines) out += l.get<std::string>() + "\n";
+  EXPECT_NE(out.find("Exit status: 0 every prompt completed; 1 a prompt failed"), std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -87,6 +87,15 @@ def test_sampling_params_names_and_defaults():
         SamplingParams(max_token=3)
 
 
+def test_best_of_above_one_with_greedy_sampling_raises_value_error():
+    # vLLM's SamplingParams._verify_greedy_sampling: the best_of candidates
+    # of greedy sampling would all be one sequence. Beam search takes them.
+    with pytest.raises(ValueError, match="best_of must be 1 when using greedy sampling, got 2"):
+        SamplingParams(temperature=0, best_of=2)
+    SamplingParams(temperature=0, best_of=2, use_beam_search=True)
+    SamplingParams(temperature=0.5, best_of=2)
+
+
 def test_invalid_requests_raise_value_error_naming_prompt_and_field(llm):
     # What needs the model (the vocabulary) is checked when generate() runs,
     # naming the prompt; the rest when SamplingParams is built.

@@ -313,6 +313,41 @@ TEST(ProtocolCompletion, AcceptedEdgeValues) {
   EXPECT_FALSE(ok_completion(R"({"prompt": "x", "stream_options": {}})").include_usage);
 }
 
+// vLLM's SamplingParams._verify_greedy_sampling: with temperature 0 and no
+// beam search the best_of candidates would all be the one greedy sequence,
+// so best_of > 1 is a 400 naming it (the HTTP API, LLM.generate's requests
+// and the Python SamplingParams' own check alike).
+TEST(ProtocolCompletion, BestOfAboveOneIsRefusedWithGreedySampling) {
+  const ServingModel m = make_test_model();
+  for (const char* body : {R"({"prompt": "x", "best_of": 2, "temperature": 0})",
+                           R"({"prompt": "x", "n": 2, "best_of": 3, "temperature": 1e-6})"}) {
+    SCOPED_TRACE(body);
+    const OpenAIError e = err_completion(body, m);
+    EXPECT_EQ(e.status, 400);
+    const json j = json::parse(e.body());
+    EXPECT_EQ(j["error"]["type"], "BadRequestError");
+    EXPECT_EQ(j["error"]["param"], "best_of");
+    EXPECT_NE(e.message.find("best_of must be 1 when using greedy sampling, got "),
+              std::string::npos)
+        << e.message;
+    ParseResult offline = parse_offline_object(json::parse(body), m);
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(offline));
+    EXPECT_EQ(std::get<OpenAIError>(offline).param, "best_of");
+    json fields = json::parse(body);
+    fields.erase("prompt");
+    const std::optional<OpenAIError> checked = check_sampling_fields(fields);
+    ASSERT_TRUE(checked.has_value());
+    EXPECT_EQ(checked->param, "best_of");
+  }
+  // Sampling, beam search (best_of beams), best_of 1: accepted.
+  ok_completion(R"({"prompt": "x", "best_of": 2, "temperature": 0.5})", m);
+  ok_completion(R"({"prompt": "x", "best_of": 2, "temperature": 0, "use_beam_search": true})", m);
+  ok_completion(R"({"prompt": "x", "best_of": 1, "temperature": 0})", m);
+  EXPECT_FALSE(
+      check_sampling_fields(json{{"best_of", 2}, {"temperature", 0}, {"use_beam_search", true}}));
+  EXPECT_FALSE(check_sampling_fields(json{{"best_of", 2}}));  // SamplingParams' temperature 1
+}
+
 TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
   ParseResult pr = parse_chat_request(
       R"({"model": "tiny", "messages": [{"role": "system", "content": "S"},

@@ -1,0 +1,120 @@
+// A server that closes the connection early: the request's error says so
+// in words (the summary's error list and the initial test run print it),
+// not Beast's bare "partial message" / "end of stream" / "End of file".
+#include <gtest/gtest.h>
+
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <string>
+
+#include "loadtest/bench/runner.h"
+#include "tests/bench/drip_server.h"
+
+namespace pagoda::bench {
+namespace {
+
+namespace beast = boost::beast;
+using Socket = net::ip::tcp::socket;
+
+RunConfig config(Backend b, uint16_t port) {
+  RunConfig cfg;
+  cfg.backend = b;
+  cfg.endpoint.address = {net::ip::make_address("127.0.0.1"), port};
+  cfg.endpoint.host = "127.0.0.1";
+  cfg.endpoint.path = default_endpoint(b);
+  cfg.endpoint.timeout = std::chrono::seconds(10);
+  cfg.options.model = "m";
+  cfg.progress = false;
+  return cfg;
+}
+
+SampleRequest sample() {
+  SampleRequest s;
+  s.prompt = "Once upon";
+  s.prompt_len = 3;
+  s.expected_output_len = 4;
+  return s;
+}
+
+// The whole request, body included: a socket closed with unread bytes
+// would send a reset instead of the end of stream under test.
+void read_request(Socket& s) {
+  beast::flat_buffer buffer;
+  beast::http::request<beast::http::string_body> req;
+  beast::http::read(s, buffer, req);
+}
+
+// Runs one request against a server that does `serve` and returns its error.
+std::string error_of(Backend b, std::function<void(Socket&)> serve) {
+  DripServer server([serve](Socket& s, std::atomic<bool>&) { serve(s); });
+  RequestResult r = run_one(sample(), config(b, server.port()));
+  EXPECT_FALSE(r.success);
+  return r.error;
+}
+
+const std::string kClosedEarly = "server closed the connection before the response was complete";
+
+TEST(BenchConnectionErrors, ClosedBeforeAnyResponse) {
+  const std::string e = error_of(Backend::kOpenAI, [](Socket& s) {
+    read_request(s);
+    s.close();
+  });
+  EXPECT_EQ(e, "server closed the connection without sending a response (end of stream)");
+}
+
+TEST(BenchConnectionErrors, ClosedInsideTheHeader) {
+  const std::string e = error_of(Backend::kOpenAI, [](Socket& s) {
+    read_request(s);
+    net::write(s, net::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Ty")));
+    s.close();
+  });
+  EXPECT_EQ(e, kClosedEarly + " (partial message)");
+}
+
+TEST(BenchConnectionErrors, ClosedInsideAChunkedStream) {
+  const std::string e = error_of(Backend::kOpenAI, [](Socket& s) {
+    read_request(s);
+    net::write(s, net::buffer(std::string(
+                      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n"
+                      "2b\r\ndata: {\"id\":\"c\",\"choices\":[{\"text\":\"a\"}]}\n\n\r\n"
+                      "40\r\ndata: {\"id\"")));
+    s.close();
+  });
+  EXPECT_EQ(e, kClosedEarly + " (partial message)");
+}
+
+TEST(BenchConnectionErrors, ClosedInsideAnErrorBody) {
+  const std::string e = error_of(Backend::kOpenAI, [](Socket& s) {
+    read_request(s);
+    net::write(s, net::buffer(std::string("HTTP/1.1 500 Internal Server Error\r\n"
+                                          "Content-Length: 100\r\n\r\n{\"error\"")));
+    s.close();
+  });
+  EXPECT_EQ(e, kClosedEarly + " (partial message)");
+}
+
+TEST(BenchConnectionErrors, WebSocketClosedWithoutACloseFrame) {
+  const std::string e = error_of(Backend::kPagodaWs, [](Socket& s) {
+    beast::websocket::stream<Socket&> ws(s);
+    ws.accept();
+    beast::flat_buffer buffer;
+    ws.read(buffer);  // the completion message
+    s.close();
+  });
+  EXPECT_EQ(e, kClosedEarly + " (End of file)");
+}
+
+TEST(BenchConnectionErrors, WebSocketClosedDuringTheHandshake) {
+  const std::string e = error_of(Backend::kPagodaWs, [](Socket& s) {
+    read_request(s);
+    s.close();
+  });
+  EXPECT_EQ(e, "server closed the connection without sending a response (end of stream)");
+}
+
+}  // namespace
+}  // namespace pagoda::bench

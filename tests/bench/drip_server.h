@@ -1,0 +1,43 @@
+// A one-connection loopback server for pagoda-bench's client tests
+// (tests/bench): each test scripts what the server does with the bytes.
+#pragma once
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <functional>
+#include <thread>
+
+namespace pagoda::bench {
+
+namespace net = boost::asio;
+
+// A loopback server on its own thread that serves one connection with
+// `serve` until the client goes away or stop is set.
+class DripServer {
+ public:
+  explicit DripServer(std::function<void(net::ip::tcp::socket&, std::atomic<bool>&)> serve)
+      : acceptor_(ctx_, {net::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this, serve] {
+      net::ip::tcp::socket s(ctx_);
+      acceptor_.accept(s);
+      try {
+        serve(s, stop_);
+      } catch (const std::exception&) {
+        // the client closed the connection: done
+      }
+    });
+  }
+  ~DripServer() {
+    stop_ = true;
+    thread_.join();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  net::io_context ctx_;
+  net::ip::tcp::acceptor acceptor_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace pagoda::bench
