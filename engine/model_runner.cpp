@@ -78,26 +78,44 @@ int32_t ModelRunner::acquire_slot(const Sequence& seq, bool& fresh) {
 
 const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& out,
                                                        const std::vector<int32_t>& eos_token_ids) {
+  build_sampling(out, eos_token_ids, /*defer_masks=*/false);
+  return sampling_;
+}
+
+void ModelRunner::build_sampling(const SchedulerOutput& out,
+                                 const std::vector<int32_t>& eos_token_ids, bool defer_masks) {
   ++step_;
   DeviceSamplingBatch& b = sampling_;
   b.clear();
-  // The guided rows' masks this step lacks, filled in parallel by the mask
-  // workers and this thread (a new state of a 150k-token vocabulary costs
-  // ~3 ms on one core).
+  mask_fill_.reset();  // a step that failed left it: done (or waited for) here
+  // The guided rows' masks this step lacks are filled in parallel by the
+  // mask workers (a new state of a 150k-token vocabulary costs ~3 ms on
+  // one core); deferred, the rows get their masks in b.prepare(), which
+  // the executor calls while the forward runs, and this thread helps fill
+  // there.
   guided_states_.clear();
+  guided_rows_.clear();
   for (const ScheduledSeq& s : out.seqs)
     if (s.samples && s.seq->sampling.guide && s.seq->guide_state >= 0)
       guided_states_.emplace_back(s.seq->sampling.guide.get(), s.seq->guide_state);
-  if (!guided_states_.empty()) guided::fill_masks(guided_states_);
+  if (!guided_states_.empty()) mask_fill_ = std::make_unique<guided::MaskFill>(guided_states_);
+  const int64_t vocab = executor_.vocab_size();
+  auto add_mask = [&b, &eos_token_ids, vocab](DeviceSampleRow& r, const Sequence& seq) {
+    append_guided_mask(b, r, seq.sampling.guide->mask(seq.guide_state),
+                       seq.sampling.guide->accepting(seq.guide_state), eos_token_ids, vocab);
+  };
+  if (mask_fill_ && !defer_masks) mask_fill_->wait();
   int32_t src = 0;
   auto add = [&](Sequence& seq) {
     const SamplingParams& sp = seq.sampling;
     DeviceSampleRow& r =
         append_sample_row(b, sp, seq.output_ids(), eos_token_ids, src, sp.greedy() ? 0 : seq.rng());
-    if (sp.guide && seq.guide_state >= 0)
-      append_guided_mask(b, r, sp.guide->mask(seq.guide_state),
-                         sp.guide->accepting(seq.guide_state), eos_token_ids,
-                         executor_.vocab_size());
+    if (sp.guide && seq.guide_state >= 0) {
+      if (defer_masks)
+        guided_rows_.emplace_back(b.rows.size() - 1, &seq);
+      else
+        add_mask(r, seq);
+    }
     if (needs_penalty_slot(sp)) {
       bool fresh = false;
       r.slot = acquire_slot(seq, fresh);
@@ -120,13 +138,17 @@ const DeviceSamplingBatch& ModelRunner::build_sampling(const SchedulerOutput& ou
     }
   }
   b.num_slots = num_slots_;
-  return b;
+  if (defer_masks && !guided_rows_.empty())
+    b.deferred = [this, &b, add_mask] {
+      mask_fill_->wait();
+      for (const auto& [row, seq] : guided_rows_) add_mask(b.rows[row], *seq);
+    };
 }
 
 bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
                                      std::vector<TokenLogprob>& sampled) {
   if (!executor_.can_sample_on_device()) return false;
-  build_sampling(out, eos_token_ids);
+  build_sampling(out, eos_token_ids, /*defer_masks=*/true);
   // Prompt-logprob positions are score rows after the sampling rows
   // (engine/sample/prompt_logprobs.h), their logits rows after the sampling
   // logits rows (build_batch).
@@ -134,6 +156,9 @@ bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vect
   append_prompt_score_rows(out, static_cast<int32_t>(out.num_samples()), sampling_);
   batch_ = build_batch(out, executor_.block_size());
   executor_.execute_and_sample(batch_, sampling_, sampled);
+  if (sampling_.deferred)
+    throw std::logic_error(
+        "ModelRunner: the executor sampled without DeviceSamplingBatch::prepare()");
   if (sampled.size() != sampling_.rows.size())
     throw std::runtime_error("ModelRunner: executor returned " + std::to_string(sampled.size()) +
                              " samples, expected " + std::to_string(sampling_.rows.size()));

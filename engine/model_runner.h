@@ -9,11 +9,13 @@
 // (engine/sample/prompt_logprobs.h) after all of those.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "engine/guided/guide.h"
+#include "engine/guided/mask_precompute.h"
 #include "engine/model/forward_batch.h"
 #include "engine/model/model_executor.h"
 #include "engine/sample/device_sampling.h"
@@ -67,12 +69,18 @@ class ModelRunner {
   ModelExecutor& executor() { return executor_; }
 
  private:
+  // defer_masks: guided rows get their masks in sampling_.prepare() (see
+  // execute_and_sample), else now.
+  void build_sampling(const SchedulerOutput& out, const std::vector<int32_t>& eos_token_ids,
+                      bool defer_masks);
   ModelExecutor& executor_;
   int32_t acquire_slot(const Sequence& seq, bool& fresh);
 
   ForwardBatch batch_;  // reused between steps
   DeviceSamplingBatch sampling_;
   std::vector<std::pair<const guided::Guide*, int32_t>> guided_states_;  // build_sampling's scratch
+  std::vector<std::pair<size_t, const Sequence*>> guided_rows_;          // (row, sequence) to mask
+  std::unique_ptr<guided::MaskFill> mask_fill_;                          // this step's fills
   // Penalty slots: sequence uid -> slot, and the step each was last used.
   std::unordered_map<uint64_t, std::pair<int32_t, uint64_t>> slot_of_;
   std::vector<int32_t> free_slots_;

@@ -122,6 +122,7 @@ void GpuSampler::ensure_staging(size_t bytes) {
 
 void GpuSampler::sample(const Tensor& logits, const DeviceSamplingBatch& batch,
                         std::vector<TokenLogprob>& out) {
+  batch.prepare();  // when the executor has not (it calls it once the forward is enqueued)
   CudaBackend& cb = as_cuda(backend_);
   const int64_t n = static_cast<int64_t>(batch.rows.size());
   if (logits.device != Device::CUDA || logits.dtype != DType::F32 || logits.ndim != 2 ||

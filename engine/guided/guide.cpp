@@ -42,6 +42,19 @@ void add_mask_wait(double seconds) {
   g_mask_wait_ns.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
 }
 
+bool Guide::can_continue(int32_t state) const {
+  if (state < 0) return false;
+  if (has_mask(state)) return mask(state).count > 0;
+  bool unsure = false;
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    if (automaton_->walk(state, std::string_view(&c, 1)) < 0) continue;
+    if (vocab_->has_single_byte_token(static_cast<uint8_t>(b))) return true;
+    unsure = true;  // a longer token starting with b may or may not fit
+  }
+  return unsure && mask(state).count > 0;
+}
+
 bool Guide::has_mask(int32_t state) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto i = static_cast<size_t>(state);

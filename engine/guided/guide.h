@@ -85,6 +85,13 @@ class Guide {
   // mask(state) from a background worker (mask_precompute.h): the same
   // cache, counted apart (MaskFillTotals::background_*).
   void precompute(int32_t state) const;
+  // True when some text token is allowed from `state` (mask(state).count >
+  // 0) — decided from the automaton alone when every byte that leads to a
+  // live state is itself a token (byte-level vocabularies: a longer allowed
+  // token's first byte is one), else from the mask. The finish check after
+  // each token (stop_checker.h) asks this, so a new state's mask need not be
+  // filled on the engine thread there.
+  bool can_continue(int32_t state) const;
   // True when mask(state) is cached (false for states that do not exist).
   bool has_mask(int32_t state) const;
   // True when `text` is a complete match (tests).

@@ -11,10 +11,10 @@
 #include <thread>
 
 namespace pagoda::guided {
-namespace {
 
-// One fill_masks call's states, claimed one at a time by whoever runs it.
-struct UrgentJob {
+// One MaskFill's states, claimed one at a time by whoever runs it (the
+// workers and the waiting thread).
+struct MaskFillJob {
   std::vector<std::pair<const Guide*, int32_t>> states;
   std::atomic<size_t> next{0};
   std::mutex mu;
@@ -41,6 +41,8 @@ struct UrgentJob {
   }
 };
 
+namespace {
+
 class MaskWorkers {
  public:
   MaskWorkers() {
@@ -60,7 +62,7 @@ class MaskWorkers {
     cv_.notify_one();
   }
   // `copies` tasks that each work on `job`, ahead of the queue.
-  void submit_front(const std::shared_ptr<UrgentJob>& job, size_t copies) {
+  void submit_front(const std::shared_ptr<MaskFillJob>& job, size_t copies) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < copies; ++i) queue_.push_front(Task{{}, 0, 0, job});
@@ -72,7 +74,7 @@ class MaskWorkers {
   struct Task {
     std::weak_ptr<const Guide> guide;
     int32_t begin = 0, end = 0;
-    std::shared_ptr<UrgentJob> job;
+    std::shared_ptr<MaskFillJob> job;
   };
 
   void run(std::stop_token st) {
@@ -122,22 +124,36 @@ void precompute_masks(const std::shared_ptr<const Guide>& guide) {
   for (int32_t b = 0; b < n; b += kChunk) workers().submit(guide, b, std::min(n, b + kChunk));
 }
 
-void fill_masks(const std::vector<std::pair<const Guide*, int32_t>>& states) {
-  auto job = std::make_shared<UrgentJob>();
+MaskFill::MaskFill(const std::vector<std::pair<const Guide*, int32_t>>& states)
+    : job_(std::make_shared<MaskFillJob>()) {
   for (const auto& [g, s] : states)
     if (g && !g->has_mask(s) &&
-        std::find(job->states.begin(), job->states.end(), std::make_pair(g, s)) ==
-            job->states.end())
-      job->states.emplace_back(g, s);
-  if (job->states.empty()) return;
+        std::find(job_->states.begin(), job_->states.end(), std::make_pair(g, s)) ==
+            job_->states.end())
+      job_->states.emplace_back(g, s);
+  if (!job_->states.empty())
+    workers().submit_front(job_,
+                           std::min(job_->states.size(), static_cast<size_t>(num_mask_workers())));
+}
+
+MaskFill::~MaskFill() {
+  if (waited_ || job_->states.empty()) return;
+  job_->work();
+  job_->wait();
+}
+
+void MaskFill::wait() {
+  waited_ = true;
+  if (job_->states.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
-  if (job->states.size() > 1)
-    workers().submit_front(
-        job, std::min(job->states.size() - 1, static_cast<size_t>(num_mask_workers())));
-  job->work();
-  job->wait();
+  job_->work();
+  job_->wait();
   add_mask_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  if (job->error) std::rethrow_exception(job->error);
+  if (job_->error) std::rethrow_exception(job_->error);
+}
+
+void fill_masks(const std::vector<std::pair<const Guide*, int32_t>>& states) {
+  MaskFill(states).wait();
 }
 
 }  // namespace pagoda::guided

@@ -42,4 +42,22 @@ void precompute_masks(const std::shared_ptr<const Guide>& guide);
 // other fills are done.
 void fill_masks(const std::vector<std::pair<const Guide*, int32_t>>& states);
 
+// fill_masks in two halves: the constructor queues the missing states for
+// the workers (ahead of queued work) and returns; wait() helps fill what is
+// left, returns when all are cached (counting the wait as fill_masks does)
+// and rethrows a fill's exception. The destructor waits if wait() was not
+// called (the guides must outlive the fill).
+class MaskFill {
+ public:
+  explicit MaskFill(const std::vector<std::pair<const Guide*, int32_t>>& states);
+  ~MaskFill();
+  MaskFill(const MaskFill&) = delete;
+  MaskFill& operator=(const MaskFill&) = delete;
+  void wait();
+
+ private:
+  std::shared_ptr<struct MaskFillJob> job_;
+  bool waited_ = false;
+};
+
 }  // namespace pagoda::guided

@@ -52,6 +52,7 @@ TokenVocab::TokenVocab(const Tokenizer& tok) {
   for (size_t id = 0; id < n; ++id) {
     bytes_[id] = token_byte_string(tok, static_cast<int32_t>(id));
     if (bytes_[id].empty()) continue;
+    if (bytes_[id].size() == 1) single_byte_[static_cast<uint8_t>(bytes_[id][0])] = true;
     int32_t node = 0;
     for (char ch : bytes_[id]) {
       const auto b = static_cast<uint8_t>(ch);

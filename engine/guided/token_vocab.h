@@ -11,6 +11,7 @@
 // token get no byte string: a constraint never allows them as text (EOS is
 // allowed separately, when the automaton accepts).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,11 +44,14 @@ class TokenVocab {
   const std::string& bytes(int32_t id) const;
   const std::vector<Node>& nodes() const { return nodes_; }  // nodes()[0] is the root
   int32_t token_next(int32_t id) const { return token_next_[static_cast<size_t>(id)]; }
+  // True when some token's byte string is exactly the one byte `b`.
+  bool has_single_byte_token(uint8_t b) const { return single_byte_[b]; }
 
  private:
   std::vector<std::string> bytes_;
   std::vector<Node> nodes_;
   std::vector<int32_t> token_next_;
+  std::array<bool, 256> single_byte_{};
 };
 
 // One token's byte string, as above (exposed for tests).

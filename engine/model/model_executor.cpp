@@ -210,7 +210,10 @@ class BackendModelExecutor final : public ModelExecutor {
       const int64_t cap = k.model->max_num_logits();
       if (L <= cap) {
         Tensor logits = forward(r, batch);
-        if (r == 0) sampler_->sample(logits, sampling, out);
+        if (r == 0) {
+          sampling.prepare();  // host work while the forward runs
+          sampler_->sample(logits, sampling, out);
+        }
         return;
       }
       // As execute(): an eager step, then the rest of the rows a workspace
@@ -218,6 +221,7 @@ class BackendModelExecutor final : public ModelExecutor {
       const DeviceBatch& db = k.backend->upload_batch(batch);
       Tensor first = k.model->forward(db);
       if (r != 0) return;
+      sampling.prepare();
       out.assign(sampling.rows.size(), TokenLogprob{});
       for (int64_t done = 0; done < L; done += cap) {
         const int64_t n = std::min(cap, L - done);

@@ -63,7 +63,9 @@ class ModelExecutor {
   // order; rows read logits row src_row < batch.logits_indices.size()):
   // out gets one TokenLogprob per sampling row, in order — the id, and the
   // logprobs the row asked for (score rows: their token's logprob and rank).
-  // Only those come back to the host. Rows beyond the logits workspace
+  // Only those come back to the host. Once the step's forward is enqueued
+  // and before anything reads `sampling`, call sampling.prepare() (host
+  // work that overlaps the forward: guided masks). Rows beyond the logits workspace
   // (prompt-logprob score rows of a long chunk) are scored a workspace of
   // logits at a time; sampling rows must lie in the first. Throws
   // std::logic_error where unsupported, std::invalid_argument on bad rows.

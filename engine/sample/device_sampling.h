@@ -26,6 +26,7 @@
 // this header, compiled as C++17); engine/sample/device_rows.h builds them.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,17 @@ struct DeviceSamplingBatch {
   // only): (the guide state's TokenMask, EOS added) -> mask_begin, so rows
   // in one state share one copy.
   std::vector<std::pair<std::pair<const void*, bool>, int32_t>> mask_keys;
+  // Work the batch still needs before a sampler reads it (ModelRunner: the
+  // guided rows' masks, filled while the step's forward runs). An executor
+  // calls prepare() once the forward is enqueued and before sampling
+  // (ModelExecutor::execute_and_sample); it runs the work once and clears it.
+  mutable std::function<void()> deferred;
+  void prepare() const {
+    if (!deferred) return;
+    std::function<void()> f = std::move(deferred);
+    deferred = nullptr;
+    f();
+  }
 
   void clear() {
     rows.clear();
@@ -93,6 +105,7 @@ struct DeviceSamplingBatch {
     bias.clear();
     mask_words.clear();
     mask_keys.clear();
+    deferred = nullptr;
     num_slots = 0;
   }
   bool has_score_rows() const {

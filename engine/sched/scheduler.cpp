@@ -419,24 +419,6 @@ void Scheduler::append(Sequence* seq, const TokenLogprob& t, PostprocessResult* 
   }
 }
 
-void Scheduler::fill_next_guide_masks(const SchedulerOutput& out,
-                                      std::span<const TokenLogprob> sampled) {
-  guide_states_.clear();
-  size_t k = 0;
-  for (const ScheduledSeq& s : out.seqs) {
-    if (!s.samples) continue;
-    const Sequence& seq = *s.seq;
-    const int32_t token = sampled[k++].token_id;
-    if (!seq.sampling.guide || seq.guide_state < 0) continue;
-    if (std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), token) !=
-        config_.eos_token_ids.end())
-      continue;
-    const int32_t next = seq.sampling.guide->advance(seq.guide_state, token);
-    if (next >= 0) guide_states_.emplace_back(seq.sampling.guide.get(), next);
-  }
-  if (!guide_states_.empty()) guided::fill_masks(guide_states_);
-}
-
 PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
                                          std::span<const TokenLogprob> sampled) {
   PostprocessResult res;
@@ -451,7 +433,6 @@ PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
       throw std::logic_error("Scheduler::postprocess: copy source not pinned");
     pinned_.erase(it);
   }
-  fill_next_guide_masks(out, sampled);
   size_t k = 0;
   for (const ScheduledSeq& s : out.seqs) {
     Sequence* seq = s.seq;

@@ -84,7 +84,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/guided/mask_precompute.h"
 #include "engine/kv/block_manager.h"
 #include "engine/kv/block_swap.h"
 #include "engine/kv/host_block_pool.h"
@@ -271,10 +270,6 @@ class Scheduler {
   // done, marks it for reap().
   void retire(Sequence* seq, std::vector<SequenceUpdate>* updates);
   void reap();  // forgets finished groups
-  // Guided decoding: the token masks of the states the step's sampled
-  // tokens lead to, filled in parallel (guided::fill_masks) before
-  // append_token's finish check reads them one sequence at a time.
-  void fill_next_guide_masks(const SchedulerOutput& out, std::span<const TokenLogprob> sampled);
 
   SchedulerConfig config_;
   StopConfig stop_config_;
@@ -300,8 +295,6 @@ class Scheduler {
   // next schedule() when the step failed).
   std::vector<int32_t> recorded_;
   int64_t num_unstarted_ = 0;
-  std::vector<std::pair<const guided::Guide*, int32_t>>
-      guide_states_;  // fill_next_guide_masks' scratch
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;
 };

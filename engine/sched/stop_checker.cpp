@@ -27,7 +27,7 @@ bool append_token(Sequence& seq, int32_t token, const StopConfig& cfg) {
   bool guide_done = false;
   if (sp.guide && seq.guide_state >= 0 && !contains(cfg.eos_token_ids, token)) {
     seq.guide_state = sp.guide->advance(seq.guide_state, token);
-    guide_done = seq.guide_state < 0 || sp.guide->mask(seq.guide_state).count == 0;
+    guide_done = !sp.guide->can_continue(seq.guide_state);
   }
 
   // vLLM check_stop order: length first.

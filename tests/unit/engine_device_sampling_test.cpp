@@ -24,6 +24,7 @@ class DeviceSamplingExecutor final : public testing::FakeExecutor {
   bool can_sample_on_device() const override { return can_; }
   void execute_and_sample(const ForwardBatch& batch, const DeviceSamplingBatch& sampling,
                           std::vector<TokenLogprob>& out) override {
+    sampling.prepare();  // as an executor must, once the forward is enqueued
     ++calls;
     last = sampling;
     last_rows = batch.logits_indices.size();

@@ -75,6 +75,22 @@ TEST(GuidedMaskWorkers, PrecomputedMasksEqualLazyOnes) {
     EXPECT_EQ(pre->mask(s).words, lazy->mask(s).words) << "state " << s;
 }
 
+// The finish check's question without the mask: on Qwen2's byte-level
+// vocabulary (every byte is a token) can_continue decides from the DFA
+// alone, and agrees with the mask in every state (the accepting end state
+// of this regex allows nothing).
+TEST(GuidedMaskWorkers, CanContinueAgreesWithTheMaskWithoutFillingIt) {
+  const auto lazy = fresh_guide(), quick = fresh_guide();
+  int ends = 0;
+  for (int32_t s = 0; s < static_cast<int32_t>(lazy->num_states()); ++s) {
+    EXPECT_EQ(quick->can_continue(s), lazy->mask(s).count > 0) << "state " << s;
+    EXPECT_FALSE(quick->has_mask(s)) << "state " << s;
+    ends += lazy->mask(s).count == 0 ? 1 : 0;
+  }
+  EXPECT_GE(ends, 1);
+  EXPECT_FALSE(quick->can_continue(-1));
+}
+
 TEST(GuidedMaskWorkers, RowsInOneStateShareOneCopyOfTheMask) {
   const auto g = fresh_guide();
   const int64_t vocab = qwen_vocab()->size();
