@@ -24,6 +24,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/model/forwarding_executor.h"
 #include "engine/model/model_config.h"
 #include "engine/output_channel.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -53,29 +54,18 @@ class IdsTokenizer final : public Tokenizer {
 // Forwards to the real executor and adds up the wall time spent in it (the
 // GPU step, its uploads and the copy back), so the rest of a step is the
 // host's scheduling, batch building, postprocessing and detokenization.
-class TimingExecutor final : public ModelExecutor {
+class TimingExecutor final : public ForwardingExecutor {
  public:
-  explicit TimingExecutor(std::unique_ptr<ModelExecutor> inner) : inner_(std::move(inner)) {}
-  int64_t vocab_size() const override { return inner_->vocab_size(); }
-  int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
-  int64_t block_size() const override { return inner_->block_size(); }
-  int64_t num_cuda_graphs() const override { return inner_->num_cuda_graphs(); }
-  bool can_sample_on_device() const override { return inner_->can_sample_on_device(); }
-  std::string describe() const override { return inner_->describe(); }
-  int64_t num_host_kv_blocks() const override { return inner_->num_host_kv_blocks(); }
-  int64_t uniform_sliding_window() const override { return inner_->uniform_sliding_window(); }
-  void swap_out(std::span<const BlockSwap> p) override { inner_->swap_out(p); }
-  void swap_in(std::span<const BlockSwap> p) override { inner_->swap_in(p); }
-  void copy_blocks(std::span<const BlockCopy> c) override { inner_->copy_blocks(c); }
+  using ForwardingExecutor::ForwardingExecutor;
   void execute(const ForwardBatch& b, std::vector<float>& logits) override {
     const auto t = Clock::now();
-    inner_->execute(b, logits);
+    ForwardingExecutor::execute(b, logits);
     add(b, since(t));
   }
   void execute_and_sample(const ForwardBatch& b, const DeviceSamplingBatch& p,
                           std::vector<TokenLogprob>& out) override {
     const auto t = Clock::now();
-    inner_->execute_and_sample(b, p, out);
+    ForwardingExecutor::execute_and_sample(b, p, out);
     add(b, since(t));
   }
   // [0] all steps, [1] decode-only steps, [2] their count, [3] their tokens.
@@ -90,7 +80,6 @@ class TimingExecutor final : public ModelExecutor {
       (*acc_)[3] += b.num_tokens();
     }
   }
-  std::unique_ptr<ModelExecutor> inner_;
   std::shared_ptr<std::array<double, 4>> acc_ = std::make_shared<std::array<double, 4>>();
 };
 

@@ -19,26 +19,6 @@ namespace {
 namespace beast = boost::beast;
 using Socket = net::ip::tcp::socket;
 
-RunConfig config(Backend b, uint16_t port) {
-  RunConfig cfg;
-  cfg.backend = b;
-  cfg.endpoint.address = {net::ip::make_address("127.0.0.1"), port};
-  cfg.endpoint.host = "127.0.0.1";
-  cfg.endpoint.path = default_endpoint(b);
-  cfg.endpoint.timeout = std::chrono::seconds(10);
-  cfg.options.model = "m";
-  cfg.progress = false;
-  return cfg;
-}
-
-SampleRequest sample() {
-  SampleRequest s;
-  s.prompt = "Once upon";
-  s.prompt_len = 3;
-  s.expected_output_len = 4;
-  return s;
-}
-
 // The whole request, body included: a socket closed with unread bytes
 // would send a reset instead of the end of stream under test.
 void read_request(Socket& s) {
@@ -50,7 +30,7 @@ void read_request(Socket& s) {
 // Runs one request against a server that does `serve` and returns its error.
 std::string error_of(Backend b, std::function<void(Socket&)> serve) {
   DripServer server([serve](Socket& s, std::atomic<bool>&) { serve(s); });
-  RequestResult r = run_one(sample(), config(b, server.port()));
+  RequestResult r = run_one(drip_sample(), drip_config(b, server.port()));
   EXPECT_FALSE(r.success);
   return r.error;
 }

@@ -22,26 +22,6 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 using Clock = std::chrono::steady_clock;
 
-RunConfig config(Backend b, uint16_t port, std::chrono::milliseconds timeout) {
-  RunConfig cfg;
-  cfg.backend = b;
-  cfg.endpoint.address = {net::ip::make_address("127.0.0.1"), port};
-  cfg.endpoint.host = "127.0.0.1";
-  cfg.endpoint.path = default_endpoint(b);
-  cfg.endpoint.timeout = timeout;
-  cfg.options.model = "m";
-  cfg.progress = false;
-  return cfg;
-}
-
-SampleRequest sample() {
-  SampleRequest s;
-  s.prompt = "Once upon";
-  s.prompt_len = 3;
-  s.expected_output_len = 4;
-  return s;
-}
-
 TEST(BenchDeadline, SseCommentsForeverEndAtTheTimeout) {
   DripServer server([](net::ip::tcp::socket& s, std::atomic<bool>& stop) {
     std::string request;
@@ -57,8 +37,8 @@ TEST(BenchDeadline, SseCommentsForeverEndAtTheTimeout) {
     }
   });
   const auto t0 = Clock::now();
-  RequestResult r =
-      run_one(sample(), config(Backend::kOpenAI, server.port(), std::chrono::milliseconds(400)));
+  RequestResult r = run_one(
+      drip_sample(), drip_config(Backend::kOpenAI, server.port(), std::chrono::milliseconds(400)));
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_FALSE(r.success);
   EXPECT_NE(r.error.find("timed out"), std::string::npos) << r.error;
@@ -80,8 +60,8 @@ TEST(BenchDeadline, WebSocketMessagesForeverEndAtTheTimeout) {
     }
   });
   const auto t0 = Clock::now();
-  RequestResult r =
-      run_one(sample(), config(Backend::kPagodaWs, server.port(), std::chrono::milliseconds(400)));
+  RequestResult r = run_one(drip_sample(), drip_config(Backend::kPagodaWs, server.port(),
+                                                       std::chrono::milliseconds(400)));
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_FALSE(r.success);
   EXPECT_NE(r.error.find("timed out"), std::string::npos) << r.error;
@@ -102,8 +82,8 @@ TEST(BenchDeadline, AFastRequestCompletes) {
                    "\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")));
     s.shutdown(net::ip::tcp::socket::shutdown_both);
   });
-  RequestResult r =
-      run_one(sample(), config(Backend::kOpenAI, server.port(), std::chrono::milliseconds(5000)));
+  RequestResult r = run_one(
+      drip_sample(), drip_config(Backend::kOpenAI, server.port(), std::chrono::milliseconds(5000)));
   EXPECT_TRUE(r.success) << r.error;
   EXPECT_EQ(r.prompt_tokens, 3);
 }

@@ -4,8 +4,12 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <thread>
+
+#include "loadtest/bench/runner.h"
 
 namespace pagoda::bench {
 
@@ -39,5 +43,29 @@ class DripServer {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// A run against a DripServer on `port`: backend b's default endpoint,
+// model "m", no progress bar, the given request timeout.
+inline RunConfig drip_config(Backend b, uint16_t port,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  RunConfig cfg;
+  cfg.backend = b;
+  cfg.endpoint.address = {net::ip::make_address("127.0.0.1"), port};
+  cfg.endpoint.host = "127.0.0.1";
+  cfg.endpoint.path = default_endpoint(b);
+  cfg.endpoint.timeout = timeout;
+  cfg.options.model = "m";
+  cfg.progress = false;
+  return cfg;
+}
+
+// A 3-token prompt expecting 4 tokens back.
+inline SampleRequest drip_sample() {
+  SampleRequest s;
+  s.prompt = "Once upon";
+  s.prompt_len = 3;
+  s.expected_output_len = 4;
+  return s;
+}
 
 }  // namespace pagoda::bench

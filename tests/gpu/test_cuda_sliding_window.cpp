@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/model/forwarding_executor.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_executor.h"
 #include "engine/output_channel.h"
@@ -29,29 +30,10 @@ namespace pagoda {
 namespace {
 
 // Forwards everything but the window, which it reports as 0 (no release).
-class HiddenWindow final : public ModelExecutor {
+class HiddenWindow final : public ForwardingExecutor {
  public:
-  explicit HiddenWindow(std::unique_ptr<ModelExecutor> inner) : inner_(std::move(inner)) {}
-  int64_t vocab_size() const override { return inner_->vocab_size(); }
-  int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
-  int64_t block_size() const override { return inner_->block_size(); }
-  int64_t num_cuda_graphs() const override { return inner_->num_cuda_graphs(); }
-  bool can_sample_on_device() const override { return inner_->can_sample_on_device(); }
-  std::string describe() const override { return inner_->describe(); }
-  int64_t num_host_kv_blocks() const override { return inner_->num_host_kv_blocks(); }
-  void swap_out(std::span<const BlockSwap> p) override { inner_->swap_out(p); }
-  void swap_in(std::span<const BlockSwap> p) override { inner_->swap_in(p); }
-  void copy_blocks(std::span<const BlockCopy> c) override { inner_->copy_blocks(c); }
-  void execute(const ForwardBatch& b, std::vector<float>& logits) override {
-    inner_->execute(b, logits);
-  }
-  void execute_and_sample(const ForwardBatch& b, const DeviceSamplingBatch& p,
-                          std::vector<TokenLogprob>& out) override {
-    inner_->execute_and_sample(b, p, out);
-  }
-
- private:
-  std::unique_ptr<ModelExecutor> inner_;
+  using ForwardingExecutor::ForwardingExecutor;
+  int64_t uniform_sliding_window() const override { return 0; }
 };
 
 struct WindowRun {

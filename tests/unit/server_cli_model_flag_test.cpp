@@ -2,31 +2,18 @@
 // MODEL_DIR; both with different values is a parse error.
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "server/cli.h"
+#include "tests/unit/server_cli_test_helpers.h"
 
 namespace pagoda {
 namespace {
 
-// Parses `pagoda serve ARGS...` and `pagoda generate ARGS...` the way main.cpp does.
-struct Parsed {
-  ServeArgs serve;
-  GenerateArgs gen;
-};
-void parse(std::vector<std::string> args, Parsed& p) {
-  CLI::App app{"pagoda"};
-  app.require_subcommand(1);
-  add_serve_command(*app.add_subcommand("serve", ""), p.serve);
-  add_generate_command(*app.add_subcommand("generate", ""), p.gen);
-  args.insert(args.begin(), "pagoda");
-  std::vector<const char*> argv;
-  for (const auto& s : args) argv.push_back(s.c_str());
-  app.parse(static_cast<int>(argv.size()), argv.data());
-}
+using Parsed = test::ParsedCli;
+const auto parse = test::parse_cli;
 
 TEST(ServerCli, ModelFlagEqualsPositional) {
   Parsed a;

@@ -8,26 +8,13 @@
 #include <vector>
 
 #include "server/cli.h"
+#include "tests/unit/server_cli_test_helpers.h"
 
 namespace pagoda {
 namespace {
 
-struct Parsed {
-  ServeArgs serve;
-  GenerateArgs gen;
-};
-
-// Parses `pagoda ARGS...` the way main.cpp does.
-void parse(std::vector<std::string> args, Parsed& p) {
-  CLI::App app{"pagoda"};
-  app.require_subcommand(1);
-  add_serve_command(*app.add_subcommand("serve", ""), p.serve);
-  add_generate_command(*app.add_subcommand("generate", ""), p.gen);
-  args.insert(args.begin(), "pagoda");
-  std::vector<const char*> argv;
-  for (const auto& s : args) argv.push_back(s.c_str());
-  app.parse(static_cast<int>(argv.size()), argv.data());
-}
+using Parsed = test::ParsedCli;
+const auto parse = test::parse_cli;
 
 TEST(ServerCliRepeated, ServeScalarOptionsKeepTheLastValue) {
   Parsed p;
