@@ -155,7 +155,15 @@ bool ModelRunner::execute_and_sample(const SchedulerOutput& out, const std::vect
   const size_t num_sampled = sampling_.rows.size();
   append_prompt_score_rows(out, static_cast<int32_t>(out.num_samples()), sampling_);
   batch_ = build_batch(out, executor_.block_size());
-  executor_.execute_and_sample(batch_, sampling_, sampled);
+  try {
+    executor_.execute_and_sample(batch_, sampling_, sampled);
+  } catch (...) {
+    // The fills must end before their guides may go (an aborted request).
+    sampling_.deferred = nullptr;
+    mask_fill_.reset();  // waits for the workers
+    throw;
+  }
+  mask_fill_.reset();
   if (sampling_.deferred)
     throw std::logic_error(
         "ModelRunner: the executor sampled without DeviceSamplingBatch::prepare()");
