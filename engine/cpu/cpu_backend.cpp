@@ -18,6 +18,7 @@
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/half.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/kv/block_manager.h"
 #include "engine/model/backend.h"
 
 namespace pagoda {
@@ -557,10 +558,8 @@ void CpuBackend::attention_ext(const Tensor& q, const LayerKVCache& cache, const
       first = std::min(first, a.positions[t]);
     }
     if (last < 0) continue;
-    // With a window, the earliest query reads keys from first - window + 1.
-    const int64_t k0 = a.sliding_window > 0
-                           ? std::max<int64_t>(0, first - a.sliding_window + 1) / a.block_size
-                           : 0;
+    // With a window, blocks before the earliest query's are not read.
+    const int64_t k0 = first_block_in_window(first, a.sliding_window, a.block_size);
     const int64_t ctx = static_cast<int64_t>(last) + 1;
     const int64_t nblk = (ctx + a.block_size - 1) / a.block_size;
     if (nblk > a.max_blocks_per_seq)

@@ -39,6 +39,7 @@
 // the previous one computes only the tokens after the match. A record
 // lives until its block is taken for new tokens, like a full one.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -57,6 +58,13 @@ using BlockTable = std::vector<int32_t>;
 // sliding_window): its positions are before every future query's window,
 // so no kernel reads it. free() and fork() skip it.
 constexpr int32_t kNoBlock = -1;
+
+// The first block a query at position query_pos reads when every layer sees
+// only the last `window` positions (keys from query_pos - window + 1 on):
+// blocks before it may be kNoBlock. 0 without a window (window <= 0).
+inline int64_t first_block_in_window(int64_t query_pos, int64_t window, int64_t block_size) {
+  return window > 0 ? std::max<int64_t>(0, query_pos - window + 1) / block_size : 0;
+}
 
 class BlockManager {
  public:

@@ -42,12 +42,9 @@ void validate_batch(const ForwardBatch& b, int64_t vocab, int64_t num_blocks, in
       last = std::max(last, p);
       first = std::min(first, p);
     }
-    // Blocks [0, released) end before the first query's window (keys from
-    // first - sliding_window + 1 on).
+    // Blocks [0, released) end before the first query's window.
     const int64_t released =
-        sliding_window > 0 && last >= 0
-            ? std::max<int64_t>(0, static_cast<int64_t>(first) - sliding_window + 1) / block_size
-            : 0;
+        last >= 0 ? first_block_in_window(first, sliding_window, block_size) : 0;
     const int64_t nblk = (static_cast<int64_t>(last) + block_size) / block_size;
     if (nblk > b.max_blocks_per_seq) fail("block table too short for position " + std::to_string(last));
     for (int64_t k = 0; k < nblk && last >= 0; ++k) {

@@ -62,9 +62,8 @@ void Scheduler::release_out_of_window(Sequence* seq) {
   const int64_t w = config_.sliding_window;
   if (w <= 0) return;
   const int64_t bs = blocks_.block_size();
-  // The next query is at position num_computed_tokens and sees keys from
-  // num_computed_tokens - w + 1 on; block k holds positions [k bs, (k+1) bs).
-  int64_t drop = std::max<int64_t>(0, seq->num_computed_tokens - w + 1) / bs;
+  // The next query is at position num_computed_tokens.
+  int64_t drop = first_block_in_window(seq->num_computed_tokens, w, bs);
   drop = std::min(drop, seq->num_computed_tokens / bs - 1);  // keep the last full block
   if (blocks_.caching()) drop = std::min(drop, seq->num_cached_blocks - 1);
   drop = std::min(drop, static_cast<int64_t>(seq->block_table.size()));
