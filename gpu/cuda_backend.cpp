@@ -326,6 +326,7 @@ void CudaBackend::reserve(int64_t max_tokens, int64_t max_seqs, int64_t max_bloc
     PAGODA_CUDA_CHECK(cudaMallocHost(&batch_host_, static_cast<size_t>(total) * 4));
     batch_dev_ = static_cast<int32_t*>(raw_alloc(static_cast<size_t>(total) * 4, "batch metadata"));
   }
+  moe_reserve_tokens_ = std::max(moe_reserve_tokens_, max_tokens);
   size_t floats = 0;  // the partition (hence the workspace) depends on the batch size
   for (int64_t b = 1; b <= max_seqs; ++b)
     floats = std::max(floats, decode_workspace_floats(static_cast<int>(b), num_heads, head_dim,

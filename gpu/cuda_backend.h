@@ -15,6 +15,11 @@
 //    head_dim 64/128 (attention_prefill_mma.cu), fp32 CUDA cores otherwise
 //    (attention_prefill.cu). Supported head_dim: 8, 16, 32, 64, 128;
 //    rotary_dim must equal head_dim. Results are bitwise reproducible.
+//  * moe (Mixtral / Qwen2-MoE MLP): vLLM's fused_moe design on the device —
+//    fp32 router logits, a top-k softmax kernel, an align kernel sorting the
+//    token slots by expert into tiles, a grouped GEMM per projection
+//    (mma.sync for bf16/f16) and a combine kernel; graph-capturable
+//    (cuda_moe.cpp, moe.cu);
 //  * linear: our GEMV for 1 <= T <= 8 rows in bf16/f16 (gemv.cu), cuBLASLt
 //    otherwise (compute type 32F: F32 activations get true fp32, no TF32);
 //    the bias is a cuBLASLt epilogue or fused in the GEMV.

@@ -61,8 +61,8 @@ class CudaBackend final : public Backend {
                  Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override;
-  // Of the optional ops (BackendOp), all but the mixture-of-experts MLP.
-  bool implements(BackendOp op) const override { return op != BackendOp::Moe; }
+  // Every optional op (BackendOp).
+  bool implements(BackendOp /*op*/) const override { return true; }
   // Sliding window, soft-capping and ALiBi in the decode kernel and both
   // prefill kernels (gpu/attention_*.cu); attention() is this with no options.
   void attention_ext(const Tensor& q, const LayerKVCache& cache, const DeviceBatch& batch,
@@ -82,6 +82,21 @@ class CudaBackend final : public Backend {
                       float eps, Tensor& out) override;
   void add(const Tensor& x, Tensor& y) override;
   void activation(const Tensor& x, Activation act, Tensor& out) override;
+  // The mixture-of-experts MLP on the device (gpu/cuda_moe.cpp, kernels in
+  // gpu/moe.cu after vLLM's fused_moe): fp32 router logits (cuBLASLt), a
+  // top-k softmax kernel, an align kernel sorting the T*k token slots by
+  // expert into tiles, a grouped GEMM per projection (tensor cores for
+  // bf16/f16) and a combine kernel; no host round trip, so it can be
+  // captured in a CUDA graph. All tensors in the activation dtype; throws
+  // std::invalid_argument on the CPU backend's shape errors, more than
+  // kMoeMaxExperts (1024) experts, or out aliasing x, and std::logic_error
+  // when its scratch would have to grow inside a stream capture (see
+  // cuda_moe.cpp for how the scratch is sized before any capture).
+  void moe(const Tensor& x, const MoeWeights& w, const MoeOptions& opts, Tensor& out) override;
+  // For tests: the routing of the last moe() call, topk_ids [T, top_k] I32
+  // (descending probability), a view of the scratch valid until the next
+  // moe() call on this backend.
+  Tensor moe_topk_ids() const { return moe_last_ids_; }
   void fill_normal(Tensor& t, float mean, float std, uint64_t seed) override;
   // GPTQ / AWQ linears kept packed (gpu/quant_linear.h) with F16 / BF16
   // activations; F32 runs dequantize at load (Backend's default).
@@ -99,7 +114,8 @@ class CudaBackend final : public Backend {
   // max_tokens tokens, max_seqs sequences, max_blocks_per_seq block-table
   // columns and max_logits logits rows, and the Flash-Decoding workspace for
   // max_seqs decode rows of num_heads x head_dim over max_context_len, so
-  // that no later step moves a pointer a captured CUDA graph holds.
+  // that no later step moves a pointer a captured CUDA graph holds; moe()
+  // sizes its scratch for max_tokens from then on (cuda_moe.cpp).
   void reserve(int64_t max_tokens, int64_t max_seqs, int64_t max_blocks_per_seq, int64_t max_logits,
                int num_heads, int head_dim, int64_t max_context_len);
   // Counts reallocations of the buffers above (a captured graph is valid
@@ -137,6 +153,10 @@ class CudaBackend final : public Backend {
   size_t attn_ws_cap_ = 0;
   void* copy_args_ = nullptr;  // copy_blocks' cache bases and pairs
   size_t copy_args_cap_ = 0;
+  void* moe_ws_ = nullptr;  // moe()'s intermediates (cuda_moe.cpp)
+  size_t moe_ws_cap_ = 0;
+  int64_t moe_reserve_tokens_ = 0;  // the largest step reserve() announced
+  Tensor moe_last_ids_;
 
   // upload_batch: pinned host staging and one device buffer, fixed segment
   // offsets per capacity so the pointers stay put once capacities suffice.
