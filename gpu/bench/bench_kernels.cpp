@@ -3,7 +3,7 @@
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
 //   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only
-//   kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|decode-table]
+//   kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|qgemv|decode-table]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +19,7 @@
 #include "gpu/bench/bench_model.h"
 #include "gpu/bench/bench_ops.h"
 #include "gpu/bench/bench_qgemm.h"
+#include "gpu/bench/bench_qgemv.h"
 #include "gpu/bench/bench_sampler.h"
 #include "gpu/bench/bench_util.h"
 #include "gpu/cuda_backend.h"
@@ -241,13 +242,15 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--out FILE] [--model-dir DIR] [--only "
-          "kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|decode-table]\n"
+          "kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|qgemv|decode-table]\n"
           "  skinny: Llama-2-7B's linears at M = 1 .. 64 through the GEMV, skinny tensor-core and\n"
           "          cuBLASLt kernels\n"
           "  decode-table: --model-dir DIR [--label NAME]: the served decode step at batch "
           "1..256,\n"
           "          contexts 512 and 2048, against weight + KV bytes / copy bandwidth\n"
           "  qgemm: int4 linears against cuBLASLt bf16 on Llama-2-7B's shapes, M = 64 .. 2048\n"
+          "  qgemv: the int4 decode kernel (qmma) and the bf16 linear on Llama-2-7B's\n"
+          "         shapes, M = 1 .. 32, bytes read against the copy bandwidth\n"
           "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] "
           "[--enforce-eager]\n"
           "          [--tensor-parallel-size N] [--sampling-variants] [--chat CONVERSATIONS] "
@@ -260,12 +263,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (only == "qgemm") {
+  if (only == "qgemm" || only == "qgemv") {
     std::vector<Row> rows;
     try {
-      bench_qgemm(rows);
+      if (only == "qgemm") bench_qgemm(rows);
+      else bench_qgemv(rows);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "qgemm benchmark failed: %s\n", e.what());
+      std::fprintf(stderr, "%s benchmark failed: %s\n", only.c_str(), e.what());
       return 1;
     }
     print_table(rows, stdout);
