@@ -26,7 +26,8 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   // As `pagoda serve`: a repeated scalar option keeps its last value
   // (vLLM's argparse); --prompt, --stop, ... collect one value per use.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: the bundled stories260K)");
+  app.add_option("model_dir", a.engine.model_dir,
+                 "Hugging Face model directory (default: the bundled stories260K)");
   // Vector options take one value per occurrence (repeat the flag), so a
   // trailing positional is MODEL_DIR, not one more value.
   app.add_option("--prompt", a.prompts, "A text prompt (repeat the flag for more)")

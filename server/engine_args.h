@@ -25,22 +25,22 @@ class App;
 namespace pagoda {
 
 struct EngineArgs {
-  std::string model_dir;                 // resolved by resolve_model_dir
-  std::string model;                     // --model (vLLM's flag); merged into model_dir by apply_model_flag
-  std::string served_model_name;         // "" → model_dir as given
-  int64_t max_model_len = 0;             // 0 → config.max_position_embeddings
+  std::string model_dir;  // resolved by resolve_model_dir
+  std::string model;      // --model (vLLM's flag); merged into model_dir by apply_model_flag
+  std::string served_model_name;  // "" → model_dir as given
+  int64_t max_model_len = 0;      // 0 → config.max_position_embeddings
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 8192;
   int64_t long_prefill_token_threshold = 0;  // vLLM's flag; 0 = off
   int64_t block_size = 16;
   uint64_t seed = 0;
-  std::string chat_template;             // file path or inline Jinja ("" → tokenizer_config's)
+  std::string chat_template;  // file path or inline Jinja ("" → tokenizer_config's)
   std::string device = "auto";
   std::string dtype = "auto";
   std::string load_format = "auto";
   double gpu_memory_utilization = 0.9;
   int64_t num_gpu_blocks_override = 0;
-  uint64_t kv_cache_memory = 0;          // CPU KV budget, bytes (0 → backend default)
+  uint64_t kv_cache_memory = 0;  // CPU KV budget, bytes (0 → backend default)
   bool enforce_eager = false;
   bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching (vLLM v1's default)
   // --swap-space: GiB of host memory for swapped-out KV blocks, for the
@@ -87,8 +87,8 @@ void apply_model_flag(EngineArgs& args);
 // option position is expanded: not the value of an option that takes one
 // (`takes_value("--prompt")` true: `--prompt -tp` keeps its text), and
 // nothing after "--".
-std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv,
-                                             const std::function<bool(const std::string&)>& takes_value);
+std::vector<std::string> expand_flag_aliases(
+    int argc, const char* const* argv, const std::function<bool(const std::string&)>& takes_value);
 // takes_value for expand_flag_aliases from a CLI11 app and its subcommands:
 // true when any of them has an option named `name` that expects a value.
 std::function<bool(const std::string&)> cli_takes_value(const CLI::App& app);
@@ -106,7 +106,7 @@ struct LoadedModel {
   std::shared_ptr<Tokenizer> tokenizer;
   std::shared_ptr<ChatTemplate> chat_template;  // null: no template
   std::unique_ptr<Engine> engine;
-  std::string backend;                          // ModelExecutor::describe()
+  std::string backend;  // ModelExecutor::describe()
   int64_t max_model_len = 0;
   std::string served_model_name;
 };
