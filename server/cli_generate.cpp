@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "server/cli.h"
+#include "server/cli_checks.h"
 #include "server/llm.h"
 #include "server/openai_request.h"
 
@@ -25,6 +26,7 @@ using nlohmann::json;
 void add_generate_command(CLI::App& app, GenerateArgs& a) {
   // As `pagoda serve`: a repeated scalar option keeps its last value
   // (vLLM's argparse); --prompt, --stop, ... collect one value per use.
+  // Every occurrence is checked all the same (check_every_occurrence below).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("model_dir", a.engine.model_dir,
                  "Hugging Face model directory (default: the bundled stories260K)");
@@ -86,6 +88,7 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("--sampling-params", a.sampling_params,
                  "A JSON object of SamplingParams fields (the flags above win)");
   add_engine_flags(app, a.engine);
+  cli::check_every_occurrence(app);
   app.footer(
       "Exit status: 0 every prompt completed; 1 a prompt failed (its output line carries the "
       "error; the others still run) or the run did (model load, engine); 2 a usage error, "

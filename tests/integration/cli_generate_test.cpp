@@ -22,7 +22,7 @@ namespace {
 using nlohmann::json;
 
 struct GenerateRun {
-  int exit_status = -1;  // WEXITSTATUS, -1 if it did not exit normally
+  int exit_status = -1;     // WEXITSTATUS, -1 if it did not exit normally
   std::vector<json> lines;  // stdout, one JSON object a line
   std::string err;          // stderr
 };
@@ -32,13 +32,14 @@ struct GenerateRun {
 GenerateRun run_generate_cli(const std::string& name, const std::vector<std::string>& prompts,
                              const std::string& args, bool parse_stdout = true) {
   const std::string dir = ::testing::TempDir();
-  const std::string pf = dir + "pagoda_generate_" + name + ".txt", out = pf + ".out", err = pf + ".err";
+  const std::string pf = dir + "pagoda_generate_" + name + ".txt", out = pf + ".out",
+                    err = pf + ".err";
   {
     std::ofstream f(pf);
     for (const std::string& p : prompts) f << p << "\n";
   }
-  std::string cmd = std::string(PAGODA_BIN) + " generate --prompts-file '" + pf + "' " + args + " >'" + out +
-                    "' 2>'" + err + "'";
+  std::string cmd = std::string(PAGODA_BIN) + " generate --prompts-file '" + pf + "' " + args +
+                    " >'" + out + "' 2>'" + err + "'";
   int status = std::system(cmd.c_str());
   GenerateRun r;
   if (status != -1 && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
@@ -66,7 +67,8 @@ GenerateRun run_generate_args(const std::string& name, const std::string& args,
 }
 
 TEST(CliGenerate, EveryPromptCompletedExitsZero) {
-  GenerateRun r = run_generate_cli("ok", {"Once upon a time", "The little dog"}, "--max-tokens 4 --temperature 0");
+  GenerateRun r = run_generate_cli("ok", {"Once upon a time", "The little dog"},
+                                   "--max-tokens 4 --temperature 0");
   EXPECT_EQ(r.exit_status, 0) << r.err;
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
   for (const json& l : r.lines) {
@@ -82,7 +84,8 @@ TEST(CliGenerate, EveryPromptRejectedExitsOneWithAMessage) {
                                    "");
   EXPECT_EQ(r.exit_status, 1) << r.err;
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
-  for (const json& l : r.lines) EXPECT_NE(l.value("error", "").find("temperature"), std::string::npos) << l.dump();
+  for (const json& l : r.lines)
+    EXPECT_NE(l.value("error", "").find("temperature"), std::string::npos) << l.dump();
   EXPECT_NE(r.err.find("2 of 2 prompt(s) failed"), std::string::npos) << r.err;
 }
 
@@ -90,7 +93,8 @@ TEST(CliGenerate, OnePromptRejectedExitsNonZeroAfterTheOthersComplete) {
   // 600 words: longer than stories260K's max_model_len (512) on their own.
   std::string too_long;
   for (int i = 0; i < 600; ++i) too_long += "dog ";
-  GenerateRun r = run_generate_cli("one_rejected", {"Once upon a time", too_long}, "--max-tokens 4 --temperature 0");
+  GenerateRun r = run_generate_cli("one_rejected", {"Once upon a time", too_long},
+                                   "--max-tokens 4 --temperature 0");
   EXPECT_NE(r.exit_status, 0) << r.err;
   EXPECT_NE(r.exit_status, -1) << "did not exit normally";
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
@@ -102,13 +106,12 @@ TEST(CliGenerate, OnePromptRejectedExitsNonZeroAfterTheOthersComplete) {
   EXPECT_NE(r.err.find("1 of 2 prompt(s) failed"), std::string::npos) << r.err;
 }
 
-
 // The CLI runs the server's request pipeline: each line carries what the
 // HTTP API answers for the same request (text, ids, finish, usage).
 TEST(CliGenerate, EachLineEqualsTheHttpResultOfTheSameRequest) {
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
-  GenerateRun r =
-      run_generate_cli("as_http", prompts, "--max-tokens 10 --temperature 0 --ignore-eos --logprobs 2");
+  GenerateRun r = run_generate_cli("as_http", prompts,
+                                   "--max-tokens 10 --temperature 0 --ignore-eos --logprobs 2");
   EXPECT_EQ(r.exit_status, 0) << r.err;
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
   PagodaServer server({});
@@ -167,7 +170,8 @@ TEST(CliGenerate, ModelFlagIsThePositionalModel) {
   EXPECT_NE(both.err.find("/nonexistent/other"), std::string::npos) << both.err;
 
   const std::string err = ::testing::TempDir() + "pagoda_serve_model_conflict.err";
-  const std::string cmd = std::string(PAGODA_BIN) + " serve /models/a --model /models/b --port 0 2>'" + err + "'";
+  const std::string cmd =
+      std::string(PAGODA_BIN) + " serve /models/a --model /models/b --port 0 2>'" + err + "'";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(status != -1 && WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 0);
@@ -413,6 +417,10 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
       {"/no/such/model --prompt Once", "model directory '/no/such/model' does not exist"},
       {"--prompt Once --no-such-flag", "--no-such-flag"},
       {"--prompt Once --max-tokens x", "--max-tokens"},
+      // argparse converts every occurrence: a bad value that a later one
+      // replaces is an error, and one after a good value is named alone.
+      {"--prompt Once --max-tokens abc --max-tokens 5", "--max-tokens: invalid int value: 'abc'"},
+      {"--prompt Once --max-tokens 5 --max-tokens abc", "--max-tokens: invalid int value: 'abc'"},
       {"", "no prompts"},
   };
   for (const Case& c : cases) {
@@ -427,6 +435,20 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
   for (const json& l : help.lines) out += l.get<std::string>() + "\n";
   EXPECT_NE(out.find("Exit status: 0 every prompt completed; 1 a prompt failed"), std::string::npos)
       << out;
+}
+
+// `pagoda serve` exits 2 on an invalid value before it loads or listens,
+// even when a later occurrence replaces it (it served on the last one).
+TEST(CliServe, AnInvalidValueAnywhereExitsTwo) {
+  const std::string base = ::testing::TempDir() + "pagoda_serve_usage";
+  const std::string cmd = std::string(PAGODA_BIN) + " serve --port abc --port 0 >'" + base +
+                          ".out' 2>'" + base + ".err'";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string err = read_text_file(base + ".err");
+  EXPECT_NE(err.find("--port: invalid int value: 'abc'"), std::string::npos) << err;
+  EXPECT_EQ(read_text_file(base + ".out"), "");  // never listened
 }
 
 }  // namespace
