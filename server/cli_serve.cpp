@@ -36,7 +36,7 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
   app.add_option("model_dir", a.engine.model_dir,
                  "Hugging Face model directory (default: bundled stories260K)");
   app.add_option("--host", a.host, "Address to listen on");
-  app.add_option("--port", a.port, "Port (0: pick a free one)");
+  app.add_option("--port", a.port, "Port (0: pick a free one)")->check(cli::int_in(0, 65535));
   app.add_option("--network-threads", a.network_threads, "Threads running the HTTP server")
       ->check(cli::int_in(1, 256));
   app.add_option("--api-key", a.api_key,

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "engine/model/model_executor.h"
+#include "server/cli_checks.h"
 
 namespace pagoda {
 
@@ -34,7 +35,9 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step");
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block");
   app.add_option("--seed", a.seed,
-                 "Random seed: unseeded requests' sampling (vLLM's --seed), dummy weights");
+                 "Random seed: unseeded requests' sampling (vLLM's --seed), dummy weights")
+      ->check(cli::int_in(0, static_cast<int64_t>(kMaxEngineSeed),
+                          "numpy's seed range; vLLM seeds np.random with it"));
   app.add_option("--chat-template", a.chat_template,
                  "Chat template: a Jinja file (or inline template)");
   app.add_option("--device", a.device, "auto | cpu | cuda")
@@ -100,6 +103,10 @@ void validate_engine_args(const EngineArgs& a) {
   at_least("block_size", a.block_size, 1);
   at_least("num_gpu_blocks_override", a.num_gpu_blocks_override, 0);
   at_least("tensor_parallel_size", a.tensor_parallel_size, 1);
+  if (a.seed > kMaxEngineSeed)
+    throw EngineArgError("seed", fmt::format("seed must be in [0, {}] (numpy's seed range; vLLM "
+                                             "seeds np.random with it), got {}",
+                                             kMaxEngineSeed, a.seed));
   if (!std::isfinite(a.swap_space) || a.swap_space < 0)
     throw EngineArgError(
         "swap_space",

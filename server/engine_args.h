@@ -56,6 +56,11 @@ struct EngineArgs {
   std::string quantization;  // --quantization / -q: "" or gptq|gptq_marlin|awq|awq_marlin
 };
 
+// The largest --seed: vLLM seeds Python's, numpy's and torch's generators
+// with it (Platform.seed_everything), and np.random.seed refuses anything
+// outside [0, 2**32 - 1], so vLLM fails at startup on the rest.
+inline constexpr uint64_t kMaxEngineSeed = 4'294'967'295;
+
 // Registers the shared flags on a CLI11 (sub)command, among them --model
 // (vLLM accepts it beside the positional model), and a callback on `app`
 // that runs apply_model_flag after parsing (its error becomes a CLI11
@@ -66,7 +71,7 @@ void add_engine_flags(CLI::App& app, EngineArgs& args);
 // flags, the Python module's LLM(...) keywords, offline::LLM): counts >= 1
 // (max_num_seqs, max_num_batched_tokens, block_size, tensor_parallel_size),
 // >= 0 (max_model_len, num_gpu_blocks_override, swap_space, finite),
-// gpu_memory_utilization in [0, 1], device / dtype / load_format /
+// seed <= kMaxEngineSeed, gpu_memory_utilization in [0, 1], device / dtype / load_format /
 // preemption_mode among their values. Throws EngineArgError naming the
 // argument by vLLM's name ("max_num_seqs must be >= 1, got 0").
 struct EngineArgError : std::invalid_argument {

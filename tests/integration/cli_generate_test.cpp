@@ -421,6 +421,11 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
       // replaces is an error, and one after a good value is named alone.
       {"--prompt Once --max-tokens abc --max-tokens 5", "--max-tokens: invalid int value: 'abc'"},
       {"--prompt Once --max-tokens 5 --max-tokens abc", "--max-tokens: invalid int value: 'abc'"},
+      // Out of range: named with the range (vLLM's SamplingParams message
+      // for a sampling flag; numpy's seed range for the engine's --seed).
+      {"--prompt Once --max-tokens -3", "--max-tokens: max_tokens must be at least 1, got -3"},
+      {"--prompt Once --seed -1", "--seed: must be in [0, 4294967295], got -1"},
+      {"--prompt Once --max-num-seqs -1", "--max-num-seqs: max_num_seqs must be >= 1, got -1"},
       {"", "no prompts"},
   };
   for (const Case& c : cases) {
@@ -437,18 +442,30 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
       << out;
 }
 
-// `pagoda serve` exits 2 on an invalid value before it loads or listens,
-// even when a later occurrence replaces it (it served on the last one).
+// `pagoda serve` exits 2 on an invalid or out-of-range value before it
+// loads or listens, even when a later occurrence replaces it (it served on
+// the last one).
 TEST(CliServe, AnInvalidValueAnywhereExitsTwo) {
   const std::string base = ::testing::TempDir() + "pagoda_serve_usage";
-  const std::string cmd = std::string(PAGODA_BIN) + " serve --port abc --port 0 >'" + base +
-                          ".out' 2>'" + base + ".err'";
-  const int status = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 2);
-  const std::string err = read_text_file(base + ".err");
-  EXPECT_NE(err.find("--port: invalid int value: 'abc'"), std::string::npos) << err;
-  EXPECT_EQ(read_text_file(base + ".out"), "");  // never listened
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--port abc --port 0", "--port: invalid int value: 'abc'"},
+      {"--port 70000", "--port: must be in [0, 65535], got 70000"},
+      {"--seed -1", "--seed: must be in [0, 4294967295], got -1"},
+      {"--tensor-parallel-size 0", "--tensor-parallel-size: tensor_parallel_size must be >= 1"},
+  };
+  for (const Case& c : cases) {
+    const std::string cmd =
+        std::string(PAGODA_BIN) + " serve " + c.args + " >'" + base + ".out' 2>'" + base + ".err'";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << c.args << " " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << c.args;
+    const std::string err = read_text_file(base + ".err");
+    EXPECT_NE(err.find(c.message), std::string::npos) << c.args << "\n" << err;
+    EXPECT_EQ(read_text_file(base + ".out"), "") << c.args;  // never listened
+  }
 }
 
 }  // namespace
