@@ -16,6 +16,7 @@
 
 #include "server/cli.h"
 #include "server/cli_checks.h"
+#include "server/guided_fields.h"
 #include "server/llm.h"
 #include "server/openai_request.h"
 
@@ -143,6 +144,7 @@ json sampling_defaults(const GenerateArgs& a) {
   json d = json::object();
   if (!a.sampling_params.empty()) {
     d = parse_object_flag("--sampling-params", a.sampling_params);
+    openai_fields::keep_schema_key_order(d, a.sampling_params);
     if (auto e = check_sampling_fields(d)) throw UsageError("--sampling-params: " + e->message);
   }
   const json from_params = d;
@@ -210,9 +212,10 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
       p.request = json{{"prompt", line}};
     } else {
       json v = json::parse(line, nullptr, false);
-      if (v.is_object())
+      if (v.is_object()) {
+        openai_fields::keep_schema_key_order(v, line);
         p.request = std::move(v);
-      else
+      } else
         p.error = v.is_discarded() ? "not valid JSON" : "not a JSON object";
     }
     out.push_back(std::move(p));

@@ -12,6 +12,7 @@
 #include "engine/chat/chat_template.h"
 #include "server/chat_prompt.h"
 #include "server/chat_tools.h"
+#include "server/guided_fields.h"
 #include "server/openai_fields.h"
 #include "server/request_model.h"
 #include "server/strict_json.h"
@@ -36,6 +37,7 @@ json parse_request_body(std::string_view body) {
   json& obj = std::get<json>(parsed);
   if (!obj.is_object())
     fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
+  openai_fields::keep_schema_key_order(obj, body);
   return std::move(obj);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "server/guided_fields.h"
 #include "server/openai_response.h"
 #include "server/strict_json.h"
 
@@ -111,6 +112,7 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
     obj.erase("stream_options");
     // The message parsed strictly above, so it parses here.
     if (m.type == T::kChat && chat_needs_key_order(obj)) m.ordered_body = ordered_json::parse(text);
+    openai_fields::keep_schema_key_order(obj, text);
     m.body = std::move(obj);
   }
   return m;

@@ -442,6 +442,33 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
       << out;
 }
 
+// A guided_json schema in a JSON line or --sampling-params keeps its
+// properties' order in the output (the line, parsed as nlohmann::json, had
+// them sorted).
+TEST(CliGenerate, GuidedSchemaPropertiesComeInTheOrderSent) {
+  const std::string schema =
+      R"({"type":"object","properties":{"zeta":{"type":"integer","minimum":0,"maximum":9},)"
+      R"("alpha":{"type":"boolean"},"mid":{"enum":["x","y"]}},"required":["zeta","alpha","mid"]})";
+  const std::string line =
+      R"({"prompt":"Once","temperature":0,"max_tokens":100,"guided_whitespace_pattern":"",)"
+      R"("guided_json":)" +
+      schema + "}";
+  GenerateRun r = run_generate_cli("schema_order", {line}, "");
+  GenerateRun flag = run_generate_cli(
+      "schema_order_flag", {"Once"},
+      "--temperature 0 --max-tokens 100 --sampling-params '{\"guided_json\":" + schema + "}'");
+  for (const GenerateRun* run : {&r, &flag}) {
+    EXPECT_EQ(run->exit_status, 0) << run->err;
+    ASSERT_EQ(run->lines.size(), 1u) << run->err;
+    const std::string text = run->lines[0]["outputs"][0]["text"];
+    const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << text;
+    std::vector<std::string> keys;
+    for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
+    EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"})) << text;
+  }
+}
+
 // `pagoda serve` exits 2 on an invalid or out-of-range value before it
 // loads or listens, even when a later occurrence replaces it (it served on
 // the last one).

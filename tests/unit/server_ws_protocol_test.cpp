@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "engine/guided/guide.h"
 #include "server/ws_protocol.h"
 // GCC 12's -Wrestrict false positive (GCC bug 105329) on the test model's
 // "[" + std::string, when -O3 inlines it into this file.
@@ -104,6 +105,22 @@ TEST(WsProtocol, GenerationFieldsGoThroughTheHttpApisParser) {
   ParseResult c = parse_ws_generation(chat, model);
   ASSERT_TRUE(std::holds_alternative<ParsedRequest>(c));
   EXPECT_EQ(std::get<ParsedRequest>(c).kind, ApiKind::kChat);
+}
+
+// A guided_json schema's properties keep the message's order (the
+// generated object's key order), as over HTTP.
+TEST(WsProtocol, GuidedSchemaPropertiesKeepTheOrderSent) {
+  ServingModel model = testing_protocol::make_test_model();
+  WsClientMessage m =
+      ok(R"({"type":"completion","id":"a","prompt":"hi","guided_json":{"type":"object",)"
+         R"("properties":{"zeta":{"type":"integer"},"alpha":{"type":"boolean"}},)"
+         R"("required":["zeta","alpha"]}})");
+  ParseResult r = parse_ws_generation(m, model);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r));
+  const ParsedRequest& p = std::get<ParsedRequest>(r);
+  ASSERT_TRUE(p.sampling.guide);
+  EXPECT_TRUE(p.sampling.guide->matches(R"({"zeta": 1, "alpha": true})"));
+  EXPECT_FALSE(p.sampling.guide->matches(R"({"alpha": true, "zeta": 1})"));
 }
 
 TEST(WsProtocol, ServerMessagesHaveTheDocumentedShape) {
