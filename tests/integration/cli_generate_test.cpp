@@ -409,6 +409,7 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
       {"--prompt Once --top-p 2", "--top-p: top_p must be in (0, 1]"},
       {"--prompt Once --best-of 2 --temperature 0",
        "--best-of: best_of must be 1 when using greedy sampling"},
+      {"--prompt Once --n 2 --temperature 0", "--n: n must be 1 when using greedy sampling"},
       {"--prompt Once --sampling-params '{\"best_of\": 2}' --temperature 0",
        "--sampling-params: best_of must be 1 when using greedy sampling"},
       {"--prompt Once --logit-bias x", "--logit-bias is not valid JSON"},

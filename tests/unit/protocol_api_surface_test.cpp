@@ -238,7 +238,7 @@ TEST(ProtocolSurface, StreamInterleavedChoicesUsageAfterTheLast) {
 TEST(ProtocolSurface, GenerateEndpointFormats) {
   ServingModel m = make_test_model();
   ParsedRequest r =
-      parse_ok(parse_generate_request(R"({"prompt": "ab", "n": 2, "temperature": 0})", m));
+      parse_ok(parse_generate_request(R"({"prompt": "ab", "n": 2, "temperature": 0.5})", m));
   EXPECT_EQ(r.kind, ApiKind::kGenerate);
   EXPECT_EQ(r.sampling.max_tokens, 16);  // vLLM SamplingParams default
   json j = completion_response(

@@ -357,6 +357,45 @@ TEST(ProtocolCompletion, BestOfAboveOneIsRefusedWithGreedySampling) {
   EXPECT_FALSE(check_sampling_fields(json{{"best_of", 2}}));  // SamplingParams' temperature 1
 }
 
+// vLLM's SamplingParams._verify_greedy_sampling refuses n > 1 with greedy
+// sampling too ("n must be 1 when using greedy sampling, got 2."; vLLM v0
+// said it of best_of, which defaulted to n): the n choices would all be the
+// one greedy sequence. A 400 naming "n" on every endpoint, LLM.generate's
+// requests and the Python SamplingParams' own check; beam search (n beams)
+// and sampling take n > 1.
+TEST(ProtocolCompletion, NAboveOneIsRefusedWithGreedySampling) {
+  const ServingModel m = make_test_model();
+  const std::string messages = R"("messages": [{"role": "user", "content": "q"}])";
+  const std::vector<std::pair<std::string, ParseResult>> cases = {
+      {"completions", parse_completion_request(R"({"prompt": "x", "n": 2, "temperature": 0})", m)},
+      {"chat", parse_chat_request("{" + messages + R"(, "n": 3, "temperature": 0})", m)},
+      {"generate", parse_generate_request(R"({"prompt": "x", "n": 2, "temperature": 1e-6})", m)},
+      {"offline",
+       parse_offline_object(json::parse(R"({"prompt": "x", "n": 2, "temperature": 0})"), m)},
+  };
+  for (const auto& [what, r] : cases) {
+    SCOPED_TRACE(what);
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(r));
+    const OpenAIError& e = std::get<OpenAIError>(r);
+    EXPECT_EQ(e.status, 400);
+    const json j = json::parse(e.body());
+    EXPECT_EQ(j["error"]["type"], "BadRequestError");
+    EXPECT_EQ(j["error"]["param"], "n");
+    EXPECT_NE(e.message.find("n must be 1 when using greedy sampling, got "), std::string::npos)
+        << e.message;
+  }
+  const std::optional<OpenAIError> checked =
+      check_sampling_fields(json::parse(R"({"n": 2, "temperature": 0})"));
+  ASSERT_TRUE(checked.has_value());
+  EXPECT_EQ(checked->param, "n");
+  EXPECT_EQ(checked->message, "n must be 1 when using greedy sampling, got 2.");
+  // Sampling, beam search (n beams), n 1: accepted.
+  ok_completion(R"({"prompt": "x", "n": 2, "temperature": 0.5})", m);
+  ok_completion(R"({"prompt": "x", "n": 2, "temperature": 0, "use_beam_search": true})", m);
+  ok_completion(R"({"prompt": "x", "n": 1, "temperature": 0})", m);
+  EXPECT_FALSE(check_sampling_fields(json::parse(R"({"n": 2, "temperature": 0.7})")));
+}
+
 TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
   ParseResult pr = parse_chat_request(
       R"({"model": "tiny", "messages": [{"role": "system", "content": "S"},
