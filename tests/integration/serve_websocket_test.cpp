@@ -342,6 +342,7 @@ TEST_F(ServeWebSocket, ACloseFrameAbortsAtOnceEvenWhenTheClientNoLongerReads) {
   WsClient ws(port, /*rcvbuf=*/4096);
   json m = completion("Once upon a time", 480);
   m["n"] = 8;
+  m["temperature"] = 1.0;  // n > 1 samples (greedy takes n 1, as vLLM)
   m["type"] = "completion";
   m["id"] = "closer";
   ws.send(m);
@@ -380,6 +381,7 @@ TEST_F(ServeWebSocket, ACloseFrameFollowedAtOnceByAResetAbortsAtOnce) {
     WsClient ws(port, /*rcvbuf=*/4096);
     json m = completion("Once upon a time", 480);
     m["n"] = 8;
+    m["temperature"] = 1.0;  // n > 1 samples (greedy takes n 1, as vLLM)
     m["type"] = "completion";
     m["id"] = "close-then-reset";
     ASSERT_TRUE(
