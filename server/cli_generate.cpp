@@ -224,6 +224,9 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
 }
 
 std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const nlohmann::ordered_json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 }  // namespace
 

@@ -16,7 +16,10 @@ using nlohmann::ordered_json;
 
 namespace {
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+template <typename Json>
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 WsMessageError envelope_error(std::optional<std::string> id, std::string message,
                               std::string param = "") {
@@ -136,8 +139,9 @@ ParseResult parse_ws_generation(WsClientMessage& msg, const ServingModel& model)
 }
 
 std::string ws_delta_message(const std::string& id, int64_t seq, const ChoiceDelta& d) {
-  json msg = {{"type", "delta"},  {"id", id},       {"seq", seq},
-              {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}};
+  // ordered_json: the logprobs' top entries keep their rank order.
+  ordered_json msg = {{"type", "delta"},  {"id", id},       {"seq", seq},
+                      {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}};
   if (!d.logprobs.is_null()) msg["logprobs"] = d.logprobs;
   if (!d.tool_calls.empty()) msg["tool_calls"] = d.tool_calls;
   return dump(msg);

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -468,6 +470,32 @@ TEST(CliGenerate, GuidedSchemaPropertiesComeInTheOrderSent) {
     for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
     EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"})) << text;
   }
+}
+
+// The output line's logprob maps list the most likely token first (they
+// came sorted by token id as a string); the Python module reads the same
+// JSON into its dicts.
+TEST(CliGenerate, LogprobsComeMostLikelyFirst) {
+  GenerateRun r = run_generate_cli(
+      "logprobs_order", {"Once upon a time"},
+      "--max-tokens 8 --temperature 1 --sampling-seed 3 --logprobs 5 --prompt-logprobs 5",
+      /*parse_stdout=*/false);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  const nlohmann::ordered_json out = nlohmann::ordered_json::parse(r.lines[0].get<std::string>());
+  auto most_likely_first = [](const nlohmann::ordered_json& position) {
+    std::vector<double> v;
+    for (auto it = position.begin(); it != position.end(); ++it)
+      v.push_back(it.value()["logprob"].get<double>());
+    return std::is_sorted(v.begin(), v.end(), std::greater<>());
+  };
+  const nlohmann::ordered_json& lps = out["outputs"][0]["logprobs"];
+  ASSERT_EQ(lps.size(), 8u) << out.dump();
+  for (const nlohmann::ordered_json& p : lps) EXPECT_TRUE(most_likely_first(p)) << p.dump();
+  const nlohmann::ordered_json& plps = out["prompt_logprobs"];
+  ASSERT_GE(plps.size(), 2u) << out.dump();
+  for (size_t i = 1; i < plps.size(); ++i)
+    EXPECT_TRUE(most_likely_first(plps[i])) << plps[i].dump();
 }
 
 // `pagoda serve` exits 2 on an invalid or out-of-range value before it
