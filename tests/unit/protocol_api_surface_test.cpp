@@ -518,10 +518,10 @@ TEST(ProtocolSurface, GenerationGroupAssemblesEchoLogprobsAndUsage) {
       delta(0, "i", {{id('i'), -1.5f, {{id('x'), -0.25f}}}}, true));
   std::vector<ChoiceDelta> ld = lg.drain();
   ASSERT_EQ(ld.size(), 2u);
-  EXPECT_EQ(ld[1].logprobs["tokens"], json({"i"}));
-  EXPECT_EQ(ld[1].logprobs["text_offset"], json({1}));  // after "h"
-  EXPECT_EQ(lg.choices()[0].logprobs["token_logprobs"], json({-0.5, -1.5}));
-  EXPECT_EQ(lg.choices()[0].logprobs["text_offset"], json({0, 1}));
+  EXPECT_EQ(ld[1].logprobs["tokens"], nlohmann::ordered_json({"i"}));
+  EXPECT_EQ(ld[1].logprobs["text_offset"], nlohmann::ordered_json({1}));  // after "h"
+  EXPECT_EQ(lg.choices()[0].logprobs["token_logprobs"], nlohmann::ordered_json({-0.5, -1.5}));
+  EXPECT_EQ(lg.choices()[0].logprobs["text_offset"], nlohmann::ordered_json({0, 1}));
 }
 
 }  // namespace

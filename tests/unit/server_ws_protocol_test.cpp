@@ -133,7 +133,7 @@ TEST(WsProtocol, ServerMessagesHaveTheDocumentedShape) {
           R"({"type":"delta","id":"a","seq":4,"index":0,"text":"你好🙂","token_ids":[5,6]})"));
   // Logprobs (when asked for) as the SSE chunk carries them.
   d.logprobs = {{"content", json::array()}};
-  EXPECT_EQ(json::parse(ws_delta_message("a", 4, d))["logprobs"], d.logprobs);
+  EXPECT_EQ(json::parse(ws_delta_message("a", 4, d))["logprobs"], json(d.logprobs));
   ChoiceDelta f;
   f.finished = true;
   f.finish_reason = FinishReason::kLength;
