@@ -141,7 +141,7 @@ class PyLLM {
     for (json& f : json::parse(params_json)) params.emplace_back(std::move(f));
     std::vector<pagoda::offline::RequestOutput> outs =
         llm_->generate_requests(pagoda::offline::make_requests(prompts, params), use_tqdm);
-    json arr = json::array();
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const auto& o : outs) arr.push_back(pagoda::offline::to_json(o));
     return arr.dump(-1, ' ', false, json::error_handler_t::replace);
   }

@@ -8,6 +8,7 @@
 namespace pagoda {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 namespace {
 
@@ -16,16 +17,16 @@ bool echoes(const ParsedRequest& req) {
 }
 
 // Both wire formats are objects of arrays: concatenate each array.
-void append_logprobs(json& into, const json& next) {
+void append_logprobs(ordered_json& into, const ordered_json& next) {
   if (next.is_null()) return;
   if (into.is_null()) {
     into = next;
     return;
   }
   for (auto it = next.begin(); it != next.end(); ++it) {
-    json& dst = into[it.key()];
-    if (!dst.is_array()) dst = json::array();
-    for (const json& v : it.value()) dst.push_back(v);
+    ordered_json& dst = into[it.key()];
+    if (!dst.is_array()) dst = ordered_json::array();
+    for (const ordered_json& v : it.value()) dst.push_back(v);
   }
 }
 
@@ -171,12 +172,13 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
   const size_t prompt = static_cast<size_t>(d.index / std::max(1, req_.sampling.n));
   if (d.prompt_logprobs && prompt < prompt_lps_.size() && req_.tokenizer) {
     prompt_lps_[prompt] = *d.prompt_logprobs;
-    const json list = prompt_logprobs_json(*req_.tokenizer, *d.prompt_logprobs);
+    const ordered_json list = prompt_logprobs_json(*req_.tokenizer, *d.prompt_logprobs);
     for (ChoiceDelta& c : choices_)
-      if (static_cast<size_t>(c.index / std::max(1, req_.sampling.n)) == prompt) c.prompt_logprobs = list;
+      if (static_cast<size_t>(c.index / std::max(1, req_.sampling.n)) == prompt)
+        c.prompt_logprobs = list;
     out.prompt_logprobs = list;
   }
-  json echoed_lps;
+  ordered_json echoed_lps;
   if (req_.kind == ApiKind::kChat && !req_.chat_echo.empty() && !st.echoed) {
     out.text = req_.chat_echo;
     st.echoed = true;
@@ -232,13 +234,14 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
   return out;
 }
 
-json ChoiceAssembler::echo_logprobs(int index, State& st) {
+ordered_json ChoiceAssembler::echo_logprobs(int index, State& st) {
   if (req_.kind != ApiKind::kCompletion || !st.logprobs || !req_.tokenizer) return nullptr;
   const size_t prompt = static_cast<size_t>(index / std::max(1, req_.sampling.n));
   const PromptInput* p = prompt_of(req_, index);
   if (!p || prompt >= prompt_lps_.size() || !prompt_lps_[prompt]) return nullptr;
   int64_t offset = 0;
-  json lps = echo_logprobs_json(*req_.tokenizer, p->token_ids, *prompt_lps_[prompt], &offset);
+  ordered_json lps =
+      echo_logprobs_json(*req_.tokenizer, p->token_ids, *prompt_lps_[prompt], &offset);
   st.logprobs = std::make_unique<ChoiceLogprobs>(*req_.tokenizer, p->token_ids, offset);
   return lps;
 }

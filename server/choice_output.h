@@ -43,8 +43,10 @@ struct ChoiceDelta {
   int index = 0;                   // request-wide choice index
   std::string text;                // whole UTF-8 characters; echo: prompt first
   std::vector<int32_t> token_ids;  // the completion's new ids (never the prompt's)
-  nlohmann::json logprobs;         // null, or the wire format for token_ids
-  nlohmann::json prompt_logprobs;  // null, or vLLM's prompt_logprobs list for this choice's prompt
+  // ordered_json: top logprobs keep their rank order (openai_logprobs.h).
+  nlohmann::ordered_json logprobs;  // null, or the wire format for token_ids
+  nlohmann::ordered_json
+      prompt_logprobs;  // null, or vLLM's prompt_logprobs list for this choice's prompt
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   nlohmann::json stop_reason;     // vLLM's: the stop string, else the stop token id, else null
@@ -118,13 +120,13 @@ class ChoiceAssembler {
  private:
   struct State {
     std::unique_ptr<ChoiceLogprobs> logprobs;
-    std::unique_ptr<ToolCallParser> tools;  // chat with req.tool_parser set
+    std::unique_ptr<ToolCallParser> tools;    // chat with req.tool_parser set
     std::unique_ptr<ForcedToolCalls> forced;  // chat with req.forced_tool set
     bool echoed = false;
   };
   // Echo with logprobs: the echoed prompt's logprobs entries (and the
   // completion's offsets restart after them); null when not echoing them.
-  nlohmann::json echo_logprobs(int index, State& st);
+  nlohmann::ordered_json echo_logprobs(int index, State& st);
   const ParsedRequest& req_;
   std::vector<State> state_;
   // Per prompt: its prompt logprobs, once an engine delta brought them.

@@ -15,6 +15,8 @@
 #include <optional>
 
 #include "server/cli.h"
+#include "server/cli_checks.h"
+#include "server/guided_fields.h"
 #include "server/llm.h"
 #include "server/openai_request.h"
 
@@ -25,8 +27,10 @@ using nlohmann::json;
 void add_generate_command(CLI::App& app, GenerateArgs& a) {
   // As `pagoda serve`: a repeated scalar option keeps its last value
   // (vLLM's argparse); --prompt, --stop, ... collect one value per use.
+  // Every occurrence is checked all the same (check_every_occurrence below).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: the bundled stories260K)");
+  app.add_option("model_dir", a.engine.model_dir,
+                 "Hugging Face model directory (default: the bundled stories260K)");
   // Vector options take one value per occurrence (repeat the flag), so a
   // trailing positional is MODEL_DIR, not one more value.
   app.add_option("--prompt", a.prompts, "A text prompt (repeat the flag for more)")
@@ -85,6 +89,7 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("--sampling-params", a.sampling_params,
                  "A JSON object of SamplingParams fields (the flags above win)");
   add_engine_flags(app, a.engine);
+  cli::check_every_occurrence(app);
   app.footer(
       "Exit status: 0 every prompt completed; 1 a prompt failed (its output line carries the "
       "error; the others still run) or the run did (model load, engine); 2 a usage error, "
@@ -139,6 +144,7 @@ json sampling_defaults(const GenerateArgs& a) {
   json d = json::object();
   if (!a.sampling_params.empty()) {
     d = parse_object_flag("--sampling-params", a.sampling_params);
+    openai_fields::keep_schema_key_order(d, a.sampling_params);
     if (auto e = check_sampling_fields(d)) throw UsageError("--sampling-params: " + e->message);
   }
   const json from_params = d;
@@ -206,9 +212,10 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
       p.request = json{{"prompt", line}};
     } else {
       json v = json::parse(line, nullptr, false);
-      if (v.is_object())
+      if (v.is_object()) {
+        openai_fields::keep_schema_key_order(v, line);
         p.request = std::move(v);
-      else
+      } else
         p.error = v.is_discarded() ? "not valid JSON" : "not a JSON object";
     }
     out.push_back(std::move(p));
@@ -217,6 +224,9 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
 }
 
 std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const nlohmann::ordered_json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "server/cli.h"
+#include "server/cli_checks.h"
 #include "server/connection_drain.h"
 #include "server/http_server.h"
 #include "server/preprocess_pool.h"
@@ -30,55 +31,61 @@ constexpr std::chrono::milliseconds kShutdownSlack{10000};
 void add_serve_command(CLI::App& app, ServeArgs& a) {
   // A repeated option keeps its last value, as vLLM's argparse does
   // (CLI11's default is an error); list options still collect every value.
+  // Every occurrence is checked all the same (check_every_occurrence below).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("model_dir", a.engine.model_dir, "Hugging Face model directory (default: bundled stories260K)");
+  app.add_option("model_dir", a.engine.model_dir,
+                 "Hugging Face model directory (default: bundled stories260K)");
   app.add_option("--host", a.host, "Address to listen on");
-  app.add_option("--port", a.port, "Port (0: pick a free one)");
+  app.add_option("--port", a.port, "Port (0: pick a free one)")->check(cli::int_in(0, 65535));
   app.add_option("--network-threads", a.network_threads, "Threads running the HTTP server")
-      ->check(CLI::Range(1, 256));
+      ->check(cli::int_in(1, 256));
   app.add_option("--api-key", a.api_key,
                  "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize, /generate")
       ->envname("PAGODA_API_KEY");
-  app.add_option("--allowed-origins", a.allowed_origins,
-                 "CORS origins allowed to call the API: a JSON list ('[\"*\"]') or comma-separated; "
-                 "default none");
-  app.add_option("--web-dir", a.web_dir, "Directory of the chat UI served at / (default: the built-in web/)");
-  app.add_option("--ws-resume-grace", a.ws_resume_grace_s,
-                 "Seconds a /v1/ws stream stays resumable after its connection drops (0: abort at once)")
-      ->check(CLI::Range(0.0, 3600.0));
-  app.add_option("--slow-reader-timeout", a.slow_reader_timeout_s,
-                 "Seconds a streaming write may stay pending before the client is dropped and its requests "
-                 "aborted (0: never)")
-      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option(
+      "--allowed-origins", a.allowed_origins,
+      "CORS origins allowed to call the API: a JSON list ('[\"*\"]') or comma-separated; "
+      "default none");
+  app.add_option("--web-dir", a.web_dir,
+                 "Directory of the chat UI served at / (default: the built-in web/)");
+  app.add_option(
+         "--ws-resume-grace", a.ws_resume_grace_s,
+         "Seconds a /v1/ws stream stays resumable after its connection drops (0: abort at once)")
+      ->check(cli::float_in(0, 3600));
+  app.add_option(
+         "--slow-reader-timeout", a.slow_reader_timeout_s,
+         "Seconds a streaming write may stay pending before the client is dropped and its requests "
+         "aborted (0: never)")
+      ->check(cli::float_in(0, 3600));
   app.add_option(
          "--preprocess-threads", a.preprocess_threads,
          "Threads that parse, render chat templates and tokenize requests, off the network threads")
-      ->check(CLI::Range(1, 256));
+      ->check(cli::int_in(1, 256));
   app.add_option("--max-preprocess-queue", a.max_preprocess_queue,
                  "Requests that may wait for a preprocessing thread; beyond, 503 with Retry-After")
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(cli::int_in(0, 1 << 20));
   app.add_option("--max-seqs-per-request", a.max_seqs_per_request,
                  "Most sequences (prompts x n) one request may ask for; beyond, 400")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+      ->check(cli::int_in(1, int64_t{1} << 30));
   app.add_option("--max-chat-messages", a.max_chat_messages,
                  "Most messages one chat may hold; beyond, 400")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+      ->check(cli::int_in(1, int64_t{1} << 30));
   app.add_option(
          "--shutdown-timeout", a.shutdown_timeout_s,
          "Seconds running requests may take to finish after SIGTERM/SIGINT before they are aborted "
          "(new requests and /health get 503 meanwhile; 0: abort at once). The whole shutdown is "
          "bounded by this + 10 s; a second signal exits at once")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(cli::float_in(0, 86400));
   app.add_option(
          "--engine-hang-timeout", a.engine_hang_timeout_s,
          "Seconds the engine may go without completing a step while it has work before /health "
          "answers 503 (0: never)")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(cli::float_in(0, 86400));
   app.add_option(
          "--max-num-waiting-requests", a.engine.max_num_waiting_requests,
          "Requests that may wait for their first step before new ones get 503 with Retry-After "
          "(a completion with k prompts counts k; 0: no bound)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+      ->check(cli::int_in(0, int64_t{1} << 40));
   app.add_option(
       "--max-connections", a.max_connections,
       "Client connections (HTTP and WebSocket) open at once; one beyond is answered 503 and closed "
@@ -98,6 +105,7 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
                  "<tool_call>{json}</tool_call>) or llama3_json (Llama 3.1's JSON); vLLM's names")
       ->check(CLI::IsMember({"hermes", "llama3_json"}));
   add_engine_flags(app, a.engine);
+  cli::check_every_occurrence(app);
 }
 
 int run_serve(ServeArgs a) {
@@ -111,11 +119,12 @@ int run_serve(ServeArgs a) {
     a.engine.model_dir = resolve_model_dir(a.engine.model_dir);
     spdlog::info("Pagoda {} serving {}", pagoda_version(), a.engine.model_dir);
     LoadedModel m = load_model(a.engine);
-    spdlog::info("Model: {} ({}, {} layers, hidden {}), max_model_len {}, served as '{}'", a.engine.model_dir,
-                 m.config.architecture, m.config.num_hidden_layers, m.config.hidden_size, m.max_model_len,
-                 m.served_model_name);
-    spdlog::info("Backend: {}; KV cache: {} blocks of {} tokens ({} tokens)", m.backend, m.engine->num_kv_blocks(),
-                 m.engine->block_size(), m.engine->num_kv_blocks() * m.engine->block_size());
+    spdlog::info("Model: {} ({}, {} layers, hidden {}), max_model_len {}, served as '{}'",
+                 a.engine.model_dir, m.config.architecture, m.config.num_hidden_layers,
+                 m.config.hidden_size, m.max_model_len, m.served_model_name);
+    spdlog::info("Backend: {}; KV cache: {} blocks of {} tokens ({} tokens)", m.backend,
+                 m.engine->num_kv_blocks(), m.engine->block_size(),
+                 m.engine->num_kv_blocks() * m.engine->block_size());
     spdlog::info("Chat template: {}",
                  m.chat_template ? (a.engine.chat_template.empty() ? "tokenizer_config.json"
                                                                    : a.engine.chat_template)
@@ -138,14 +147,17 @@ int run_serve(ServeArgs a) {
     ctx.engine = &handle;
     ctx.access.api_key = a.api_key;
     ctx.access.allowed_origins = parse_allowed_origins(a.allowed_origins);
-    if (!a.api_key.empty()) spdlog::info("API key required on /v1/*, /tokenize, /detokenize, /generate");
+    if (!a.api_key.empty())
+      spdlog::info("API key required on /v1/*, /tokenize, /detokenize, /generate");
     ctx.streams = &streams;
     ctx.limits.slow_reader_timeout = ms(a.slow_reader_timeout_s);
     ctx.limits.max_connections = a.max_connections;
     ctx.limits.preprocess_hang_timeout = ms(a.engine_hang_timeout_s);
     ctx.request_id_headers = a.enable_request_id_headers;
     ctx.web_dir = resolve_web_dir(a.web_dir);
-    spdlog::info("Chat UI: {}", ctx.web_dir.empty() ? "none (no web/ directory found; see --web-dir)" : ctx.web_dir);
+    spdlog::info("Chat UI: {}", ctx.web_dir.empty()
+                                    ? "none (no web/ directory found; see --web-dir)"
+                                    : ctx.web_dir);
 
     ConnectionDrain drain;
     ctx.drain = &drain;
@@ -157,7 +169,8 @@ int run_serve(ServeArgs a) {
     m.engine->start();
     handle.set_running(true);
     server->start();
-    std::printf("Pagoda listening on http://%s:%u\n", a.host.c_str(), static_cast<unsigned>(server->port()));
+    std::printf("Pagoda listening on http://%s:%u\n", a.host.c_str(),
+                static_cast<unsigned>(server->port()));
     std::fflush(stdout);
 
     signals.wait_first();  // SIGINT / SIGTERM (a second one exits at once)
@@ -187,7 +200,8 @@ int run_serve(ServeArgs a) {
     drain.begin();
     m.engine->stop();
     if (size_t left = drain.wait_idle(kShutdownGrace))
-      spdlog::warn("{} connection(s) still open after {} ms; dropping them", left, kShutdownGrace.count());
+      spdlog::warn("{} connection(s) still open after {} ms; dropping them", left,
+                   kShutdownGrace.count());
     server->stop();
     server->join();
     preprocess.stop();  // queued jobs dropped, running ones (bounded) finished

@@ -14,14 +14,17 @@
 #include <stdexcept>
 
 #include "engine/model/model_executor.h"
+#include "server/cli_checks.h"
 
 namespace pagoda {
 
 namespace fs = std::filesystem;
 
 void add_engine_flags(CLI::App& app, EngineArgs& a) {
-  app.add_option("--model", a.model, "Hugging Face model directory (same as the positional MODEL_DIR)");
-  app.add_option("--served-model-name", a.served_model_name, "Model name in the API (default: MODEL_DIR)");
+  app.add_option("--model", a.model,
+                 "Hugging Face model directory (same as the positional MODEL_DIR)");
+  app.add_option("--served-model-name", a.served_model_name,
+                 "Model name in the API (default: MODEL_DIR)");
   app.add_option("--max-model-len", a.max_model_len,
                  "Context length (default: config max_position_embeddings)");
   app.add_option("--max-num-seqs", a.max_num_seqs, "Most sequences per step");
@@ -32,18 +35,24 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step");
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block");
   app.add_option("--seed", a.seed,
-                 "Random seed: unseeded requests' sampling (vLLM's --seed), dummy weights");
-  app.add_option("--chat-template", a.chat_template, "Chat template: a Jinja file (or inline template)");
-  app.add_option("--device", a.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+                 "Random seed: unseeded requests' sampling (vLLM's --seed), dummy weights")
+      ->check(cli::int_in(0, static_cast<int64_t>(kMaxEngineSeed),
+                          "numpy's seed range; vLLM seeds np.random with it"));
+  app.add_option("--chat-template", a.chat_template,
+                 "Chat template: a Jinja file (or inline template)");
+  app.add_option("--device", a.device, "auto | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--dtype", a.dtype, "auto | bfloat16 | float16 | float32")
-      ->check(CLI::IsMember({"auto", "bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32"}));
+      ->check(CLI::IsMember(
+          {"auto", "bfloat16", "float16", "float32", "half", "float", "bf16", "fp16", "fp32"}));
   app.add_option("--load-format", a.load_format, "auto | safetensors | dummy")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
   app.add_option("--gpu-memory-utilization", a.gpu_memory_utilization,
                  "Fraction of GPU memory to use, in [0, 1]");
   app.add_option("--num-gpu-blocks-override", a.num_gpu_blocks_override,
                  "Exactly this many KV blocks");
-  app.add_option("--kv-cache-memory", a.kv_cache_memory, "CPU KV-cache budget in bytes (256MiB, 1GiB, ...)")
+  app.add_option("--kv-cache-memory", a.kv_cache_memory,
+                 "CPU KV-cache budget in bytes (256MiB, 1GiB, ...)")
       ->transform(CLI::AsSizeValue(true));
   app.add_flag("--enforce-eager", a.enforce_eager, "No CUDA graphs");
   app.add_flag(
@@ -94,6 +103,10 @@ void validate_engine_args(const EngineArgs& a) {
   at_least("block_size", a.block_size, 1);
   at_least("num_gpu_blocks_override", a.num_gpu_blocks_override, 0);
   at_least("tensor_parallel_size", a.tensor_parallel_size, 1);
+  if (a.seed > kMaxEngineSeed)
+    throw EngineArgError("seed", fmt::format("seed must be in [0, {}] (numpy's seed range; vLLM "
+                                             "seeds np.random with it), got {}",
+                                             kMaxEngineSeed, a.seed));
   if (!std::isfinite(a.swap_space) || a.swap_space < 0)
     throw EngineArgError(
         "swap_space",
@@ -121,13 +134,14 @@ void validate_engine_args(const EngineArgs& a) {
 void apply_model_flag(EngineArgs& a) {
   if (a.model.empty()) return;
   if (!a.model_dir.empty() && a.model_dir != a.model)
-    throw std::invalid_argument(fmt::format(
-        "the positional model '{}' and --model '{}' differ; give the model once", a.model_dir, a.model));
+    throw std::invalid_argument(
+        fmt::format("the positional model '{}' and --model '{}' differ; give the model once",
+                    a.model_dir, a.model));
   a.model_dir = a.model;
 }
 
-std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv,
-                                             const std::function<bool(const std::string&)>& takes_value) {
+std::vector<std::string> expand_flag_aliases(
+    int argc, const char* const* argv, const std::function<bool(const std::string&)>& takes_value) {
   std::vector<std::string> out;
   bool rest = false;
   bool is_value = false;  // this token is the previous option's value
@@ -135,11 +149,13 @@ std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv,
     std::string s = argv[i];
     if (!rest && !is_value && s == "--") rest = true;
     if (!rest && !is_value) {
-      if (s == "-tp") s = "--tensor-parallel-size";
-      else if (s.rfind("-tp=", 0) == 0) s = "--tensor-parallel-size=" + s.substr(4);
+      if (s == "-tp")
+        s = "--tensor-parallel-size";
+      else if (s.rfind("-tp=", 0) == 0)
+        s = "--tensor-parallel-size=" + s.substr(4);
     }
-    is_value = !rest && !is_value && i > 0 && s.size() > 1 && s[0] == '-' && s.find('=') == std::string::npos &&
-               takes_value(s);
+    is_value = !rest && !is_value && i > 0 && s.size() > 1 && s[0] == '-' &&
+               s.find('=') == std::string::npos && takes_value(s);
     out.push_back(std::move(s));
   }
   return out;
@@ -148,7 +164,8 @@ std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv,
 std::function<bool(const std::string&)> cli_takes_value(const CLI::App& app) {
   return [&app](const std::string& name) {
     std::vector<const CLI::App*> apps = {&app};
-    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) apps.push_back(sub);
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      apps.push_back(sub);
     for (const CLI::App* a : apps) {
       for (const CLI::Option* o : a->get_options()) {
         if (o->check_name(name)) return o->get_expected_min() > 0;
@@ -191,7 +208,8 @@ std::string chat_template_source(const EngineArgs& a, const TokenizerConfig& tc)
     return t;
   }
   // vLLM accepts the template itself in place of a path.
-  if (a.chat_template.find("{{") != std::string::npos || a.chat_template.find("{%") != std::string::npos)
+  if (a.chat_template.find("{{") != std::string::npos ||
+      a.chat_template.find("{%") != std::string::npos)
     return a.chat_template;
   throw std::runtime_error(fmt::format("--chat-template: cannot open file '{}'", a.chat_template));
 }
@@ -200,7 +218,8 @@ std::string chat_template_source(const EngineArgs& a, const TokenizerConfig& tc)
 
 std::string resolve_model_dir(const std::string& given) {
   if (!given.empty()) {
-    if (!fs::is_directory(given)) throw std::runtime_error(fmt::format("model directory '{}' does not exist", given));
+    if (!fs::is_directory(given))
+      throw std::runtime_error(fmt::format("model directory '{}' does not exist", given));
     return given;
   }
   const fs::path rel = "models/stories260K";
@@ -217,7 +236,8 @@ std::string resolve_model_dir(const std::string& given) {
     if (fs::is_regular_file(c / "config.json", ec)) return c.lexically_normal().string();
     tried += "\n  " + c.string();
   }
-  throw std::runtime_error("no MODEL_DIR given and the bundled models/stories260K was not found; looked in:" + tried);
+  throw std::runtime_error(
+      "no MODEL_DIR given and the bundled models/stories260K was not found; looked in:" + tried);
 }
 
 LoadedModel load_model(const EngineArgs& a) {
@@ -225,7 +245,7 @@ LoadedModel load_model(const EngineArgs& a) {
   m.config = ModelConfig::from_dir(a.model_dir);
   check_quantization_flag(
       m.config.quantization, a.quantization,
-      (fs::path(a.model_dir) / "config.json").string());       // before the slow loads
+      (fs::path(a.model_dir) / "config.json").string());  // before the slow loads
   if (a.quantization.find("marlin") != std::string::npos)
     spdlog::warn(
         "--quantization {}: Marlin kernels are not implemented yet; the quantized linears "
@@ -300,7 +320,8 @@ LoadedModel load_model(const EngineArgs& a) {
   ec.eos_token_ids = m.generation_config.eos_token_ids;
   if (ec.eos_token_ids.empty())
     for (int64_t id : m.config.eos_token_ids) ec.eos_token_ids.push_back(static_cast<int32_t>(id));
-  if (ec.eos_token_ids.empty() && m.tokenizer->eos_token_id()) ec.eos_token_ids.push_back(*m.tokenizer->eos_token_id());
+  if (ec.eos_token_ids.empty() && m.tokenizer->eos_token_id())
+    ec.eos_token_ids.push_back(*m.tokenizer->eos_token_id());
   m.engine = std::make_unique<Engine>(ec, std::move(executor), m.tokenizer);
   return m;
 }

@@ -25,22 +25,22 @@ class App;
 namespace pagoda {
 
 struct EngineArgs {
-  std::string model_dir;                 // resolved by resolve_model_dir
-  std::string model;                     // --model (vLLM's flag); merged into model_dir by apply_model_flag
-  std::string served_model_name;         // "" → model_dir as given
-  int64_t max_model_len = 0;             // 0 → config.max_position_embeddings
+  std::string model_dir;  // resolved by resolve_model_dir
+  std::string model;      // --model (vLLM's flag); merged into model_dir by apply_model_flag
+  std::string served_model_name;  // "" → model_dir as given
+  int64_t max_model_len = 0;      // 0 → config.max_position_embeddings
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 8192;
   int64_t long_prefill_token_threshold = 0;  // vLLM's flag; 0 = off
   int64_t block_size = 16;
   uint64_t seed = 0;
-  std::string chat_template;             // file path or inline Jinja ("" → tokenizer_config's)
+  std::string chat_template;  // file path or inline Jinja ("" → tokenizer_config's)
   std::string device = "auto";
   std::string dtype = "auto";
   std::string load_format = "auto";
   double gpu_memory_utilization = 0.9;
   int64_t num_gpu_blocks_override = 0;
-  uint64_t kv_cache_memory = 0;          // CPU KV budget, bytes (0 → backend default)
+  uint64_t kv_cache_memory = 0;  // CPU KV budget, bytes (0 → backend default)
   bool enforce_eager = false;
   bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching (vLLM v1's default)
   // --swap-space: GiB of host memory for swapped-out KV blocks, for the
@@ -56,6 +56,11 @@ struct EngineArgs {
   std::string quantization;  // --quantization / -q: "" or gptq|gptq_marlin|awq|awq_marlin
 };
 
+// The largest --seed: vLLM seeds Python's, numpy's and torch's generators
+// with it (Platform.seed_everything), and np.random.seed refuses anything
+// outside [0, 2**32 - 1], so vLLM fails at startup on the rest.
+inline constexpr uint64_t kMaxEngineSeed = 4'294'967'295;
+
 // Registers the shared flags on a CLI11 (sub)command, among them --model
 // (vLLM accepts it beside the positional model), and a callback on `app`
 // that runs apply_model_flag after parsing (its error becomes a CLI11
@@ -66,7 +71,7 @@ void add_engine_flags(CLI::App& app, EngineArgs& args);
 // flags, the Python module's LLM(...) keywords, offline::LLM): counts >= 1
 // (max_num_seqs, max_num_batched_tokens, block_size, tensor_parallel_size),
 // >= 0 (max_model_len, num_gpu_blocks_override, swap_space, finite),
-// gpu_memory_utilization in [0, 1], device / dtype / load_format /
+// seed <= kMaxEngineSeed, gpu_memory_utilization in [0, 1], device / dtype / load_format /
 // preemption_mode among their values. Throws EngineArgError naming the
 // argument by vLLM's name ("max_num_seqs must be >= 1, got 0").
 struct EngineArgError : std::invalid_argument {
@@ -87,8 +92,8 @@ void apply_model_flag(EngineArgs& args);
 // option position is expanded: not the value of an option that takes one
 // (`takes_value("--prompt")` true: `--prompt -tp` keeps its text), and
 // nothing after "--".
-std::vector<std::string> expand_flag_aliases(int argc, const char* const* argv,
-                                             const std::function<bool(const std::string&)>& takes_value);
+std::vector<std::string> expand_flag_aliases(
+    int argc, const char* const* argv, const std::function<bool(const std::string&)>& takes_value);
 // takes_value for expand_flag_aliases from a CLI11 app and its subcommands:
 // true when any of them has an option named `name` that expects a value.
 std::function<bool(const std::string&)> cli_takes_value(const CLI::App& app);
@@ -106,7 +111,7 @@ struct LoadedModel {
   std::shared_ptr<Tokenizer> tokenizer;
   std::shared_ptr<ChatTemplate> chat_template;  // null: no template
   std::unique_ptr<Engine> engine;
-  std::string backend;                          // ModelExecutor::describe()
+  std::string backend;  // ModelExecutor::describe()
   int64_t max_model_len = 0;
   std::string served_model_name;
 };

@@ -17,6 +17,29 @@ namespace {
 using guided::GuideKind;
 using guided::GuideSpec;
 using nlohmann::json;
+using nlohmann::ordered_json;
+
+// Where a request carries a JSON schema object (keep_schema_key_order).
+const std::vector<std::vector<const char*>>& schema_paths() {
+  static const std::vector<std::vector<const char*>> kPaths = {
+      {"guided_json"},
+      {"structured_outputs", "json"},
+      {"response_format", "json_schema", "schema"}};
+  return kPaths;
+}
+
+// The value at `path` in `root` (nested objects), or nullptr.
+template <typename Json>
+Json* at_path(Json& root, const std::vector<const char*>& path) {
+  Json* v = &root;
+  for (const char* key : path) {
+    if (!v->is_object()) return nullptr;
+    auto it = v->find(key);
+    if (it == v->end()) return nullptr;
+    v = &*it;
+  }
+  return v;
+}
 
 struct Candidate {
   std::string param;  // the field that asked for it, for messages
@@ -131,6 +154,23 @@ void from_response_format(const json& rf, std::vector<Candidate>& out) {
 }
 
 }  // namespace
+
+void keep_schema_key_order(json& body, std::string_view text) {
+  bool any = false;
+  for (const auto& path : schema_paths()) {
+    const json* v = at_path(body, path);
+    any = any || (v && v->is_object());
+  }
+  if (!any) return;
+  const ordered_json sent = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (sent.is_discarded()) return;
+  for (const auto& path : schema_paths()) {
+    json* v = at_path(body, path);
+    const ordered_json* o = at_path(sent, path);
+    if (v && v->is_object() && o && o->is_object())
+      *v = o->dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  }
+}
 
 void parse_guided(const request_model::RequestFields& f, const ServingModel& model,
                   SamplingParams& sp) {

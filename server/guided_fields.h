@@ -13,6 +13,9 @@
 // EBNF/GBNF, engine/guided/ebnf_grammar.h) is a 400 naming the problem
 // before anything runs. structural_tag is 400 "not supported yet".
 #pragma once
+#include <nlohmann/json.hpp>
+#include <string_view>
+
 #include "engine/sample/sampling_params.h"
 #include "server/serving_model.h"
 
@@ -26,5 +29,18 @@ namespace pagoda::openai_fields {
 // Throws RequestFieldError (400) via fail().
 void parse_guided(const request_model::RequestFields& fields, const ServingModel& model,
                   SamplingParams& sp);
+
+// A JSON schema's "properties" order is the order the generated object's
+// keys take (vLLM's backends, xgrammar and outlines, keep the schema's
+// order), but nlohmann::json, which parses request bodies, sorts an
+// object's keys. So where a request was parsed from `text` into `body`
+// (HTTP bodies, WebSocket messages, `pagoda generate`'s JSON lines and
+// --sampling-params), this replaces each schema object at guided_json,
+// structured_outputs.json and response_format.json_schema.schema by its
+// JSON text with the keys in the order `text` sent them (the fields take a
+// schema's text as well as the object). The text is parsed a second time
+// (as ordered_json) only when one of them holds an object; `text` must be
+// the JSON that `body` was parsed from.
+void keep_schema_key_order(nlohmann::json& body, std::string_view text);
 
 }  // namespace pagoda::openai_fields

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <variant>
 
@@ -28,12 +29,22 @@ double clamped(float lp) {
   return std::max(static_cast<double>(lp), -9999.0);
 }
 
-json position_json(const PositionLogprobs& p) {
-  json o = json::object();
-  for (const auto& [id, lp] : p)
-    o[fmt::format("{}", id)] = {{"logprob", clamped(lp.logprob)},
-                                {"rank", lp.rank ? json(*lp.rank) : json(nullptr)},
-                                {"decoded_token", lp.decoded_token}};
+// Most likely first (ties: the lower rank, then the lower id), as the
+// OpenAI endpoints order top logprobs: a position's map is by id.
+nlohmann::ordered_json position_json(const PositionLogprobs& p) {
+  std::vector<std::pair<int32_t, const Logprob*>> entries;
+  for (const auto& [id, lp] : p) entries.emplace_back(id, &lp);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    constexpr int64_t kNoRank = std::numeric_limits<int64_t>::max();
+    if (a.second->logprob != b.second->logprob) return a.second->logprob > b.second->logprob;
+    return a.second->rank.value_or(kNoRank) < b.second->rank.value_or(kNoRank);
+  });
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+  for (const auto& [id, lp] : entries)
+    o[fmt::format("{}", id)] = {
+        {"logprob", clamped(lp->logprob)},
+        {"rank", lp->rank ? nlohmann::ordered_json(*lp->rank) : nlohmann::ordered_json(nullptr)},
+        {"decoded_token", lp->decoded_token}};
   return o;
 }
 
@@ -117,7 +128,8 @@ RequestOutput make_output(const Job& j, const Tokenizer& tok) {
 
 }  // namespace
 
-json to_json(const RequestOutput& out) {
+nlohmann::ordered_json to_json(const RequestOutput& out) {
+  using json = nlohmann::ordered_json;  // vLLM's field order; logprobs in rank order
   json outputs = json::array();
   for (const CompletionOutput& o : out.outputs) {
     json lps = nullptr;

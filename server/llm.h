@@ -84,9 +84,10 @@ struct RequestOutput {
 };
 
 // The JSON form `pagoda generate` writes and the Python module reads:
-// vLLM's attribute names; logprob maps as {"<id>": {"logprob", "rank",
-// "decoded_token"}}, -inf clamped to -9999.0 (JSON has no infinity).
-nlohmann::json to_json(const RequestOutput& out);
+// vLLM's attribute names in vLLM's order; logprob maps as {"<id>":
+// {"logprob", "rank", "decoded_token"}}, most likely first (ordered_json),
+// -inf clamped to -9999.0 (JSON has no infinity).
+nlohmann::ordered_json to_json(const RequestOutput& out);
 
 // vLLM's SamplingParams as keyword arguments: the fields set, by vLLM's
 // names (n, best_of, temperature, top_p, top_k, min_p, seed,

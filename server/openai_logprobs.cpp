@@ -6,7 +6,7 @@
 
 namespace pagoda {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -32,7 +32,8 @@ int64_t utf8_length(const std::string& s) {
   return n;
 }
 
-ChoiceLogprobs::ChoiceLogprobs(const Tokenizer& tok, const std::vector<int32_t>& context_ids, int64_t text_offset)
+ChoiceLogprobs::ChoiceLogprobs(const Tokenizer& tok, const std::vector<int32_t>& context_ids,
+                               int64_t text_offset)
     : tok_(tok), offset_(text_offset) {
   size_t from = context_ids.size() > kWindow ? context_ids.size() - kWindow : 0;
   window_.assign(context_ids.begin() + static_cast<std::ptrdiff_t>(from), context_ids.end());
@@ -44,7 +45,8 @@ std::string ChoiceLogprobs::token_text(int32_t id) const {
   std::string before = tok_.decode(ids, /*skip_special_tokens=*/false);
   ids.push_back(id);
   std::string after = tok_.decode(ids, /*skip_special_tokens=*/false);
-  if (after.size() >= before.size() && after.compare(0, before.size(), before) == 0) return after.substr(before.size());
+  if (after.size() >= before.size() && after.compare(0, before.size(), before) == 0)
+    return after.substr(before.size());
   std::vector<int32_t> one{id};
   return tok_.decode(one, /*skip_special_tokens=*/false);
 }
@@ -56,9 +58,12 @@ void ChoiceLogprobs::advance(int32_t id, const std::string& text) {
 }
 
 json ChoiceLogprobs::completion(const std::vector<TokenLogprob>& lps) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
   for (const TokenLogprob& lp : lps) {
     std::string text = token_text(lp.token_id);
+    // Most likely first (lp.top's order), the sampled token last when it is
+    // not among them (its logprob is no higher than theirs).
     json alts = json::object();
     for (const auto& [id, v] : lp.top) {
       std::string t = token_text(id);

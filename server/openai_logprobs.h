@@ -3,9 +3,13 @@
 //   completions: {"tokens": [str], "token_logprobs": [num], "top_logprobs":
 //     [{str: num}], "text_offset": [int]}: text_offset is each token's start
 //     in the choice's text, in characters (Python len, i.e. code points);
-//     top_logprobs holds the k most likely tokens plus the sampled one.
+//     top_logprobs holds the k most likely tokens plus the sampled one, most
+//     likely first (the sampled one last when it is not among the k).
 //   chat: {"content": [{"token", "logprob", "bytes": [int], "top_logprobs":
-//     [{"token", "logprob", "bytes"}]}]}: top_logprobs the k most likely.
+//     [{"token", "logprob", "bytes"}]}]}: top_logprobs the k most likely,
+//     most likely first.
+// Both are ordered_json: a top_logprobs object's keys keep their rank order
+// (nlohmann::json would sort them by token text).
 // As vLLM's serving_completion.py / serving_chat.py write them. A token's
 // string is its incremental decoding after the preceding ids (vLLM's
 // detokenize_incrementally), so the strings of the sampled tokens join into
@@ -13,9 +17,8 @@
 // logs; -inf becomes -9999.0 (vLLM's clamp, JSON has no infinity).
 #pragma once
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "engine/request.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -26,12 +29,13 @@ class ChoiceLogprobs {
  public:
   // context_ids: the prompt's ids (only the last few are used); text_offset:
   // where the completion's text starts (echo: the prompt's length).
-  ChoiceLogprobs(const Tokenizer& tok, const std::vector<int32_t>& context_ids, int64_t text_offset = 0);
+  ChoiceLogprobs(const Tokenizer& tok, const std::vector<int32_t>& context_ids,
+                 int64_t text_offset = 0);
 
   // Completions format for the next tokens (entries parallel to lps).
-  nlohmann::json completion(const std::vector<TokenLogprob>& lps);
+  nlohmann::ordered_json completion(const std::vector<TokenLogprob>& lps);
   // Chat format for the next tokens: {"content": [...]}.
-  nlohmann::json chat(const std::vector<TokenLogprob>& lps);
+  nlohmann::ordered_json chat(const std::vector<TokenLogprob>& lps);
   // Characters of text so far: the next token's text_offset.
   int64_t offset() const { return offset_; }
 

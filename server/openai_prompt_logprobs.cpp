@@ -9,7 +9,7 @@
 
 namespace pagoda {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -46,16 +46,20 @@ std::string decoded(const Tokenizer& tok, int32_t id) { return decoded_token(tok
 json prompt_logprobs_json(const Tokenizer& tok, const std::vector<PromptLogprob>& lps) {
   json out = json::array({nullptr});
   for (const PromptLogprob& lp : lps) {
+    // Rank order: the k most likely, then the prompt token when it is not
+    // among them (a top entry for it keeps its top-k rank).
     json entry = json::object();
-    entry[std::to_string(lp.token_id)] = {{"logprob", clamp_logprob(lp.logprob)},
-                                          {"rank", lp.rank},
-                                          {"decoded_token", decoded(tok, lp.token_id)}};
     for (size_t i = 0; i < lp.top.size(); ++i) {
       const auto [id, v] = lp.top[i];
       entry[std::to_string(id)] = {{"logprob", clamp_logprob(v)},
                                    {"rank", static_cast<int64_t>(i) + 1},
                                    {"decoded_token", decoded(tok, id)}};
     }
+    const std::string own = std::to_string(lp.token_id);
+    if (!entry.contains(own))
+      entry[own] = {{"logprob", clamp_logprob(lp.logprob)},
+                    {"rank", lp.rank},
+                    {"decoded_token", decoded(tok, lp.token_id)}};
     out.push_back(std::move(entry));
   }
   return out;

@@ -3,9 +3,9 @@
 //  - prompt_logprobs_json: vLLM's `prompt_logprobs` list (completions: in
 //    each choice; chat: top level of the response), one entry per prompt
 //    token: null for the first, then {"<token id>": {"logprob", "rank",
-//    "decoded_token"}} holding the prompt token (its rank) and the k most
-//    likely (ranks 1..k; a top token that is the prompt token keeps its
-//    top-k rank, as vLLM's dict update). decoded_token: the id decoded alone
+//    "decoded_token"}} holding the k most likely (ranks 1..k, in rank order)
+//    and the prompt token (its rank; last when it is not among the k; one
+//    that is keeps its top-k rank, as vLLM's dict update). decoded_token: the id decoded alone
 //    (special tokens kept), with the leading spaces of its SentencePiece
 //    piece restored (vLLM's convert_ids_list_to_tokens). Logprobs clamped at
 //    -9999.0.
@@ -30,15 +30,19 @@ namespace pagoda {
 // (vLLM's convert_ids_list_to_tokens): " upon", not "upon".
 std::string decoded_token(const Tokenizer& tok, int32_t id);
 
-nlohmann::json prompt_logprobs_json(const Tokenizer& tok, const std::vector<PromptLogprob>& lps);
+// ordered_json, as openai_logprobs.h's: the entries keep their rank order.
+nlohmann::ordered_json prompt_logprobs_json(const Tokenizer& tok,
+                                            const std::vector<PromptLogprob>& lps);
 
 // prompt_ids: the prompt (size lps.size() + 1). offset_after (out): the
 // characters of the echoed tokens' text, where the completion's offsets go on.
-nlohmann::json echo_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,
-                                  const std::vector<PromptLogprob>& lps, int64_t* offset_after);
+nlohmann::ordered_json echo_logprobs_json(const Tokenizer& tok,
+                                          const std::vector<int32_t>& prompt_ids,
+                                          const std::vector<PromptLogprob>& lps,
+                                          int64_t* offset_after);
 
 // Appends b's four lists to a's (completions logprobs objects).
-void append_logprobs_json(nlohmann::json& a, const nlohmann::json& b);
+void append_logprobs_json(nlohmann::ordered_json& a, const nlohmann::ordered_json& b);
 
 // The request-level prompt logprobs a choice's prompt got: carried by one
 // choice's output among those of prompt index / n (the first delta of that

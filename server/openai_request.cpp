@@ -12,6 +12,7 @@
 #include "engine/chat/chat_template.h"
 #include "server/chat_prompt.h"
 #include "server/chat_tools.h"
+#include "server/guided_fields.h"
 #include "server/openai_fields.h"
 #include "server/request_model.h"
 #include "server/strict_json.h"
@@ -36,6 +37,7 @@ json parse_request_body(std::string_view body) {
   json& obj = std::get<json>(parsed);
   if (!obj.is_object())
     fail(fmt::format("Request body must be a JSON object, got {}", type_name(obj)));
+  openai_fields::keep_schema_key_order(obj, body);
   return std::move(obj);
 }
 
@@ -261,12 +263,16 @@ std::string response_id(const RequestFields& f, std::string_view prefix) {
 // early_stopping only with it). What the search does not take yet is a 400
 // naming the field. The beams end at the model's eos ids (unless
 // ignore_eos) and at stop_token_ids.
-// vLLM's SamplingParams._verify_greedy_sampling (v0, where best_of is a
-// field): greedy sampling (temperature < 1e-5) without beam search makes
-// every candidate the same sequence, so best_of must be 1.
-void check_greedy_best_of(bool greedy, std::optional<int64_t> best_of) {
-  if (greedy && best_of && *best_of > 1)
+// vLLM's SamplingParams._verify_greedy_sampling: greedy sampling
+// (temperature < 1e-5) without beam search makes every candidate the same
+// sequence, so best_of (v0, where it is a field) and n (v1: "n must be 1
+// when using greedy sampling, got 2."; v0 said it of best_of, which
+// defaulted to n) must be 1.
+void check_greedy_sampling(bool greedy, int64_t n, std::optional<int64_t> best_of) {
+  if (!greedy) return;
+  if (best_of && *best_of > 1)
     fail(fmt::format("best_of must be 1 when using greedy sampling, got {}.", *best_of), "best_of");
+  if (n > 1) fail(fmt::format("n must be 1 when using greedy sampling, got {}.", n), "n");
 }
 
 void parse_beam_search(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
@@ -290,7 +296,7 @@ void parse_beam_search(const RequestFields& f, const ServingModel& model, Parsed
     if (early != EarlyStopping::kFalse)
       fail("early_stopping is not effective and must be False when not using beam search.",
            "early_stopping");
-    check_greedy_best_of(sp.greedy(), sp.best_of);
+    check_greedy_sampling(sp.greedy(), sp.n, sp.best_of);
     return;
   }
   if (sp.temperature > 1e-5f) fail("temperature must be 0 when using beam search.", "temperature");
@@ -667,7 +673,7 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields) {
     // (parse_beam_search) sees the temperature generation_config supplies.
     if (!*f.boolean("use_beam_search")) {
       const auto t = f.number("temperature");
-      check_greedy_best_of(t && *t < 1e-5, f.integer("best_of"));
+      check_greedy_sampling(t && *t < 1e-5, *f.integer("n"), f.integer("best_of"));
     }
     const json* stop = f.value("stop");
     if (!*f.boolean("detokenize") && stop && !stop->empty())

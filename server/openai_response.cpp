@@ -7,7 +7,9 @@
 
 namespace pagoda {
 
-using nlohmann::json;
+// ordered_json: keys in the order written (vLLM's field order), so that
+// top logprobs keep their rank order (openai_logprobs.h).
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -38,7 +40,7 @@ json finish_reason_json(const ChoiceDelta& out) {
 // (empty without calls) and content null when calls left no text.
 json chat_message(const ParsedRequest& req, const ChoiceDelta& c) {
   json calls = json::array();
-  for (const json& d : c.tool_calls) {
+  for (const nlohmann::json& d : c.tool_calls) {
     json call = d;
     call.erase("index");
     calls.push_back(std::move(call));
@@ -129,8 +131,9 @@ json completion_response(const ParsedRequest& req, const std::vector<RequestOutp
   // reach the choices after it; each choice's whole output as assembled.
   std::vector<const RequestOutput*> ordered;
   for (const RequestOutput& c : choices) ordered.push_back(&c);
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const RequestOutput* a, const RequestOutput* b) { return a->index < b->index; });
+  std::stable_sort(
+      ordered.begin(), ordered.end(),
+      [](const RequestOutput* a, const RequestOutput* b) { return a->index < b->index; });
   ChoiceAssembler a(req);
   std::vector<ChoiceDelta> assembled;
   for (const RequestOutput* c : ordered) assembled.push_back(a.add(*c));

@@ -34,10 +34,9 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/request.h"
 #include "server/choice_output.h"
@@ -47,7 +46,7 @@
 namespace pagoda {
 
 // `data: <json>\n\n`.
-std::string sse_event(const nlohmann::json& payload);
+std::string sse_event(const nlohmann::ordered_json& payload);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 
 // Content-Type of a streamed response: SSE, or JSON for /generate.
@@ -56,14 +55,15 @@ const char* stream_content_type(const ParsedRequest& req);
 // The whole response body for a non-streamed request from each choice's
 // output (GenerationGroup::choices(): choices[i].index == i; all finished;
 // text, logprobs and echo already assembled by choice_output.h). An output
-// with error set must go through error_for_output instead.
-nlohmann::json completion_response(const ParsedRequest& req,
-                                   const std::vector<ChoiceDelta>& choices);
+// with error set must go through error_for_output instead. Keys come in the
+// order vLLM writes them (ordered_json), top logprobs in rank order.
+nlohmann::ordered_json completion_response(const ParsedRequest& req,
+                                           const std::vector<ChoiceDelta>& choices);
 // The same from engine outputs, each a whole choice (index = request-wide
 // choice index), assembled by a ChoiceAssembler first.
-nlohmann::json completion_response(const ParsedRequest& req,
-                                   const std::vector<RequestOutput>& choices);
-nlohmann::json completion_response(const ParsedRequest& req, const RequestOutput& merged);
+nlohmann::ordered_json completion_response(const ParsedRequest& req,
+                                           const std::vector<RequestOutput>& choices);
+nlohmann::ordered_json completion_response(const ParsedRequest& req, const RequestOutput& merged);
 
 // The client error for an engine-failed request (error non-empty).
 OpenAIError error_for_output(const RequestOutput& out);
@@ -93,7 +93,7 @@ class StreamFormatter {
     int64_t num_cached_tokens = 0;
     bool finished = false;
   };
-  nlohmann::json chunk(nlohmann::json choice) const;
+  nlohmann::ordered_json chunk(nlohmann::ordered_json choice) const;
   std::string format_one(const ChoiceDelta& d);
   std::string finish_stream();
   std::string generate_update() const;

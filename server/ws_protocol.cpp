@@ -1,10 +1,11 @@
 #include "server/ws_protocol.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 
-#include <fmt/format.h>
-
+#include "server/guided_fields.h"
 #include "server/openai_response.h"
 #include "server/strict_json.h"
 
@@ -15,9 +16,13 @@ using nlohmann::ordered_json;
 
 namespace {
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+template <typename Json>
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
-WsMessageError envelope_error(std::optional<std::string> id, std::string message, std::string param = "") {
+WsMessageError envelope_error(std::optional<std::string> id, std::string message,
+                              std::string param = "") {
   return WsMessageError{std::move(id), bad_request(std::move(message), std::move(param))};
 }
 
@@ -38,26 +43,41 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
       return envelope_error(std::nullopt, "'id' must be a non-empty string", "id");
     id = id_it->get<std::string>();
     if (id->size() > kMaxWsIdBytes)
-      return envelope_error(std::nullopt, fmt::format("'id' is longer than {} bytes", kMaxWsIdBytes), "id");
+      return envelope_error(std::nullopt,
+                            fmt::format("'id' is longer than {} bytes", kMaxWsIdBytes), "id");
     m.id = *id;
   }
   auto type_it = obj.find("type");
   if (type_it == obj.end() || !type_it->is_string())
-    return envelope_error(id, "'type' must be one of chat, completion, cancel, resume, subscribe_stats, "
-                              "unsubscribe_stats", "type");
+    return envelope_error(
+        id,
+        "'type' must be one of chat, completion, cancel, resume, subscribe_stats, "
+        "unsubscribe_stats",
+        "type");
   const std::string& type = type_it->get_ref<const std::string&>();
   using T = WsClientMessage::Type;
-  if (type == "chat") m.type = T::kChat;
-  else if (type == "completion") m.type = T::kCompletion;
-  else if (type == "cancel") m.type = T::kCancel;
-  else if (type == "resume") m.type = T::kResume;
-  else if (type == "subscribe_stats") m.type = T::kSubscribeStats;
-  else if (type == "unsubscribe_stats") m.type = T::kUnsubscribeStats;
+  if (type == "chat")
+    m.type = T::kChat;
+  else if (type == "completion")
+    m.type = T::kCompletion;
+  else if (type == "cancel")
+    m.type = T::kCancel;
+  else if (type == "resume")
+    m.type = T::kResume;
+  else if (type == "subscribe_stats")
+    m.type = T::kSubscribeStats;
+  else if (type == "unsubscribe_stats")
+    m.type = T::kUnsubscribeStats;
   else
-    return envelope_error(id, fmt::format("Unknown message type '{}' (expected chat, completion, cancel, resume, "
-                                          "subscribe_stats or unsubscribe_stats)", type), "type");
+    return envelope_error(
+        id,
+        fmt::format("Unknown message type '{}' (expected chat, completion, cancel, resume, "
+                    "subscribe_stats or unsubscribe_stats)",
+                    type),
+        "type");
   bool needs_id = m.type != T::kSubscribeStats && m.type != T::kUnsubscribeStats;
-  if (needs_id && !id) return envelope_error(std::nullopt, fmt::format("A '{}' message needs an 'id'", type), "id");
+  if (needs_id && !id)
+    return envelope_error(std::nullopt, fmt::format("A '{}' message needs an 'id'", type), "id");
 
   if (m.type == T::kResume) {
     auto after = obj.find("after");
@@ -75,15 +95,17 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
       // Range-checked as a double before any conversion (1e300 has no int64).
       const double ms = iv->is_number() ? iv->get<double>() : -1;
       if (!iv->is_number() || !(ms >= 100 && ms <= 60000))
-        return envelope_error(id, fmt::format("'interval_ms' must be a number from 100 to 60000, got {}", iv->dump()),
-                              "interval_ms");
+        return envelope_error(
+            id, fmt::format("'interval_ms' must be a number from 100 to 60000, got {}", iv->dump()),
+            "interval_ms");
       m.interval_ms = static_cast<int64_t>(ms);
     }
   }
   if (m.type == T::kChat || m.type == T::kCompletion) {
     auto res = obj.find("resumable");
     if (res != obj.end()) {
-      if (!res->is_boolean()) return envelope_error(id, "'resumable' must be a boolean", "resumable");
+      if (!res->is_boolean())
+        return envelope_error(id, "'resumable' must be a boolean", "resumable");
       m.resumable = res->get<bool>();
     }
     obj.erase("type");
@@ -93,6 +115,7 @@ std::variant<WsClientMessage, WsMessageError> parse_ws_message(std::string_view 
     obj.erase("stream_options");
     // The message parsed strictly above, so it parses here.
     if (m.type == T::kChat && chat_needs_key_order(obj)) m.ordered_body = ordered_json::parse(text);
+    openai_fields::keep_schema_key_order(obj, text);
     m.body = std::move(obj);
   }
   return m;
@@ -110,13 +133,15 @@ ParseResult parse_ws_generation(WsClientMessage& msg, const ServingModel& model)
   // stream=true (vLLM), not computed and dropped.
   if (const auto* p = std::get_if<ParsedRequest>(&r);
       p && has_prompt_logprobs && p->sampling.prompt_logprobs.value_or(0) > 0)
-    return bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
+    return bad_request("`prompt_logprobs` are not available when `stream=True`.",
+                       "prompt_logprobs");
   return r;
 }
 
 std::string ws_delta_message(const std::string& id, int64_t seq, const ChoiceDelta& d) {
-  json msg = {{"type", "delta"},  {"id", id},       {"seq", seq},
-              {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}};
+  // ordered_json: the logprobs' top entries keep their rank order.
+  ordered_json msg = {{"type", "delta"},  {"id", id},       {"seq", seq},
+                      {"index", d.index}, {"text", d.text}, {"token_ids", d.token_ids}};
   if (!d.logprobs.is_null()) msg["logprobs"] = d.logprobs;
   if (!d.tool_calls.empty()) msg["tool_calls"] = d.tool_calls;
   return dump(msg);
@@ -150,7 +175,8 @@ std::string ws_done_message(const std::string& id, int64_t seq,
 
 std::string ws_error_message(const std::optional<std::string>& id, const OpenAIError& e) {
   json j = e.to_json();  // {"error": {...}}
-  return dump(json{{"type", "error"}, {"id", id ? json(*id) : json(nullptr)}, {"error", j["error"]}});
+  return dump(
+      json{{"type", "error"}, {"id", id ? json(*id) : json(nullptr)}, {"error", j["error"]}});
 }
 
 std::string ws_stats_message(const EngineStats& now, const EngineStats& before, double elapsed_s) {
@@ -174,7 +200,8 @@ std::string ws_stats_message(const EngineStats& now, const EngineStats& before, 
       {"prompt_tokens_total", now.prompt_tokens_total},
       {"generation_tokens_total", now.generation_tokens_total},
       {"engine_steps_total", now.steps_total},
-      {"prompt_tokens_per_s", static_cast<double>(now.prompt_tokens_total - before.prompt_tokens_total) / dt},
+      {"prompt_tokens_per_s",
+       static_cast<double>(now.prompt_tokens_total - before.prompt_tokens_total) / dt},
       {"generation_tokens_per_s",
        static_cast<double>(now.generation_tokens_total - before.generation_tokens_total) / dt},
       {"mean_time_to_first_token_s", mean(now.time_to_first_token, before.time_to_first_token)},

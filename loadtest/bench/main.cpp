@@ -12,7 +12,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -29,6 +28,7 @@
 #include "loadtest/bench/report.h"
 #include "loadtest/bench/runner.h"
 #include "loadtest/common/process_stats.h"
+#include "server/cli_checks.h"
 
 namespace {
 
@@ -368,33 +368,6 @@ int run(const Args& a) {
   return 0;
 }
 
-// An integer option's range, checked on the text as given: CLI11 2.1 reads
-// an out-of-range number as INT64_MAX and "-1" as UINT64_MAX for an
-// unsigned option. "--num-prompts: must be >= 1, got 0"; why (if any) is
-// appended to an out-of-range message. The text is rewritten in decimal,
-// so CLI11 converts exactly what was checked (it would read "010" as octal).
-CLI::Validator int_in(int64_t lo, int64_t hi, std::string why = "") {
-  return CLI::Validator(
-      [lo, hi, why](std::string& text) -> std::string {
-        const char* begin = text.data();
-        const char* end = begin + text.size();
-        if (begin != end && *begin == '+') ++begin;
-        int64_t v = 0;
-        const auto [at, ec] = std::from_chars(begin, end, v);
-        const bool whole = at == end && ec != std::errc::invalid_argument;
-        if (!whole || begin == end) return fmt::format("must be an integer, got '{}'", text);
-        const std::string suffix = why.empty() ? "" : fmt::format(" ({})", why);
-        const bool negative = *begin == '-';
-        if (ec == std::errc::result_out_of_range ? negative : v < lo)
-          return fmt::format("must be >= {}, got {}{}", lo, text, suffix);
-        if (ec == std::errc::result_out_of_range || v > hi)
-          return fmt::format("must be <= {}, got {}{}", hi, text, suffix);
-        text = fmt::format("{}", v);
-        return "";
-      },
-      fmt::format("INT in [{}, {}]", lo, hi));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -403,13 +376,15 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App* serve = app.add_subcommand("serve", "Benchmark a running OpenAI-compatible server");
   // A repeated option keeps its last value, as vLLM's argparse does
-  // (CLI11's default is an error); --goodput and --metadata collect.
+  // (CLI11's default is an error); --goodput and --metadata collect. Every
+  // occurrence is checked all the same (check_every_occurrence below).
   serve->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   serve->add_option("--backend", a.backend, "openai | openai-chat | pagoda-ws")
       ->check(CLI::IsMember({"openai", "openai-chat", "pagoda-ws"}));
   serve->add_option("--base-url", a.base_url, "http://HOST:PORT (instead of --host/--port)");
   serve->add_option("--host", a.host, "Server host (default 127.0.0.1)");
-  serve->add_option("--port", a.port, "Server port (default 8000)")->check(int_in(1, 65535));
+  serve->add_option("--port", a.port, "Server port (default 8000)")
+      ->check(pagoda::cli::int_in(1, 65535));
   serve->add_option(
       "--endpoint", a.endpoint,
       "API path (default /v1/completions; openai-chat /v1/chat/completions; pagoda-ws /v1/ws)");
@@ -425,25 +400,26 @@ int main(int argc, char** argv) {
   serve
       ->add_option("--num-prompts", a.num_prompts,
                    fmt::format("Number of prompts (default 1000, at most {})", kMaxNumPrompts))
-      ->check(int_in(1, kMaxNumPrompts, "pagoda-bench builds every prompt before the run"));
+      ->check(pagoda::cli::int_in(1, kMaxNumPrompts,
+                                  "pagoda-bench builds every prompt before the run"));
   serve
       ->add_option("--sharegpt-output-len", a.sharegpt_output_len,
                    "Output length of every ShareGPT request")
-      ->check(int_in(1, kMaxLenTokens));
+      ->check(pagoda::cli::int_in(1, kMaxLenTokens));
   serve
       ->add_option("--random-input-len", a.random.input_len,
                    "Random prompts' length in tokens, BOS included (default 1024)")
-      ->check(int_in(0, kMaxLenTokens));
+      ->check(pagoda::cli::int_in(0, kMaxLenTokens));
   serve
       ->add_option("--random-output-len", a.random.output_len,
                    "Random requests' output length (default 128)")
-      ->check(int_in(1, kMaxLenTokens));
+      ->check(pagoda::cli::int_in(1, kMaxLenTokens));
   serve->add_option("--random-range-ratio", a.random.range_ratio,
                     "Lengths drawn from [len*(1-r), len*(1+r)], r in [0, 1) (default 0)");
   serve
       ->add_option("--random-prefix-len", a.random.prefix_len,
                    "Fixed random tokens before each random prompt")
-      ->check(int_in(0, kMaxLenTokens));
+      ->check(pagoda::cli::int_in(0, kMaxLenTokens));
   serve->add_flag("--prompt-token-ids", a.prompt_token_ids,
                   "Send each prompt as its list of token ids (openai, pagoda-ws)");
   serve->add_option("--request-rate", a.request_rate, "Requests/s (default inf: all at once)");
@@ -451,16 +427,18 @@ int main(int argc, char** argv) {
   serve
       ->add_option("--max-concurrency", a.max_concurrency,
                    "Most requests in flight (default 0: no limit)")
-      ->check(int_in(0, kMaxNumPrompts, "0: no limit; a run has at most 1000000 requests"));
+      ->check(pagoda::cli::int_in(0, kMaxNumPrompts,
+                                  "0: no limit; a run has at most 1000000 requests"));
   serve
       ->add_option("--seed", a.seed,
                    "Seed of the dataset sampling and the arrival times (default 0; 0 to 2**32 - 1, "
                    "as numpy's seed in vLLM's benchmark)")
-      ->check(int_in(0, kMaxSeed, "numpy's seed range, which vLLM's benchmark_serving.py uses"));
+      ->check(pagoda::cli::int_in(0, kMaxSeed,
+                                  "numpy's seed range, which vLLM's benchmark_serving.py uses"));
   serve->add_flag("--ignore-eos", a.ignore_eos, "Send ignore_eos: true");
   serve->add_flag("--disable-tqdm", a.disable_tqdm, "No progress bar");
   serve->add_option("--logprobs", a.logprobs, "logprobs to ask for per token")
-      ->check(int_in(0, std::numeric_limits<int>::max()));
+      ->check(pagoda::cli::int_in(0, std::numeric_limits<int>::max()));
   serve->add_option("--percentile-metrics", a.percentile_metrics,
                     "Metrics to print percentiles of: ttft,tpot,itl,e2el (default all four)");
   serve->add_option("--metric-percentiles", a.metric_percentiles,
@@ -480,6 +458,7 @@ int main(int argc, char** argv) {
   serve->add_option("--request-timeout", a.request_timeout_s,
                     "Seconds each request may take in all, connect to last byte (default 21600; "
                     ">= 0.001, values past 1e7 clamped)");
+  pagoda::cli::check_every_occurrence(*serve);
   // Usage errors exit 2, as argparse does (CLI11's own codes are 100+);
   // --help prints and exits 0.
   try {

@@ -61,7 +61,10 @@ json short_request(Rng& rng, const ModelInfo& model, bool chat) {
   json body = base(rng, model, chat);
   body["max_tokens"] = std::uniform_int_distribution<int>(1, 48)(rng);
   body["temperature"] = pick(rng, std::vector<double>{0.0, 0.7, 1.0});
-  if (chance(rng, 0.2)) body["n"] = 2;
+  // n > 1 samples: with temperature 0 it is a 400, as vLLM's
+  // SamplingParams (the draw is made either way, so the sequence of
+  // requests a seed gives stays the same).
+  if (chance(rng, 0.2) && body["temperature"].get<double>() > 0) body["n"] = 2;
   if (chance(rng, 0.2)) body["stop"] = json::array({".", "\n"});
   if (chance(rng, 0.2)) body["top_p"] = 0.9;
   if (chance(rng, 0.2)) body["seed"] = std::uniform_int_distribution<int>(0, 1000)(rng);

@@ -57,11 +57,11 @@ TEST(BenchCli, UsageErrorsExit2WithReadableMessages) {
     std::string args, message;
   };
   const std::vector<Case> cases = {
-      {"--random-output-len 0", "--random-output-len: must be >= 1, got 0"},
-      {"--random-input-len x1", "--random-input-len: must be an integer, got 'x1'"},
+      {"--random-output-len 0", "--random-output-len: must be in [1, 10000000], got 0"},
+      {"--random-input-len x1", "--random-input-len: invalid int value: 'x1'"},
       {"--no-such-option", "no-such-option"},
       {"--backend nope", "--backend"},
-      {"--max-concurrency -1", "--max-concurrency: must be >= 0, got -1"},
+      {"--max-concurrency -1", "--max-concurrency: must be in [0, 1000000], got -1"},
       {"--request-timeout 0", "--request-timeout must be > 0"},
       {"--request-timeout -5", "--request-timeout must be > 0"},
       {"--request-timeout 0.0001", "at least 0.001 seconds"},
@@ -71,6 +71,13 @@ TEST(BenchCli, UsageErrorsExit2WithReadableMessages) {
       {"--base-url https://127.0.0.1:8123", "https is not supported"},
       {"--request-rate 1e-12", "--request-rate 1e-12 is too low"},
       {"--base-url http://no-such-host.invalid:80", "cannot resolve host 'no-such-host.invalid'"},
+      // Every occurrence of an option is converted, as argparse does: a
+      // bad value that a later one replaces is still an error, and one
+      // after a good value is named alone.
+      {"--request-rate abc --request-rate 5", "--request-rate: invalid float value: 'abc'"},
+      {"--burstiness 1 --burstiness x", "--burstiness: invalid float value: 'x'"},
+      {"--num-prompts x --num-prompts 2", "--num-prompts: invalid int value: 'x'"},
+      {"--port 8000 --port 80a", "--port: invalid int value: '80a'"},
   };
   for (const Case& c : cases) {
     const Ran r = bench(kRandom + " --num-prompts 2 " + c.args);
@@ -82,7 +89,8 @@ TEST(BenchCli, UsageErrorsExit2WithReadableMessages) {
   }
   Ran r = bench("--num-prompts 0");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("--num-prompts: must be >= 1, got 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--num-prompts: must be in [1, 1000000], got 0"), std::string::npos)
+      << r.out;
   EXPECT_EQ(bench("--help").status, 0);
 }
 
@@ -97,19 +105,23 @@ TEST(BenchCli, IntegerOptionsOutOfRangeAreRejectedNamingTheFlag) {
   };
   const std::vector<Case> cases = {
       {"--num-prompts 9223372036854775807",
-       "--num-prompts: must be <= 1000000, got 9223372036854775807"},
-      {"--num-prompts 99999999999999999999999", "--num-prompts: must be <= 1000000"},
-      {"--num-prompts -99999999999999999999999", "--num-prompts: must be >= 1"},
-      {"--num-prompts 1.5", "--num-prompts: must be an integer, got '1.5'"},
+       "--num-prompts: must be in [1, 1000000], got 9223372036854775807"},
+      {"--num-prompts 99999999999999999999999",
+       "--num-prompts: must be in [1, 1000000], got 99999999999999999999999"},
+      {"--num-prompts -99999999999999999999999",
+       "--num-prompts: must be in [1, 1000000], got -99999999999999999999999"},
+      {"--num-prompts 1.5", "--num-prompts: invalid int value: '1.5'"},
       {"--max-concurrency 99999999999999999999",
-       "--max-concurrency: must be <= 1000000, got 99999999999999999999"},
-      {"--seed -1", "--seed: must be >= 0, got -1"},
-      {"--seed 4294967296", "--seed: must be <= 4294967295, got 4294967296"},
-      {"--seed 99999999999999999999", "--seed: must be <= 4294967295"},
-      {"--random-output-len 99999999999999999999", "--random-output-len: must be <= 10000000"},
-      {"--sharegpt-output-len -3", "--sharegpt-output-len: must be >= 1, got -3"},
-      {"--port 99999999999", "--port: must be <= 65535, got 99999999999"},
-      {"--logprobs -5", "--logprobs: must be >= 0, got -5"},
+       "--max-concurrency: must be in [0, 1000000], got 99999999999999999999"},
+      {"--seed -1", "--seed: must be in [0, 4294967295], got -1"},
+      {"--seed 4294967296", "--seed: must be in [0, 4294967295], got 4294967296"},
+      {"--seed 99999999999999999999",
+       "--seed: must be in [0, 4294967295], got 99999999999999999999"},
+      {"--random-output-len 99999999999999999999",
+       "--random-output-len: must be in [1, 10000000], got 99999999999999999999"},
+      {"--sharegpt-output-len -3", "--sharegpt-output-len: must be in [1, 10000000], got -3"},
+      {"--port 99999999999", "--port: must be in [1, 65535], got 99999999999"},
+      {"--logprobs -5", "--logprobs: must be in [0, 2147483647], got -5"},
       // Each within its range, their product not: refused before building.
       {"--num-prompts 1000000 --random-input-len 1000000 --random-output-len 4",
        "more than the 1000000000 prompt tokens pagoda-bench builds"},

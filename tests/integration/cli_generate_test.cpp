@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -22,7 +24,7 @@ namespace {
 using nlohmann::json;
 
 struct GenerateRun {
-  int exit_status = -1;  // WEXITSTATUS, -1 if it did not exit normally
+  int exit_status = -1;     // WEXITSTATUS, -1 if it did not exit normally
   std::vector<json> lines;  // stdout, one JSON object a line
   std::string err;          // stderr
 };
@@ -32,13 +34,14 @@ struct GenerateRun {
 GenerateRun run_generate_cli(const std::string& name, const std::vector<std::string>& prompts,
                              const std::string& args, bool parse_stdout = true) {
   const std::string dir = ::testing::TempDir();
-  const std::string pf = dir + "pagoda_generate_" + name + ".txt", out = pf + ".out", err = pf + ".err";
+  const std::string pf = dir + "pagoda_generate_" + name + ".txt", out = pf + ".out",
+                    err = pf + ".err";
   {
     std::ofstream f(pf);
     for (const std::string& p : prompts) f << p << "\n";
   }
-  std::string cmd = std::string(PAGODA_BIN) + " generate --prompts-file '" + pf + "' " + args + " >'" + out +
-                    "' 2>'" + err + "'";
+  std::string cmd = std::string(PAGODA_BIN) + " generate --prompts-file '" + pf + "' " + args +
+                    " >'" + out + "' 2>'" + err + "'";
   int status = std::system(cmd.c_str());
   GenerateRun r;
   if (status != -1 && WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
@@ -66,7 +69,8 @@ GenerateRun run_generate_args(const std::string& name, const std::string& args,
 }
 
 TEST(CliGenerate, EveryPromptCompletedExitsZero) {
-  GenerateRun r = run_generate_cli("ok", {"Once upon a time", "The little dog"}, "--max-tokens 4 --temperature 0");
+  GenerateRun r = run_generate_cli("ok", {"Once upon a time", "The little dog"},
+                                   "--max-tokens 4 --temperature 0");
   EXPECT_EQ(r.exit_status, 0) << r.err;
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
   for (const json& l : r.lines) {
@@ -82,7 +86,8 @@ TEST(CliGenerate, EveryPromptRejectedExitsOneWithAMessage) {
                                    "");
   EXPECT_EQ(r.exit_status, 1) << r.err;
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
-  for (const json& l : r.lines) EXPECT_NE(l.value("error", "").find("temperature"), std::string::npos) << l.dump();
+  for (const json& l : r.lines)
+    EXPECT_NE(l.value("error", "").find("temperature"), std::string::npos) << l.dump();
   EXPECT_NE(r.err.find("2 of 2 prompt(s) failed"), std::string::npos) << r.err;
 }
 
@@ -90,7 +95,8 @@ TEST(CliGenerate, OnePromptRejectedExitsNonZeroAfterTheOthersComplete) {
   // 600 words: longer than stories260K's max_model_len (512) on their own.
   std::string too_long;
   for (int i = 0; i < 600; ++i) too_long += "dog ";
-  GenerateRun r = run_generate_cli("one_rejected", {"Once upon a time", too_long}, "--max-tokens 4 --temperature 0");
+  GenerateRun r = run_generate_cli("one_rejected", {"Once upon a time", too_long},
+                                   "--max-tokens 4 --temperature 0");
   EXPECT_NE(r.exit_status, 0) << r.err;
   EXPECT_NE(r.exit_status, -1) << "did not exit normally";
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
@@ -102,13 +108,12 @@ TEST(CliGenerate, OnePromptRejectedExitsNonZeroAfterTheOthersComplete) {
   EXPECT_NE(r.err.find("1 of 2 prompt(s) failed"), std::string::npos) << r.err;
 }
 
-
 // The CLI runs the server's request pipeline: each line carries what the
 // HTTP API answers for the same request (text, ids, finish, usage).
 TEST(CliGenerate, EachLineEqualsTheHttpResultOfTheSameRequest) {
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
-  GenerateRun r =
-      run_generate_cli("as_http", prompts, "--max-tokens 10 --temperature 0 --ignore-eos --logprobs 2");
+  GenerateRun r = run_generate_cli("as_http", prompts,
+                                   "--max-tokens 10 --temperature 0 --ignore-eos --logprobs 2");
   EXPECT_EQ(r.exit_status, 0) << r.err;
   ASSERT_EQ(r.lines.size(), 2u) << r.err;
   PagodaServer server({});
@@ -167,7 +172,8 @@ TEST(CliGenerate, ModelFlagIsThePositionalModel) {
   EXPECT_NE(both.err.find("/nonexistent/other"), std::string::npos) << both.err;
 
   const std::string err = ::testing::TempDir() + "pagoda_serve_model_conflict.err";
-  const std::string cmd = std::string(PAGODA_BIN) + " serve /models/a --model /models/b --port 0 2>'" + err + "'";
+  const std::string cmd =
+      std::string(PAGODA_BIN) + " serve /models/a --model /models/b --port 0 2>'" + err + "'";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(status != -1 && WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 0);
@@ -405,6 +411,7 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
       {"--prompt Once --top-p 2", "--top-p: top_p must be in (0, 1]"},
       {"--prompt Once --best-of 2 --temperature 0",
        "--best-of: best_of must be 1 when using greedy sampling"},
+      {"--prompt Once --n 2 --temperature 0", "--n: n must be 1 when using greedy sampling"},
       {"--prompt Once --sampling-params '{\"best_of\": 2}' --temperature 0",
        "--sampling-params: best_of must be 1 when using greedy sampling"},
       {"--prompt Once --logit-bias x", "--logit-bias is not valid JSON"},
@@ -413,6 +420,15 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
       {"/no/such/model --prompt Once", "model directory '/no/such/model' does not exist"},
       {"--prompt Once --no-such-flag", "--no-such-flag"},
       {"--prompt Once --max-tokens x", "--max-tokens"},
+      // argparse converts every occurrence: a bad value that a later one
+      // replaces is an error, and one after a good value is named alone.
+      {"--prompt Once --max-tokens abc --max-tokens 5", "--max-tokens: invalid int value: 'abc'"},
+      {"--prompt Once --max-tokens 5 --max-tokens abc", "--max-tokens: invalid int value: 'abc'"},
+      // Out of range: named with the range (vLLM's SamplingParams message
+      // for a sampling flag; numpy's seed range for the engine's --seed).
+      {"--prompt Once --max-tokens -3", "--max-tokens: max_tokens must be at least 1, got -3"},
+      {"--prompt Once --seed -1", "--seed: must be in [0, 4294967295], got -1"},
+      {"--prompt Once --max-num-seqs -1", "--max-num-seqs: max_num_seqs must be >= 1, got -1"},
       {"", "no prompts"},
   };
   for (const Case& c : cases) {
@@ -427,6 +443,85 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
   for (const json& l : help.lines) out += l.get<std::string>() + "\n";
   EXPECT_NE(out.find("Exit status: 0 every prompt completed; 1 a prompt failed"), std::string::npos)
       << out;
+}
+
+// A guided_json schema in a JSON line or --sampling-params keeps its
+// properties' order in the output (the line, parsed as nlohmann::json, had
+// them sorted).
+TEST(CliGenerate, GuidedSchemaPropertiesComeInTheOrderSent) {
+  const std::string schema =
+      R"({"type":"object","properties":{"zeta":{"type":"integer","minimum":0,"maximum":9},)"
+      R"("alpha":{"type":"boolean"},"mid":{"enum":["x","y"]}},"required":["zeta","alpha","mid"]})";
+  const std::string line =
+      R"({"prompt":"Once","temperature":0,"max_tokens":100,"guided_whitespace_pattern":"",)"
+      R"("guided_json":)" +
+      schema + "}";
+  GenerateRun r = run_generate_cli("schema_order", {line}, "");
+  GenerateRun flag = run_generate_cli(
+      "schema_order_flag", {"Once"},
+      "--temperature 0 --max-tokens 100 --sampling-params '{\"guided_json\":" + schema + "}'");
+  for (const GenerateRun* run : {&r, &flag}) {
+    EXPECT_EQ(run->exit_status, 0) << run->err;
+    ASSERT_EQ(run->lines.size(), 1u) << run->err;
+    const std::string text = run->lines[0]["outputs"][0]["text"];
+    const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << text;
+    std::vector<std::string> keys;
+    for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
+    EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"})) << text;
+  }
+}
+
+// The output line's logprob maps list the most likely token first (they
+// came sorted by token id as a string); the Python module reads the same
+// JSON into its dicts.
+TEST(CliGenerate, LogprobsComeMostLikelyFirst) {
+  GenerateRun r = run_generate_cli(
+      "logprobs_order", {"Once upon a time"},
+      "--max-tokens 8 --temperature 1 --sampling-seed 3 --logprobs 5 --prompt-logprobs 5",
+      /*parse_stdout=*/false);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  const nlohmann::ordered_json out = nlohmann::ordered_json::parse(r.lines[0].get<std::string>());
+  auto most_likely_first = [](const nlohmann::ordered_json& position) {
+    std::vector<double> v;
+    for (auto it = position.begin(); it != position.end(); ++it)
+      v.push_back(it.value()["logprob"].get<double>());
+    return std::is_sorted(v.begin(), v.end(), std::greater<>());
+  };
+  const nlohmann::ordered_json& lps = out["outputs"][0]["logprobs"];
+  ASSERT_EQ(lps.size(), 8u) << out.dump();
+  for (const nlohmann::ordered_json& p : lps) EXPECT_TRUE(most_likely_first(p)) << p.dump();
+  const nlohmann::ordered_json& plps = out["prompt_logprobs"];
+  ASSERT_GE(plps.size(), 2u) << out.dump();
+  for (size_t i = 1; i < plps.size(); ++i)
+    EXPECT_TRUE(most_likely_first(plps[i])) << plps[i].dump();
+}
+
+// `pagoda serve` exits 2 on an invalid or out-of-range value before it
+// loads or listens, even when a later occurrence replaces it (it served on
+// the last one).
+TEST(CliServe, AnInvalidValueAnywhereExitsTwo) {
+  const std::string base = ::testing::TempDir() + "pagoda_serve_usage";
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--port abc --port 0", "--port: invalid int value: 'abc'"},
+      {"--port 70000", "--port: must be in [0, 65535], got 70000"},
+      {"--seed -1", "--seed: must be in [0, 4294967295], got -1"},
+      {"--tensor-parallel-size 0", "--tensor-parallel-size: tensor_parallel_size must be >= 1"},
+  };
+  for (const Case& c : cases) {
+    const std::string cmd =
+        std::string(PAGODA_BIN) + " serve " + c.args + " >'" + base + ".out' 2>'" + base + ".err'";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << c.args << " " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << c.args;
+    const std::string err = read_text_file(base + ".err");
+    EXPECT_NE(err.find(c.message), std::string::npos) << c.args << "\n" << err;
+    EXPECT_EQ(read_text_file(base + ".out"), "") << c.args;  // never listened
+  }
 }
 
 }  // namespace

@@ -195,5 +195,45 @@ TEST_F(ServeGuided, JsonObjectAndErrors) {
       << lark;
 }
 
+// The generated object's keys come in the schema's properties order as the
+// request sent it (vLLM's xgrammar / outlines keep it); nlohmann::json had
+// sorted the schema ("alpha", "mid", "zeta"). Raw bodies: a json value
+// would sort the keys before sending.
+TEST_F(ServeGuided, SchemaPropertiesComeInTheOrderSent) {
+  const std::string schema =
+      R"({"type":"object","properties":{"zeta":{"type":"integer","minimum":0,"maximum":9},)"
+      R"("alpha":{"type":"boolean"},"mid":{"enum":["x","y"]}},"required":["zeta","alpha","mid"]})";
+  const std::string messages = R"("messages":[{"role":"user","content":"Hi"}])";
+  const std::vector<std::pair<std::string, std::string>> requests = {
+      {"/v1/completions",
+       R"({"prompt":"Hi","temperature":0,"max_tokens":60,"guided_whitespace_pattern":"",)"
+       R"("guided_json":)" +
+           schema + "}"},
+      {"/v1/chat/completions",
+       "{" + messages +
+           R"(,"temperature":0,"max_tokens":60,"guided_whitespace_pattern":"",)"
+           R"("response_format":{"type":"json_schema","json_schema":{"name":"n","schema":)" +
+           schema + "}}}"},
+      {"/v1/chat/completions", "{" + messages +
+                                   R"(,"seed":3,"max_tokens":60,"structured_outputs":{"json":)" +
+                                   schema + "}}"},
+  };
+  for (const auto& [path, body] : requests) {
+    SCOPED_TRACE(body);
+    HttpClient client(port());
+    const HttpResponse r = client.post(path, body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json ch = json::parse(r.body)["choices"][0];
+    const std::string text = ch.contains("message") ? ch["message"]["content"].get<std::string>()
+                                                    : ch["text"].get<std::string>();
+    EXPECT_EQ(ch["finish_reason"], "stop") << text;
+    const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << text;
+    std::vector<std::string> keys;
+    for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
+    EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"})) << text;
+  }
+}
+
 }  // namespace
 }  // namespace pagoda::testing_http

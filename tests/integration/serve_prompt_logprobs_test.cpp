@@ -3,7 +3,11 @@
 // (non-streamed and streamed) whose prompt entries equal that list's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "tests/integration/serve_test_util.h"
 
@@ -179,6 +183,55 @@ TEST_F(ServePromptLogprobs, EchoWithMaxTokensZeroIsThePromptAlone) {
   ASSERT_EQ(bad.status, 400) << bad.body;
   EXPECT_EQ(json::parse(bad.body)["error"]["message"], "max_tokens must be at least 1, got 0.");
   EXPECT_EQ(json::parse(bad.body)["error"]["param"], "max_tokens");
+}
+
+// The values of an object, in the order its text lists them.
+std::vector<double> logprobs_in_text_order(const nlohmann::ordered_json& o, bool nested) {
+  std::vector<double> v;
+  for (auto it = o.begin(); it != o.end(); ++it)
+    v.push_back(nested ? it.value()["logprob"].get<double>() : it.value().get<double>());
+  return v;
+}
+
+bool most_likely_first(const std::vector<double>& v) {
+  return std::is_sorted(v.begin(), v.end(), std::greater<>());
+}
+
+// Top logprobs come most likely first, as OpenAI's and vLLM's: each
+// completions top_logprobs object (non-streamed and streamed) and each
+// prompt_logprobs entry, read in the order the response text has them
+// (they came sorted by token text / id string). Sampled, so some sampled
+// tokens are outside the top 5 and come last.
+TEST_F(ServePromptLogprobs, TopLogprobsComeMostLikelyFirst) {
+  const json body = {{"prompt", kPrompt}, {"max_tokens", 12},     {"temperature", 1.0}, {"seed", 3},
+                     {"logprobs", 5},     {"prompt_logprobs", 5}, {"ignore_eos", true}};
+  HttpResponse r = HttpClient(port()).post("/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(r.body);
+  const nlohmann::ordered_json& top = j["choices"][0]["logprobs"]["top_logprobs"];
+  ASSERT_EQ(top.size(), 12u);
+  for (const nlohmann::ordered_json& t : top)
+    EXPECT_TRUE(most_likely_first(logprobs_in_text_order(t, false))) << t.dump();
+  const nlohmann::ordered_json& plp = j["choices"][0]["prompt_logprobs"];
+  for (size_t i = 1; i < plp.size(); ++i)
+    EXPECT_TRUE(most_likely_first(logprobs_in_text_order(plp[i], true))) << plp[i].dump();
+  // Streamed (without prompt_logprobs, which vLLM refuses with stream).
+  json streamed = body;
+  streamed.erase("prompt_logprobs");
+  streamed["stream"] = true;
+  HttpResponse s = HttpClient(port()).post("/v1/completions", streamed.dump());
+  ASSERT_EQ(s.status, 200) << s.body;
+  size_t positions = 0;
+  for (const std::string& e : sse_payloads(s.body)) {
+    if (e == "[DONE]") continue;
+    const nlohmann::ordered_json c = nlohmann::ordered_json::parse(e);
+    if (c["choices"].empty() || c["choices"][0]["logprobs"].is_null()) continue;
+    for (const nlohmann::ordered_json& t : c["choices"][0]["logprobs"]["top_logprobs"]) {
+      EXPECT_TRUE(most_likely_first(logprobs_in_text_order(t, false))) << t.dump();
+      ++positions;
+    }
+  }
+  EXPECT_EQ(positions, 12u);
 }
 
 TEST_F(ServePromptLogprobs, StreamWithPromptLogprobsIsA400) {

@@ -121,10 +121,12 @@ void expect_same_logprobs(const json& a, const json& b, const std::string& where
 class ServeWebSocketPipeline : public BundledServerSuite<ServeWebSocketPipeline> {};
 
 TEST_F(ServeWebSocketPipeline, APromptListWithNRunsEveryPromptAsOverHttp) {
+  // Seeded sampling (n > 1 cannot be greedy): the same choices both ways.
   const json body = {{"prompt", {"Once upon a time", "The little dog", "Lily and Tom"}},
                      {"n", 2},
                      {"max_tokens", 12},
-                     {"temperature", 0},
+                     {"temperature", 1.0},
+                     {"seed", 5},
                      {"ignore_eos", true},
                      {"return_token_ids", true}};
   json http = post_json(port(), "/v1/completions", body);
@@ -209,7 +211,7 @@ TEST_F(ServeWebSocketPipeline, CancelAbortsEveryPromptOfTheRequest) {
            {"prompt", {"Once upon a time", "The little dog"}},
            {"n", 2},
            {"max_tokens", 480},
-           {"temperature", 0},
+           {"temperature", 1.0},
            {"ignore_eos", true}});
   json first = ws.read();
   ASSERT_EQ(first["type"], "delta") << first.dump();

@@ -5,7 +5,6 @@
 // chat UI's files.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -26,7 +25,7 @@ struct Joined {
   std::vector<int32_t> token_ids;
   int64_t last_seq = 0;
   size_t deltas = 0;
-  json done;   // the done (or error) message
+  json done;  // the done (or error) message
   bool seq_increasing = true;
 };
 
@@ -62,7 +61,8 @@ json completion(const std::string& prompt, int max_tokens) {
 class ServeWebSocket : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new PagodaServer({std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", "--network-threads", "2"});
+    server_ = new PagodaServer(
+        {std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", "--network-threads", "2"});
   }
   static void TearDownTestSuite() {
     int status = server_->stop();
@@ -75,7 +75,9 @@ class ServeWebSocket : public ::testing::Test {
     b["return_token_ids"] = true;
     return post_json(server_->port(), "/v1/completions", b)["choices"][0];
   }
-  static std::vector<int32_t> ids_of(const json& choice) { return choice["token_ids"].get<std::vector<int32_t>>(); }
+  static std::vector<int32_t> ids_of(const json& choice) {
+    return choice["token_ids"].get<std::vector<int32_t>>();
+  }
   static PagodaServer* server_;
 };
 PagodaServer* ServeWebSocket::server_ = nullptr;
@@ -179,7 +181,11 @@ TEST_F(ServeWebSocket, CancelStopsOneAndTheOtherTwoFinish) {
   EXPECT_EQ(joined["cc"].text, ref_c["text"].get<std::string>());
   EXPECT_EQ(joined["cc"].token_ids, ids_of(ref_c));
   // The socket still serves.
-  ws.send({{"type", "completion"}, {"id", "cd"}, {"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}});
+  ws.send({{"type", "completion"},
+           {"id", "cd"},
+           {"prompt", "Once upon a time"},
+           {"max_tokens", 5},
+           {"temperature", 0}});
   auto more = read_until_done(ws, {"cd"});
   EXPECT_EQ(more["cd"].done["usage"]["completion_tokens"], 5);
 }
@@ -250,15 +256,21 @@ TEST_F(ServeWebSocket, ResumeFromAnotherLiveSocketTakesOverAndTellsTheOldOne) {
   EXPECT_EQ(x["error"]["type"], "ConflictError");
   EXPECT_EQ(x["error"]["message"], "stream moved was resumed on another connection");
   // A still serves.
-  a.send({{"type", "completion"}, {"id", "after-move"}, {"prompt", "Once"}, {"max_tokens", 5}, {"temperature", 0}});
+  a.send({{"type", "completion"},
+          {"id", "after-move"},
+          {"prompt", "Once"},
+          {"max_tokens", 5},
+          {"temperature", 0}});
   auto more = read_until_done(a, {"after-move"});
   EXPECT_EQ(more["after-move"].done["usage"]["completion_tokens"], 5);
 }
 
 TEST_F(ServeWebSocket, NonResumableStreamsAreAbortedOnAnAbruptDrop) {
   const uint16_t port = server_->port();
-  auto aborted = [&] { return metric(HttpClient(port).get("/metrics").body, "pagoda:request_success_total",
-                                     "finished_reason=\"abort\""); };
+  auto aborted = [&] {
+    return metric(HttpClient(port).get("/metrics").body, "pagoda:request_success_total",
+                  "finished_reason=\"abort\"");
+  };
   const double before = aborted();
   {
     WsClient ws(port);
@@ -283,7 +295,11 @@ TEST_F(ServeWebSocket, NonResumableStreamsAreAbortedOnAnAbruptDrop) {
 }
 
 TEST_F(ServeWebSocket, NChoicesEachStreamToTheirEndAsOverHttp) {
-  json body = {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"n", 3}, {"seed", 5}, {"temperature", 1.0}};
+  json body = {{"prompt", "Once upon a time"},
+               {"max_tokens", 40},
+               {"n", 3},
+               {"seed", 5},
+               {"temperature", 1.0}};
   json http = post_json(server_->port(), "/v1/completions", body);
   ASSERT_EQ(http["choices"].size(), 3u) << http.dump();
   WsClient ws(server_->port());
@@ -321,10 +337,12 @@ TEST_F(ServeWebSocket, NChoicesEachStreamToTheirEndAsOverHttp) {
 TEST_F(ServeWebSocket, ACloseFrameAbortsAtOnceEvenWhenTheClientNoLongerReads) {
   const uint16_t port = server_->port();
   auto scrape = [&] { return HttpClient(port).get("/metrics").body; };
-  const double before = metric(scrape(), "pagoda:request_success_total", "finished_reason=\"abort\"");
+  const double before =
+      metric(scrape(), "pagoda:request_success_total", "finished_reason=\"abort\"");
   WsClient ws(port, /*rcvbuf=*/4096);
   json m = completion("Once upon a time", 480);
   m["n"] = 8;
+  m["temperature"] = 1.0;  // n > 1 samples (greedy takes n 1, as vLLM)
   m["type"] = "completion";
   m["id"] = "closer";
   ws.send(m);
@@ -336,13 +354,17 @@ TEST_F(ServeWebSocket, ACloseFrameAbortsAtOnceEvenWhenTheClientNoLongerReads) {
   do {
     text = scrape();
     waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
-  } while (!(metric(text, "pagoda:request_success_total", "finished_reason=\"abort\"") == before + 1 &&
-             metric(text, "pagoda:num_requests_running") == 0 && metric(text, "pagoda:kv_cache_used_blocks") == 0) &&
-           waited_s < 1.0);
-  EXPECT_EQ(metric(text, "pagoda:request_success_total", "finished_reason=\"abort\""), before + 1) << text;
+  } while (
+      !(metric(text, "pagoda:request_success_total", "finished_reason=\"abort\"") == before + 1 &&
+        metric(text, "pagoda:num_requests_running") == 0 &&
+        metric(text, "pagoda:kv_cache_used_blocks") == 0) &&
+      waited_s < 1.0);
+  EXPECT_EQ(metric(text, "pagoda:request_success_total", "finished_reason=\"abort\""), before + 1)
+      << text;
   EXPECT_EQ(metric(text, "pagoda:num_requests_running"), 0) << text;
   EXPECT_EQ(metric(text, "pagoda:kv_cache_used_blocks"), 0) << text;
-  std::printf("[ metrics ] close frame from a non-reading client: aborted and freed %.3f s later\n", waited_s);
+  std::printf("[ metrics ] close frame from a non-reading client: aborted and freed %.3f s later\n",
+              waited_s);
 }
 
 // Issue 12: a close frame and, at once, a TCP reset while the server's
@@ -359,6 +381,7 @@ TEST_F(ServeWebSocket, ACloseFrameFollowedAtOnceByAResetAbortsAtOnce) {
     WsClient ws(port, /*rcvbuf=*/4096);
     json m = completion("Once upon a time", 480);
     m["n"] = 8;
+    m["temperature"] = 1.0;  // n > 1 samples (greedy takes n 1, as vLLM)
     m["type"] = "completion";
     m["id"] = "close-then-reset";
     ASSERT_TRUE(
@@ -400,15 +423,25 @@ TEST_F(ServeWebSocket, BadMessagesGetErrorsAndHarmNothingElse) {
   EXPECT_EQ(e["id"], "bad");
   EXPECT_EQ(e["error"]["param"], "temperature");
   // stories260K has no chat template: the HTTP API's 400, over the socket.
-  ws.send({{"type", "chat"}, {"id", "ch"}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}});
+  ws.send({{"type", "chat"},
+           {"id", "ch"},
+           {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}});
   e = ws.read();
   EXPECT_EQ(e["id"], "ch");
   EXPECT_EQ(e["error"]["code"], 400);
   ws.send({{"type", "cancel"}, {"id", "nobody"}});
   EXPECT_EQ(ws.read()["error"]["code"], 404);
   // A duplicate id while the first runs.
-  ws.send({{"type", "completion"}, {"id", "dup"}, {"prompt", "Once"}, {"max_tokens", 200}, {"temperature", 0}});
-  ws.send({{"type", "completion"}, {"id", "dup"}, {"prompt", "Once"}, {"max_tokens", 5}, {"temperature", 0}});
+  ws.send({{"type", "completion"},
+           {"id", "dup"},
+           {"prompt", "Once"},
+           {"max_tokens", 200},
+           {"temperature", 0}});
+  ws.send({{"type", "completion"},
+           {"id", "dup"},
+           {"prompt", "Once"},
+           {"max_tokens", 5},
+           {"temperature", 0}});
   json conflict;
   auto joined = read_until_done(ws, {"dup"});
   // The 409 came before or after the done; read_until_done stops at the
@@ -422,7 +455,8 @@ TEST_F(ServeWebSocket, BadMessagesGetErrorsAndHarmNothingElse) {
   EXPECT_EQ(conflict["type"], "error") << conflict.dump();
   EXPECT_EQ(conflict["error"]["code"], 409) << conflict.dump();
   // The error says the running request is not ended by it ...
-  EXPECT_NE(conflict["error"]["message"].get<std::string>().find("that request continues"), std::string::npos)
+  EXPECT_NE(conflict["error"]["message"].get<std::string>().find("that request continues"),
+            std::string::npos)
       << conflict.dump();
   // ... and indeed the original streams on to its done, all 200 tokens.
   EXPECT_EQ(joined["dup"].done["type"], "done") << joined["dup"].done.dump();
@@ -437,8 +471,12 @@ TEST_F(ServeWebSocket, BadMessagesGetErrorsAndHarmNothingElse) {
 TEST_F(ServeWebSocket, StatsSubscriptionReportsTheEngine) {
   WsClient ws(server_->port());
   ws.send({{"type", "subscribe_stats"}, {"interval_ms", 100}});
-  ws.send({{"type", "completion"}, {"id", "st"}, {"prompt", "Once upon a time"}, {"max_tokens", 300},
-           {"temperature", 0}, {"ignore_eos", true}});
+  ws.send({{"type", "completion"},
+           {"id", "st"},
+           {"prompt", "Once upon a time"},
+           {"max_tokens", 300},
+           {"temperature", 0},
+           {"ignore_eos", true}});
   bool saw_running = false, saw_tps = false;
   int stats = 0;
   for (bool done = false; !done;) {
@@ -453,7 +491,8 @@ TEST_F(ServeWebSocket, StatsSubscriptionReportsTheEngine) {
   }
   // Waiting for one more tick (an event on the socket, bounded by read's deadline).
   json m;
-  do m = ws.read(); while (m["type"] != "stats");
+  do m = ws.read();
+  while (m["type"] != "stats");
   ++stats;
   EXPECT_GE(stats, 1);
   EXPECT_TRUE(saw_running || saw_tps || m["generation_tokens_per_s"].get<double>() > 0);
@@ -475,13 +514,16 @@ TEST_F(ServeWebSocket, ServesTheChatUi) {
   EXPECT_EQ(c.get("/README.md").status, 404);  // not a served extension
 }
 
-
 // A random-weight Qwen2 chat model (../shared): its sampled text is full of
 // CJK characters, emoji and byte tokens, so characters straddle tokens.
 TEST(ServeWebSocketUnicode, ChatDeltasAreWholeCharactersAndJoinToTheNonStreamedText) {
   PagodaServer server({shared_path("models/tiny-random-qwen2-chat"), "--network-threads", "2"});
-  const json body = {{"messages", json::array({{{"role", "user"}, {"content", "你好！讲个故事 🙂"}}})},
-                     {"max_tokens", 64}, {"temperature", 1.0}, {"seed", 1234}, {"ignore_eos", true}};
+  const json body = {
+      {"messages", json::array({{{"role", "user"}, {"content", "你好！讲个故事 🙂"}}})},
+      {"max_tokens", 64},
+      {"temperature", 1.0},
+      {"seed", 1234},
+      {"ignore_eos", true}};
   json ref = post_json(server.port(), "/v1/chat/completions", body)["choices"][0]["message"];
   WsClient ws(server.port());
   json m = body;
@@ -501,14 +543,15 @@ TEST(ServeWebSocketUnicode, ChatDeltasAreWholeCharactersAndJoinToTheNonStreamedT
     // U+FFFD replacements, and the joined text would differ from the
     // non-streamed one.
     const std::string t = d["text"];
-    if (std::any_of(t.begin(), t.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
+    if (std::any_of(t.begin(), t.end(),
+                    [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
       ++non_ascii_deltas;
     joined += t;
   }
   EXPECT_EQ(joined, ref["content"].get<std::string>());
   EXPECT_GT(non_ascii_deltas, 0u) << "the sample had no non-ASCII text: " << joined;
-  std::printf("[ unicode ] %zu deltas with non-ASCII text; joined == non-streamed (%zu bytes)\n", non_ascii_deltas,
-              joined.size());
+  std::printf("[ unicode ] %zu deltas with non-ASCII text; joined == non-streamed (%zu bytes)\n",
+              non_ascii_deltas, joined.size());
   int status = server.stop();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }

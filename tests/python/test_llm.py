@@ -96,6 +96,15 @@ def test_best_of_above_one_with_greedy_sampling_raises_value_error():
     SamplingParams(temperature=0.5, best_of=2)
 
 
+def test_n_above_one_with_greedy_sampling_raises_value_error():
+    # vLLM's SamplingParams._verify_greedy_sampling: the n choices of
+    # greedy sampling would all be one sequence.
+    with pytest.raises(ValueError, match="n must be 1 when using greedy sampling, got 2"):
+        SamplingParams(temperature=0, n=2)
+    SamplingParams(temperature=0, n=2, use_beam_search=True)
+    SamplingParams(temperature=0.5, n=2)
+
+
 def test_invalid_requests_raise_value_error_naming_prompt_and_field(llm):
     # What needs the model (the vocabulary) is checked when generate() runs,
     # naming the prompt; the rest when SamplingParams is built.
@@ -111,9 +120,13 @@ def test_invalid_requests_raise_value_error_naming_prompt_and_field(llm):
 
 
 def test_logprobs_n_and_stop_in_vllms_shape(llm):
-    sp = SamplingParams(temperature=0, max_tokens=6, logprobs=2, prompt_logprobs=1, n=2)
+    # n > 1 samples (greedy takes n 1, as vLLM's SamplingParams).
+    sampled = SamplingParams(temperature=0.8, seed=7, max_tokens=6, logprobs=2, n=2)
+    (several,) = llm.generate("Once upon a time", sampled, use_tqdm=False)
+    assert [c.index for c in several.outputs] == [0, 1]
+    assert all(len(c.logprobs) == len(c.token_ids) == 6 for c in several.outputs)
+    sp = SamplingParams(temperature=0, max_tokens=6, logprobs=2, prompt_logprobs=1)
     (out,) = llm.generate("Once upon a time", sp, use_tqdm=False)
-    assert [c.index for c in out.outputs] == [0, 1]
     c = out.outputs[0]
     assert len(c.logprobs) == len(c.token_ids) == 6
     for tok, pos in zip(c.token_ids, c.logprobs):

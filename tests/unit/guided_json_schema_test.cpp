@@ -42,6 +42,17 @@ TEST(GuidedJsonSchema, ObjectsWithRequiredAndOptionalProperties) {
   EXPECT_FALSE(d.matches(R"({"b":"a",})"));
 }
 
+// The generated object's keys come in the schema's "properties" order, as
+// vLLM's backends (xgrammar, outlines) emit them, not sorted.
+TEST(GuidedJsonSchema, PropertiesComeInTheSchemasOrder) {
+  ByteDfa d = schema_dfa(
+      R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"boolean"},)"
+      R"("mid":{"type":"string"}},"required":["zeta","alpha","mid"]})");
+  EXPECT_TRUE(d.matches(R"({"zeta": 1, "alpha": true, "mid": "m"})"));
+  EXPECT_FALSE(d.matches(R"({"alpha": true, "mid": "m", "zeta": 1})"));  // sorted
+  EXPECT_FALSE(d.matches(R"({"alpha": true, "zeta": 1, "mid": "m"})"));
+}
+
 TEST(GuidedJsonSchema, ArraysEnumsRefsAnyOf) {
   ByteDfa arr =
       schema_dfa(R"({"type":"array","items":{"enum":["x",1,null]},"minItems":1,"maxItems":2})");

@@ -106,12 +106,20 @@ TEST_F(LLMTest, OneSamplingParamsForAllAndSeedsReplay) {
 }
 
 TEST_F(LLMTest, LogprobsNAndStopInVllmsShape) {
+  // n > 1 samples (greedy takes n 1, as vLLM's SamplingParams).
+  SamplingParams sampled(
+      {{"temperature", 0.8}, {"seed", 7}, {"max_tokens", 6}, {"logprobs", 2}, {"n", 2}});
+  auto several = llm_->generate({"Once upon a time"}, sampled, false);
+  ASSERT_EQ(several[0].outputs.size(), 2u);
+  EXPECT_EQ(several[0].outputs[1].index, 1);
+  for (const CompletionOutput& c : several[0].outputs) {
+    ASSERT_TRUE(c.logprobs);
+    EXPECT_EQ(c.logprobs->size(), c.token_ids.size());
+  }
   SamplingParams sp(
-      {{"temperature", 0}, {"max_tokens", 6}, {"logprobs", 2}, {"prompt_logprobs", 1}, {"n", 2}});
+      {{"temperature", 0}, {"max_tokens", 6}, {"logprobs", 2}, {"prompt_logprobs", 1}});
   auto outs = llm_->generate({"Once upon a time"}, sp, false);
   const RequestOutput& o = outs[0];
-  ASSERT_EQ(o.outputs.size(), 2u);
-  EXPECT_EQ(o.outputs[1].index, 1);
   const CompletionOutput& c = o.outputs[0];
   ASSERT_TRUE(c.logprobs);
   ASSERT_EQ(c.logprobs->size(), c.token_ids.size());

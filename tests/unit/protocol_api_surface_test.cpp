@@ -43,7 +43,8 @@ TEST(ProtocolSurface, BatchedPromptsEachGetTheirIdsAndMaxTokens) {
   EXPECT_EQ(r.prompts[1].max_tokens, 16);
   EXPECT_EQ(r.prompts[1].text, "cde");
   EXPECT_EQ(r.num_choices(), 4);
-  ParsedRequest ids = parse_ok(parse_completion_request(R"({"prompt": [[5, 6], [7]], "max_tokens": 3})", m));
+  ParsedRequest ids =
+      parse_ok(parse_completion_request(R"({"prompt": [[5, 6], [7]], "max_tokens": 3})", m));
   ASSERT_EQ(ids.prompts.size(), 2u);
   EXPECT_EQ(ids.prompts[1].token_ids, (std::vector<int32_t>{7}));
   EXPECT_EQ(ids.prompts[0].text, std::string("\x02\x03"));  // the ids decoded (byte = id - 3)
@@ -54,47 +55,61 @@ TEST(ProtocolSurface, BatchedPromptsEachGetTheirIdsAndMaxTokens) {
 // capped by the room left in the context (vLLM's get_max_tokens takes the
 // smaller) per prompt; chat keeps max_model_len - prompt, as vLLM's chat.
 TEST(ProtocolSurface, CompletionsDefaultMaxTokensIs16CappedByContext) {
-  ServingModel m = make_test_model();  // max_model_len 64
+  ServingModel m = make_test_model();      // max_model_len 64
   const std::string long_prompt(57, 'x');  // 58 ids with BOS: 6 left
-  ParsedRequest r = parse_ok(parse_completion_request(json{{"prompt", {"ab", long_prompt}}}.dump(), m));
+  ParsedRequest r =
+      parse_ok(parse_completion_request(json{{"prompt", {"ab", long_prompt}}}.dump(), m));
   ASSERT_EQ(r.prompts.size(), 2u);
   EXPECT_EQ(r.prompts[0].max_tokens, 16);
   EXPECT_EQ(r.prompts[1].max_tokens, 64 - 58);
   EXPECT_EQ(r.sampling.max_tokens, 16);
   // Explicit values beyond 16 are kept.
-  EXPECT_EQ(parse_ok(parse_completion_request(R"({"prompt": "ab", "max_tokens": 40})", m)).prompts[0].max_tokens, 40);
+  EXPECT_EQ(parse_ok(parse_completion_request(R"({"prompt": "ab", "max_tokens": 40})", m))
+                .prompts[0]
+                .max_tokens,
+            40);
   // min_tokens above the default is vLLM's 400 (max_tokens=16).
   ParseResult e = parse_completion_request(R"({"prompt": "ab", "min_tokens": 20})", m);
   ASSERT_TRUE(std::holds_alternative<OpenAIError>(e));
   EXPECT_NE(std::get<OpenAIError>(e).body().find("max_tokens=16"), std::string::npos);
   // Chat: max_model_len - rendered prompt ("<s>[user]ab[assistant]": 22 bytes).
-  ParsedRequest c = parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "ab"}]})", m));
+  ParsedRequest c =
+      parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "ab"}]})", m));
   EXPECT_EQ(c.sampling.max_tokens, 64 - 22);
 }
 
 TEST(ProtocolSurface, SamplingFieldsOfIssue5) {
   ServingModel m = make_test_model();
   ParsedRequest r = parse_ok(parse_completion_request(
-      R"({"prompt": "x", "n": 2, "best_of": 4, "logit_bias": {"5": -100, "7": 2.5}, "logprobs": 3, "echo": false})", m));
+      R"({"prompt": "x", "n": 2, "best_of": 4, "logit_bias": {"5": -100, "7": 2.5}, "logprobs": 3, "echo": false})",
+      m));
   EXPECT_EQ(r.sampling.n, 2);
   EXPECT_EQ(r.sampling.best_of, 4);
   EXPECT_EQ(r.sampling.logprobs, 3);
-  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {7, 2.5f}}));
-  EXPECT_FALSE(parse_ok(parse_completion_request(R"({"prompt": "x"})", m)).sampling.logprobs.has_value());
-  EXPECT_EQ(parse_ok(parse_completion_request(R"({"prompt": "x", "logprobs": 0})", m)).sampling.logprobs, 0);
+  EXPECT_EQ(r.sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {7, 2.5f}}));
+  EXPECT_FALSE(
+      parse_ok(parse_completion_request(R"({"prompt": "x"})", m)).sampling.logprobs.has_value());
+  EXPECT_EQ(
+      parse_ok(parse_completion_request(R"({"prompt": "x", "logprobs": 0})", m)).sampling.logprobs,
+      0);
   // best_of == n streams fine.
   parse_ok(parse_completion_request(R"({"prompt": "x", "n": 2, "best_of": 2, "stream": true})", m));
   // Chat: logprobs true → top_logprobs (default 0).
   ParsedRequest c = parse_ok(parse_chat_request(
-      R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 20, "n": 3})", m));
+      R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 20, "n": 3})",
+      m));
   EXPECT_EQ(c.sampling.logprobs, 20);
   EXPECT_EQ(c.sampling.n, 3);
-  EXPECT_EQ(parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true})", m))
-                .sampling.logprobs,
-            0);
-  EXPECT_FALSE(parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], "logprobs": false,
+  EXPECT_EQ(
+      parse_ok(parse_chat_request(
+                   R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true})", m))
+          .sampling.logprobs,
+      0);
+  EXPECT_FALSE(parse_ok(parse_chat_request(
+                            R"({"messages": [{"role": "user", "content": "q"}], "logprobs": false,
                                                "top_logprobs": 0, "tool_choice": "none", "tools": []})",
-                                           m))
+                            m))
                    .sampling.logprobs.has_value());
   // Roles and content parts.
   ParsedRequest roles = parse_ok(parse_chat_request(
@@ -105,7 +120,8 @@ TEST(ProtocolSurface, SamplingFieldsOfIssue5) {
   EXPECT_EQ(roles.prompts[0].text, "<s>[system]s[user]a\nb[assistant]c[tool]d");
 }
 
-RequestOutput delta(int index, const std::string& text, std::vector<TokenLogprob> lps = {}, bool finished = false) {
+RequestOutput delta(int index, const std::string& text, std::vector<TokenLogprob> lps = {},
+                    bool finished = false) {
   RequestOutput d;
   d.index = index;
   d.text = text;
@@ -130,7 +146,8 @@ struct Assembled {
 
 TEST(ProtocolSurface, CompletionLogprobsObjectByHand) {
   ServingModel m = make_test_model();
-  ParsedRequest r = parse_ok(parse_completion_request(R"({"prompt": "ab", "logprobs": 1, "max_tokens": 2})", m));
+  ParsedRequest r =
+      parse_ok(parse_completion_request(R"({"prompt": "ab", "logprobs": 1, "max_tokens": 2})", m));
   RequestOutput out = delta(0, "hé", {}, true);  // 'h', then 2 bytes of é
   out.token_ids = {id('h'), 0xC3 + 3, 0xA9 + 3};
   out.logprobs = {{id('h'), -0.5f, {{id('h'), -0.5f}}},
@@ -145,16 +162,18 @@ TEST(ProtocolSurface, CompletionLogprobsObjectByHand) {
   // 0xC3 starts a character (1), its continuation byte adds none.
   EXPECT_EQ(lp["text_offset"], json({0, 1, 2}));
   EXPECT_EQ(lp["top_logprobs"][0], json({{"h", -0.5}}));
-  EXPECT_EQ(lp["top_logprobs"][1]["x"], -0.25);   // top-1 plus the sampled token
+  EXPECT_EQ(lp["top_logprobs"][1]["x"], -0.25);  // top-1 plus the sampled token
   EXPECT_EQ(lp["top_logprobs"][1].size(), 2u);
 }
 
 TEST(ProtocolSurface, ChatLogprobsContentByHand) {
   ServingModel m = make_test_model();
   ParsedRequest r = parse_ok(parse_chat_request(
-      R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 2})", m));
-  RequestOutput out = delta(0, "ok", {{id('o'), -0.1f, {{id('o'), -0.1f}, {id('a'), -2.0f}}},
-                                      {id('k'), -0.2f, {{id('k'), -0.2f}, {id('b'), -3.0f}}}},
+      R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 2})",
+      m));
+  RequestOutput out = delta(0, "ok",
+                            {{id('o'), -0.1f, {{id('o'), -0.1f}, {id('a'), -2.0f}}},
+                             {id('k'), -0.2f, {{id('k'), -0.2f}, {id('b'), -3.0f}}}},
                             true);
   json j = completion_response(r, out);
   const json& content = j["choices"][0]["logprobs"]["content"];
@@ -169,7 +188,8 @@ TEST(ProtocolSurface, ChatLogprobsContentByHand) {
 
 TEST(ProtocolSurface, MultiChoiceResponseAndUsage) {
   ServingModel m = make_test_model();
-  ParsedRequest r = parse_ok(parse_completion_request(R"({"prompt": ["ab", "c"], "n": 2, "echo": true})", m));
+  ParsedRequest r =
+      parse_ok(parse_completion_request(R"({"prompt": ["ab", "c"], "n": 2, "echo": true})", m));
   std::vector<RequestOutput> choices;
   for (int i = 0; i < 4; ++i) {
     choices.push_back(delta(i, std::string(1, static_cast<char>('w' + i)), {}, true));
@@ -179,9 +199,11 @@ TEST(ProtocolSurface, MultiChoiceResponseAndUsage) {
   ASSERT_EQ(j["choices"].size(), 4u);
   EXPECT_EQ(j["choices"][0]["text"], "abw");  // echo: the choice's prompt first
   EXPECT_EQ(j["choices"][1]["text"], "abx");
-  EXPECT_EQ(j["choices"][2]["text"], "cy");   // index 2 = prompt 1, sample 0
+  EXPECT_EQ(j["choices"][2]["text"], "cy");  // index 2 = prompt 1, sample 0
   EXPECT_EQ(j["choices"][3]["index"], 3);
-  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 3 + 2}, {"completion_tokens", 1 + 2 + 3 + 4}, {"total_tokens", 15}}));
+  EXPECT_EQ(
+      j["usage"],
+      json({{"prompt_tokens", 3 + 2}, {"completion_tokens", 1 + 2 + 3 + 4}, {"total_tokens", 15}}));
 }
 
 TEST(ProtocolSurface, StreamInterleavedChoicesUsageAfterTheLast) {
@@ -195,7 +217,8 @@ TEST(ProtocolSurface, StreamInterleavedChoicesUsageAfterTheLast) {
   auto events = testing_http::sse_payloads(f.begin());
   ASSERT_EQ(events.size(), 2u);  // a role chunk per choice
   EXPECT_EQ(json::parse(events[1])["choices"][0]["index"], 1);
-  RequestOutput a = delta(0, "x"), b = delta(1, "y"), a2 = delta(0, "z", {}, true), b2 = delta(1, "", {}, true);
+  RequestOutput a = delta(0, "x"), b = delta(1, "y"), a2 = delta(0, "z", {}, true),
+                b2 = delta(1, "", {}, true);
   a2.completion_tokens = 2;
   b2.completion_tokens = 1;
   std::string s = f.format(pipe({a, b, a2}));
@@ -214,10 +237,12 @@ TEST(ProtocolSurface, StreamInterleavedChoicesUsageAfterTheLast) {
 
 TEST(ProtocolSurface, GenerateEndpointFormats) {
   ServingModel m = make_test_model();
-  ParsedRequest r = parse_ok(parse_generate_request(R"({"prompt": "ab", "n": 2, "temperature": 0})", m));
+  ParsedRequest r =
+      parse_ok(parse_generate_request(R"({"prompt": "ab", "n": 2, "temperature": 0.5})", m));
   EXPECT_EQ(r.kind, ApiKind::kGenerate);
   EXPECT_EQ(r.sampling.max_tokens, 16);  // vLLM SamplingParams default
-  json j = completion_response(r, std::vector<RequestOutput>{delta(0, "c", {}, true), delta(1, "d", {}, true)});
+  json j = completion_response(
+      r, std::vector<RequestOutput>{delta(0, "c", {}, true), delta(1, "d", {}, true)});
   EXPECT_EQ(j, json({{"text", {"abc", "abd"}}}));
   ParsedRequest s = parse_ok(parse_generate_request(R"({"prompt": "ab", "stream": true})", m));
   StreamFormatter f(s);
@@ -237,13 +262,17 @@ TEST(ProtocolSurface, TokenizeAndDetokenize) {
   ServingModel m = make_test_model();
   auto t = tokenize_request(R"({"prompt": "ab"})", m);
   ASSERT_TRUE(std::holds_alternative<json>(t));
-  EXPECT_EQ(std::get<json>(t), json({{"count", 3}, {"max_model_len", 64}, {"tokens", {1, id('a'), id('b')}},
+  EXPECT_EQ(std::get<json>(t), json({{"count", 3},
+                                     {"max_model_len", 64},
+                                     {"tokens", {1, id('a'), id('b')}},
                                      {"token_strs", nullptr}}));
   auto no_bos = tokenize_request(R"({"prompt": "ab", "add_special_tokens": false})", m);
   EXPECT_EQ(std::get<json>(no_bos)["count"], 2);
   auto chat = tokenize_request(R"({"messages": [{"role": "user", "content": "q"}]})", m);
-  ParsedRequest as_chat = parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}]})", m));
-  EXPECT_EQ(std::get<json>(chat)["tokens"], json(as_chat.prompt_token_ids));  // what chat would send
+  ParsedRequest as_chat =
+      parse_ok(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}]})", m));
+  EXPECT_EQ(std::get<json>(chat)["tokens"],
+            json(as_chat.prompt_token_ids));  // what chat would send
   auto d = detokenize_request(R"({"tokens": [1, 100, 101]})", m);
   EXPECT_EQ(std::get<json>(d), json({{"prompt", "<s>ab"}}));
   for (const char* body : {R"({"tokens": [1, 999]})", R"({"tokens": "ab"})", R"({})"}) {
@@ -286,7 +315,8 @@ TEST(ProtocolSurface, TokenizeParsesPromptsAsCompletionsDoes) {
     ParsedRequest c = parse_ok(parse_completion_request(body, m));
     EXPECT_EQ(std::get<json>(t)["tokens"], json(c.prompt_token_ids)) << body;
   }
-  for (const char* body : {R"({"prompt": [1, 999]})", R"({"prompt": ["a", "b"]})", R"({"prompt": []})", R"({})"}) {
+  for (const char* body :
+       {R"({"prompt": [1, 999]})", R"({"prompt": ["a", "b"]})", R"({"prompt": []})", R"({})"}) {
     auto e = tokenize_request(body, m);
     ASSERT_TRUE(std::holds_alternative<OpenAIError>(e)) << body;
     EXPECT_EQ(std::get<OpenAIError>(e).param, "prompt") << body;
@@ -313,7 +343,8 @@ TEST(ProtocolSurface, ApiKeyGate) {
   EXPECT_FALSE(path_requires_key("/metrics"));
   EXPECT_FALSE(path_requires_key("/version"));
   AccessPolicy p;
-  EXPECT_FALSE(check_access(p, http::verb::post, "/v1/completions", "", "", ""));  // no key configured
+  EXPECT_FALSE(
+      check_access(p, http::verb::post, "/v1/completions", "", "", ""));  // no key configured
   p.api_key = "k3y";
   auto denied = check_access(p, http::verb::post, "/v1/completions", "", "", "");
   ASSERT_TRUE(denied);
@@ -342,7 +373,7 @@ TEST(ProtocolSurface, WebSocketUpgradeNeedsTheKeyInHeaderOrQuery) {
   p.api_key = "k/y+z=1 @%";
   EXPECT_TRUE(websocket_access_ok(p, "/v1/ws?api_key=k%2Fy%2Bz%3D1%20%40%25", ""));
   EXPECT_TRUE(websocket_access_ok(p, "/v1/ws?api_key=k/y+z=1%20@%25", ""));
-  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=k%2Fy%2Bz%3D1%20%40%2", ""));  // cut escape
+  EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=k%2Fy%2Bz%3D1%20%40%2", ""));   // cut escape
   EXPECT_FALSE(websocket_access_ok(p, "/v1/ws?api_key=k%2Fy%2Bz%3D1%20%40%zz", ""));  // bad escape
 }
 
@@ -357,22 +388,25 @@ TEST(ProtocolSurface, Cors) {
             (HeaderList{{"Access-Control-Allow-Origin", "http://b.example"}, {"Vary", "Origin"}}));
   EXPECT_TRUE(cors_headers(p, "http://c.example").empty());
   p.api_key = "k";
-  auto pre = check_access(p, http::verb::options, "/v1/completions", "", "http://a.example", "authorization");
+  auto pre = check_access(p, http::verb::options, "/v1/completions", "", "http://a.example",
+                          "authorization");
   ASSERT_TRUE(pre);  // a preflight needs no key
   EXPECT_EQ(pre->status, 200);
   auto bad = check_access(p, http::verb::options, "/v1/completions", "", "http://c.example", "");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   p.allowed_origins = parse_allowed_origins({R"(["*"])"});
-  EXPECT_EQ(cors_headers(p, "http://z.example"), (HeaderList{{"Access-Control-Allow-Origin", "*"}}));
+  EXPECT_EQ(cors_headers(p, "http://z.example"),
+            (HeaderList{{"Access-Control-Allow-Origin", "*"}}));
   EXPECT_THROW(parse_allowed_origins({"[1]"}), std::invalid_argument);
 }
 
 TEST(ProtocolSurface, OpenApiDocumentListsEveryRoute) {
   json spec = json::parse(openapi_json());
   EXPECT_EQ(spec["openapi"].get<std::string>().substr(0, 2), "3.");
-  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize", "/detokenize",
-                           "/generate", "/health", "/version", "/metrics", "/openapi.json", "/docs"})
+  for (const char* path :
+       {"/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize", "/detokenize",
+        "/generate", "/health", "/version", "/metrics", "/openapi.json", "/docs"})
     EXPECT_TRUE(spec["paths"].contains(path)) << path;
   // Every documented route is served (not 404) by the router.
   ServerContext ctx;
@@ -399,7 +433,9 @@ TEST(ProtocolSurface, HtmlEscapeMatchesMarkupSafe) {
 // Records submitted requests; the test pushes their deltas by hand.
 class RecordingEngine final : public EngineHandle {
  public:
-  void add_request(std::unique_ptr<GenerateRequest> r) override { requests.push_back(std::move(r)); }
+  void add_request(std::unique_ptr<GenerateRequest> r) override {
+    requests.push_back(std::move(r));
+  }
   void abort_request(const std::string& rid) override { aborted.push_back(rid); }
   EngineStats stats() const override { return {}; }
   bool running() const override { return true; }
@@ -409,7 +445,8 @@ class RecordingEngine final : public EngineHandle {
 
 TEST(ProtocolSurface, GenerationGroupRemapsChoiceIndices) {
   ServingModel m = make_test_model();
-  ParsedRequest r = parse_ok(parse_completion_request(R"({"prompt": ["ab", "c"], "n": 2, "max_tokens": 5})", m));
+  ParsedRequest r =
+      parse_ok(parse_completion_request(R"({"prompt": ["ab", "c"], "n": 2, "max_tokens": 5})", m));
   RecordingEngine engine;
   int notified = 0;
   GenerationGroup g(r, engine, [&] { ++notified; });
@@ -481,10 +518,10 @@ TEST(ProtocolSurface, GenerationGroupAssemblesEchoLogprobsAndUsage) {
       delta(0, "i", {{id('i'), -1.5f, {{id('x'), -0.25f}}}}, true));
   std::vector<ChoiceDelta> ld = lg.drain();
   ASSERT_EQ(ld.size(), 2u);
-  EXPECT_EQ(ld[1].logprobs["tokens"], json({"i"}));
-  EXPECT_EQ(ld[1].logprobs["text_offset"], json({1}));  // after "h"
-  EXPECT_EQ(lg.choices()[0].logprobs["token_logprobs"], json({-0.5, -1.5}));
-  EXPECT_EQ(lg.choices()[0].logprobs["text_offset"], json({0, 1}));
+  EXPECT_EQ(ld[1].logprobs["tokens"], nlohmann::ordered_json({"i"}));
+  EXPECT_EQ(ld[1].logprobs["text_offset"], nlohmann::ordered_json({1}));  // after "h"
+  EXPECT_EQ(lg.choices()[0].logprobs["token_logprobs"], nlohmann::ordered_json({-0.5, -1.5}));
+  EXPECT_EQ(lg.choices()[0].logprobs["text_offset"], nlohmann::ordered_json({0, 1}));
 }
 
 }  // namespace

@@ -209,6 +209,48 @@ TEST(RequestFieldsGuided, ConvertedOnEveryEndpoint) {
   EXPECT_FALSE(ok(completion(json::object())).sampling.guide);
 }
 
+// A schema's properties are generated in the order the request sent them
+// (vLLM's xgrammar / outlines keep the schema's order), wherever the schema
+// is: the body, parsed as nlohmann::json, had them sorted, so {"zeta",
+// "alpha", "mid"} came out as alpha, mid, zeta. The bodies are raw text:
+// a json value would sort them before they are sent.
+TEST(RequestFieldsGuided, SchemaPropertiesKeepTheOrderSent) {
+  const ServingModel m = make_test_model();
+  const std::string schema =
+      R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"boolean"},)"
+      R"("mid":{"type":"object","properties":{"y":{"type":"integer"},"x":{"type":"integer"}},)"
+      R"("required":["y","x"]}},"required":["zeta","alpha","mid"]})";
+  const std::string in_order = R"({"zeta":1,"alpha":true,"mid":{"y":2,"x":3}})";
+  const std::string sorted = R"({"alpha":true,"mid":{"x":3,"y":2},"zeta":1})";
+  const std::string chat_messages = R"("messages":[{"role":"user","content":"q"}])";
+  const std::vector<std::pair<std::string, ParseResult>> cases = {
+      {"completions guided_json",
+       parse_completion_request(R"({"prompt":"x","guided_json":)" + schema + "}", m)},
+      {"chat guided_json",
+       parse_chat_request("{" + chat_messages + R"(,"guided_json":)" + schema + "}", m)},
+      {"generate guided_json",
+       parse_generate_request(R"({"prompt":"x","guided_json":)" + schema + "}", m)},
+      {"structured_outputs.json",
+       parse_completion_request(R"({"prompt":"x","structured_outputs":{"json":)" + schema + "}}",
+                                m)},
+      {"response_format json_schema",
+       parse_chat_request("{" + chat_messages +
+                              R"(,"response_format":{"type":"json_schema","json_schema":)"
+                              R"({"name":"n","schema":)" +
+                              schema + "}}}",
+                          m)},
+      {"guided_json as text",
+       parse_completion_request(R"({"prompt":"x","guided_json":)" + json(schema).dump() + "}", m)},
+  };
+  for (const auto& [what, r] : cases) {
+    SCOPED_TRACE(what);
+    const ParsedRequest p = ok(r);
+    ASSERT_TRUE(p.sampling.guide);
+    EXPECT_TRUE(p.sampling.guide->matches(in_order));
+    EXPECT_FALSE(p.sampling.guide->matches(sorted));
+  }
+}
+
 TEST(RequestFieldsGuided, InvalidSpecsAre400sNamingTheProblem) {
   struct Case {
     json body;

@@ -54,14 +54,17 @@ TEST(ProtocolCompletion, StringPromptGetsBosAndDefaults) {
 TEST(ProtocolCompletion, TokenIdPromptsAreUsedAsGiven) {
   EXPECT_EQ(ok_completion(R"({"prompt": [5, 6, 7], "max_tokens": 4})").prompt_token_ids,
             (std::vector<int32_t>{5, 6, 7}));
-  EXPECT_EQ(ok_completion(R"({"prompt": [[5, 6]]})").prompt_token_ids, (std::vector<int32_t>{5, 6}));
-  EXPECT_EQ(ok_completion(R"({"prompt": ["A"]})").prompt_token_ids, (std::vector<int32_t>{1, 'A' + 3}));
+  EXPECT_EQ(ok_completion(R"({"prompt": [[5, 6]]})").prompt_token_ids,
+            (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(ok_completion(R"({"prompt": ["A"]})").prompt_token_ids,
+            (std::vector<int32_t>{1, 'A' + 3}));
   EXPECT_EQ(ok_completion(R"({"prompt": "A", "add_special_tokens": false})").prompt_token_ids,
             (std::vector<int32_t>{'A' + 3}));
 }
 
 TEST(ProtocolCompletion, SamplingFieldsAreCopied) {
-  ParsedRequest r = ok_completion(R"({"prompt": "x", "max_tokens": 7, "temperature": 0, "top_p": 0.5,
+  ParsedRequest r =
+      ok_completion(R"({"prompt": "x", "max_tokens": 7, "temperature": 0, "top_p": 0.5,
       "top_k": 20, "min_p": 0.1, "seed": 42, "stop": ["a", "bc"], "stop_token_ids": [9],
       "ignore_eos": true, "min_tokens": 3, "n": 1, "stream": true, "stream_options": {"include_usage": true},
       "user": "u1", "skip_special_tokens": false, "include_stop_str_in_output": true,
@@ -85,7 +88,8 @@ TEST(ProtocolCompletion, SamplingFieldsAreCopied) {
   EXPECT_FLOAT_EQ(sp.presence_penalty, 0.5f);
   EXPECT_FLOAT_EQ(sp.frequency_penalty, -0.5f);
   EXPECT_FLOAT_EQ(sp.repetition_penalty, 1.2f);
-  EXPECT_EQ(ok_completion(R"({"prompt": "x", "stop": "END"})").sampling.stop, (std::vector<std::string>{"END"}));
+  EXPECT_EQ(ok_completion(R"({"prompt": "x", "stop": "END"})").sampling.stop,
+            (std::vector<std::string>{"END"}));
 }
 
 TEST(ProtocolCompletion, GenerationConfigSuppliesDefaultsTheRequestOmits) {
@@ -108,7 +112,8 @@ TEST(ProtocolCompletion, GenerationConfigSuppliesDefaultsTheRequestOmits) {
 // accepted, as vLLM accepts it, and becomes the smallest positive float (the
 // nucleus keeps only the most likely token either way), not 0.
 TEST(ProtocolCompletion, TinyPositiveTopPIsAcceptedNotReadAsZero) {
-  ParsedRequest r = ok_completion(R"({"prompt": "x", "top_p": 1e-300, "repetition_penalty": 1e-300})");
+  ParsedRequest r =
+      ok_completion(R"({"prompt": "x", "top_p": 1e-300, "repetition_penalty": 1e-300})");
   EXPECT_GT(r.sampling.top_p, 0.0f);
   EXPECT_EQ(r.sampling.top_p, std::numeric_limits<float>::denorm_min());
   EXPECT_GT(r.sampling.repetition_penalty, 0.0f);
@@ -289,7 +294,10 @@ TEST(ProtocolCompletion, EachBadInputGetsItsStatusTypeAndParam) {
     EXPECT_EQ(j["error"]["code"], c.status);
     EXPECT_EQ(j["error"]["type"], c.type);
     EXPECT_EQ(j["error"]["message"], e.message);
-    if (*c.param) EXPECT_EQ(j["error"]["param"], c.param); else EXPECT_TRUE(j["error"]["param"].is_null());
+    if (*c.param)
+      EXPECT_EQ(j["error"]["param"], c.param);
+    else
+      EXPECT_TRUE(j["error"]["param"].is_null());
   }
 }
 
@@ -297,7 +305,8 @@ TEST(ProtocolCompletion, AcceptedEdgeValues) {
   // Exactly filling the context, null fields, best_of 1, empty logit_bias,
   // response_format text, logprobs null, integral floats.
   EXPECT_EQ(ok_completion(R"({"prompt": "x", "max_tokens": 62})").sampling.max_tokens.value(), 62);
-  ok_completion(R"({"prompt": "x", "max_tokens": null, "temperature": null, "stop": null, "best_of": 1,
+  ok_completion(
+      R"({"prompt": "x", "max_tokens": null, "temperature": null, "stop": null, "best_of": 1,
                     "logit_bias": {}, "response_format": {"type": "text"}, "logprobs": null, "echo": false})");
   EXPECT_EQ(ok_completion(R"({"prompt": "x", "max_tokens": 4.0})").sampling.max_tokens.value(), 4);
   // ... in integer lists too (pydantic's lax int, as vLLM validates).
@@ -348,6 +357,45 @@ TEST(ProtocolCompletion, BestOfAboveOneIsRefusedWithGreedySampling) {
   EXPECT_FALSE(check_sampling_fields(json{{"best_of", 2}}));  // SamplingParams' temperature 1
 }
 
+// vLLM's SamplingParams._verify_greedy_sampling refuses n > 1 with greedy
+// sampling too ("n must be 1 when using greedy sampling, got 2."; vLLM v0
+// said it of best_of, which defaulted to n): the n choices would all be the
+// one greedy sequence. A 400 naming "n" on every endpoint, LLM.generate's
+// requests and the Python SamplingParams' own check; beam search (n beams)
+// and sampling take n > 1.
+TEST(ProtocolCompletion, NAboveOneIsRefusedWithGreedySampling) {
+  const ServingModel m = make_test_model();
+  const std::string messages = R"("messages": [{"role": "user", "content": "q"}])";
+  const std::vector<std::pair<std::string, ParseResult>> cases = {
+      {"completions", parse_completion_request(R"({"prompt": "x", "n": 2, "temperature": 0})", m)},
+      {"chat", parse_chat_request("{" + messages + R"(, "n": 3, "temperature": 0})", m)},
+      {"generate", parse_generate_request(R"({"prompt": "x", "n": 2, "temperature": 1e-6})", m)},
+      {"offline",
+       parse_offline_object(json::parse(R"({"prompt": "x", "n": 2, "temperature": 0})"), m)},
+  };
+  for (const auto& [what, r] : cases) {
+    SCOPED_TRACE(what);
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(r));
+    const OpenAIError& e = std::get<OpenAIError>(r);
+    EXPECT_EQ(e.status, 400);
+    const json j = json::parse(e.body());
+    EXPECT_EQ(j["error"]["type"], "BadRequestError");
+    EXPECT_EQ(j["error"]["param"], "n");
+    EXPECT_NE(e.message.find("n must be 1 when using greedy sampling, got "), std::string::npos)
+        << e.message;
+  }
+  const std::optional<OpenAIError> checked =
+      check_sampling_fields(json::parse(R"({"n": 2, "temperature": 0})"));
+  ASSERT_TRUE(checked.has_value());
+  EXPECT_EQ(checked->param, "n");
+  EXPECT_EQ(checked->message, "n must be 1 when using greedy sampling, got 2.");
+  // Sampling, beam search (n beams), n 1: accepted.
+  ok_completion(R"({"prompt": "x", "n": 2, "temperature": 0.5})", m);
+  ok_completion(R"({"prompt": "x", "n": 2, "temperature": 0, "use_beam_search": true})", m);
+  ok_completion(R"({"prompt": "x", "n": 1, "temperature": 0})", m);
+  EXPECT_FALSE(check_sampling_fields(json::parse(R"({"n": 2, "temperature": 0.7})")));
+}
+
 TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
   ParseResult pr = parse_chat_request(
       R"({"model": "tiny", "messages": [{"role": "system", "content": "S"},
@@ -368,9 +416,11 @@ TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
   EXPECT_TRUE(r.stream);
 
   ParseResult no_gen = parse_chat_request(
-      R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": false})", make_test_model());
+      R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": false})",
+      make_test_model());
   ASSERT_TRUE(std::holds_alternative<ParsedRequest>(no_gen));
-  EXPECT_EQ(std::get<ParsedRequest>(no_gen).prompt_token_ids.size(), std::string("<s>[user]q").size());
+  EXPECT_EQ(std::get<ParsedRequest>(no_gen).prompt_token_ids.size(),
+            std::string("<s>[user]q").size());
 }
 
 // Deeply nested JSON (a 60 KB body once overflowed a network thread's stack
@@ -386,7 +436,8 @@ TEST(ProtocolRequest, DeeplyNestedBodiesAreRefused) {
   EXPECT_EQ(c.status, 400);
   EXPECT_NE(c.message.find("deeper than 64 levels"), std::string::npos) << c.message;
   // Ordinary nesting still parses.
-  EXPECT_EQ(ok_completion(R"({"prompt": "x", "extra": [[[{"a": [1]}]]]})").prompt_token_ids.size(), 2u);
+  EXPECT_EQ(ok_completion(R"({"prompt": "x", "extra": [[[{"a": [1]}]]]})").prompt_token_ids.size(),
+            2u);
 }
 
 TEST(ProtocolChat, ErrorCases) {
@@ -394,32 +445,34 @@ TEST(ProtocolChat, ErrorCases) {
       {R"({"model": "tiny"})", 400, "BadRequestError", "messages", "'messages' is required"},
       {R"({"messages": "hi"})", 400, "BadRequestError", "messages", "must be a list"},
       {R"({"messages": []})", 400, "BadRequestError", "messages", "must not be empty"},
-      {R"({"messages": [{"content": "hi"}]})", 400, "BadRequestError", "messages", "messages[0].role"},
-      {R"({"messages": [{"role": "user", "content": 5}]})", 400, "BadRequestError", "messages", "messages[0].content"},
-      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})", 400,
-       "BadRequestError", "messages", "only 'text' parts"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "model": "other"})", 404, "NotFoundError", "model",
-       "The model `other` does not exist."},
-      {R"({"messages": [{"role": "user", "content": "q"}], "max_completion_tokens": 0})", 400, "BadRequestError",
-       "max_completion_tokens", "at least 1"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "max_tokens": 60})", 400, "BadRequestError", "max_tokens",
-       "(21 in the messages, 60 in the completion)"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "logprobs": 1})", 400, "BadRequestError", "logprobs",
-       "must be a boolean"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "top_logprobs": 3})", 400, "BadRequestError",
-       "top_logprobs", "`logprobs` must be set to true"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 21})", 400,
-       "BadRequestError", "top_logprobs", "between 0 and 20"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "tool_choice": "auto"})", 400, "BadRequestError",
-       "tool_choice", "`tools` must be set"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "response_format": {"type": "json_schema"}})", 400,
-       "BadRequestError", "response_format", "json_schema is required"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": 1})", 400, "BadRequestError",
-       "add_generation_prompt", "boolean"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "echo": 1})", 400, "BadRequestError", "echo",
-       "boolean"},
-      {R"({"messages": [{"role": "user", "content": "q"}], "max_completion_tokens": "2"})", 400, "BadRequestError",
-       "max_completion_tokens", "must be an integer"},
+      {R"({"messages": [{"content": "hi"}]})", 400, "BadRequestError", "messages",
+       "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", 400, "BadRequestError", "messages",
+       "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
+       400, "BadRequestError", "messages", "only 'text' parts"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "model": "other"})", 404,
+       "NotFoundError", "model", "The model `other` does not exist."},
+      {R"({"messages": [{"role": "user", "content": "q"}], "max_completion_tokens": 0})", 400,
+       "BadRequestError", "max_completion_tokens", "at least 1"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "max_tokens": 60})", 400,
+       "BadRequestError", "max_tokens", "(21 in the messages, 60 in the completion)"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "logprobs": 1})", 400, "BadRequestError",
+       "logprobs", "must be a boolean"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "top_logprobs": 3})", 400,
+       "BadRequestError", "top_logprobs", "`logprobs` must be set to true"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "logprobs": true, "top_logprobs": 21})",
+       400, "BadRequestError", "top_logprobs", "between 0 and 20"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "tool_choice": "auto"})", 400,
+       "BadRequestError", "tool_choice", "`tools` must be set"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "response_format": {"type": "json_schema"}})",
+       400, "BadRequestError", "response_format", "json_schema is required"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "add_generation_prompt": 1})", 400,
+       "BadRequestError", "add_generation_prompt", "boolean"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "echo": 1})", 400, "BadRequestError",
+       "echo", "boolean"},
+      {R"({"messages": [{"role": "user", "content": "q"}], "max_completion_tokens": "2"})", 400,
+       "BadRequestError", "max_completion_tokens", "must be an integer"},
       {R"({"messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function"}]})", 400,
        "BadRequestError", "tools", "tools[0].function is required"},
       {R"({"messages": [{"role": "user", "content": "q"}], "n": 0})", 400, "BadRequestError", "n",
@@ -436,7 +489,8 @@ TEST(ProtocolChat, ErrorCases) {
 }
 
 TEST(ProtocolChat, NoTemplateIsA400NamingTheProblem) {
-  OpenAIError e = err_chat(R"({"messages": [{"role": "user", "content": "q"}]})", make_test_model(false));
+  OpenAIError e =
+      err_chat(R"({"messages": [{"role": "user", "content": "q"}]})", make_test_model(false));
   EXPECT_EQ(e.status, 400);
   EXPECT_NE(e.message.find("no chat template"), std::string::npos) << e.message;
   EXPECT_NE(e.message.find("--chat-template"), std::string::npos) << e.message;

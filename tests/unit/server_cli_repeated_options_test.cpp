@@ -1,10 +1,13 @@
 // A repeated option keeps its last value in `pagoda serve` and `pagoda
 // generate`, as vLLM's argparse does (CLI11's default was an error: "At
 // Most 1 required but received 2"); options that are lists still collect.
+// Every occurrence is converted all the same, as argparse converts each: a
+// value that is not a number is an error wherever it stands.
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/cli.h"
@@ -55,6 +58,74 @@ TEST(ServerCliRepeated, ListOptionsStillCollectEveryValue) {
   Parsed q;
   parse({"serve", "--allowed-origins", "http://a", "--allowed-origins", "http://b"}, q);
   EXPECT_EQ(q.serve.allowed_origins.size(), 2u);
+}
+
+// What parse_cli throws for `args`, "" when it parses.
+std::string parse_error(std::vector<std::string> args) {
+  try {
+    Parsed p;
+    parse(std::move(args), p);
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// argparse's "argument --port: invalid int value: 'abc'": an invalid value
+// that a later one replaces was dropped silently (`serve --port abc --port
+// 8126` served), and one after a valid value was reported with both
+// ("Could not convert: --max-tokens = 5,abc").
+TEST(ServerCliRepeated, AnInvalidValueIsAnErrorWhereverItStands) {
+  EXPECT_EQ(parse_error({"serve", "--port", "abc", "--port", "8126"}),
+            "--port: invalid int value: 'abc'");
+  EXPECT_EQ(parse_error({"generate", "--max-tokens", "abc", "--max-tokens", "5"}),
+            "--max-tokens: invalid int value: 'abc'");
+  EXPECT_EQ(parse_error({"generate", "--max-tokens", "5", "--max-tokens", "abc"}),
+            "--max-tokens: invalid int value: 'abc'");
+  EXPECT_EQ(parse_error({"generate", "--temperature", "warm", "--temperature", "0.5"}),
+            "--temperature: invalid float value: 'warm'");
+  EXPECT_EQ(parse_error({"serve", "--seed", "1.5", "--seed", "2"}),
+            "--seed: invalid int value: '1.5'");
+  // A list option checks each of its values.
+  EXPECT_EQ(parse_error({"generate", "--stop-token-ids", "2", "--stop-token-ids", "x"}),
+            "--stop-token-ids: invalid int value: 'x'");
+  // Valid values still parse, read as decimal as Python's int() reads them
+  // (CLI11 alone reads "010" as octal).
+  Parsed p;
+  parse({"serve", "--port", "+8001", "--port", "08002", "--max-num-seqs", "010"}, p);
+  EXPECT_EQ(p.serve.port, 8002);
+  EXPECT_EQ(p.serve.engine.max_num_seqs, 10);
+}
+
+// Every option of both commands that takes numbers (CLI11's INT, UINT and
+// FLOAT types: new options included) refuses a non-number in an occurrence
+// that a valid one replaces.
+TEST(ServerCliRepeated, EveryNumericOptionChecksEachOccurrence) {
+  Parsed p;
+  CLI::App app{"pagoda"};
+  add_serve_command(*app.add_subcommand("serve", ""), p.serve);
+  add_generate_command(*app.add_subcommand("generate", ""), p.gen);
+  int checked = 0;
+  for (const char* command : {"serve", "generate"}) {
+    for (const CLI::Option* opt : app.get_subcommand(command)->get_options()) {
+      const std::string type = opt->get_type_name();
+      const std::string_view base = std::string_view(type).substr(0, type.find(':'));
+      if (opt->get_items_expected_max() == 0 || opt->get_lnames().empty()) continue;
+      if (base != "INT" && base != "UINT" && base != "FLOAT") continue;
+      const std::string flag = "--" + opt->get_lnames().front();
+      SCOPED_TRACE(std::string(command) + " " + flag);
+      const std::string error = parse_error({command, flag, "x1", flag, "1"});
+      if (type.find(":SIZE") != std::string::npos) {
+        // --kv-cache-memory's own "256MiB" reader refuses it first.
+        EXPECT_EQ(error, flag + ": Value x1 could not be converted to UINT");
+      } else {
+        const std::string kind = base == "FLOAT" ? "float" : "int";
+        EXPECT_EQ(error, flag + ": invalid " + kind + " value: 'x1'");
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40);  // serve's and generate's numeric options
 }
 
 }  // namespace

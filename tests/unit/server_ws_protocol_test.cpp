@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "engine/guided/guide.h"
 #include "server/ws_protocol.h"
 // GCC 12's -Wrestrict false positive (GCC bug 105329) on the test model's
 // "[" + std::string, when -O3 inlines it into this file.
@@ -34,7 +35,8 @@ WsMessageError err(const std::string& text) {
 }
 
 TEST(WsProtocol, ParsesEveryClientMessageType) {
-  WsClientMessage m = ok(R"({"type":"chat","id":"a","messages":[],"resumable":false,"stream":false})");
+  WsClientMessage m =
+      ok(R"({"type":"chat","id":"a","messages":[],"resumable":false,"stream":false})");
   EXPECT_EQ(m.type, T::kChat);
   EXPECT_EQ(m.id, "a");
   EXPECT_FALSE(m.resumable);
@@ -61,27 +63,31 @@ TEST(WsProtocol, BadEnvelopesGetAnErrorWithTheirIdWhenKnown) {
   EXPECT_EQ(e.error.param, "type");
   EXPECT_EQ(err(R"({"type":"resume","id":"q","after":-1})").error.param, "after");
   for (const char* iv : {"5", "99.9", "60001", "1e300", "-1e300", "\"500\"", "null"}) {
-    WsMessageError bad = err(fmt::format(R"({{"type":"subscribe_stats","id":"s","interval_ms":{}}})", iv));
+    WsMessageError bad =
+        err(fmt::format(R"({{"type":"subscribe_stats","id":"s","interval_ms":{}}})", iv));
     EXPECT_EQ(bad.error.param, "interval_ms") << iv;
     EXPECT_NE(bad.error.message.find("from 100 to 60000"), std::string::npos) << bad.error.message;
   }
   EXPECT_EQ(err(R"({"type":"chat","id":""})").error.param, "id");
   EXPECT_EQ(err(R"({"type":"chat","id":7})").error.param, "id");
-  EXPECT_EQ(err(fmt::format(R"({{"type":"chat","id":"{}"}})", std::string(300, 'x'))).error.param, "id");
+  EXPECT_EQ(err(fmt::format(R"({{"type":"chat","id":"{}"}})", std::string(300, 'x'))).error.param,
+            "id");
   EXPECT_EQ(err(R"({"type":"chat","id":"a","resumable":1})").error.param, "resumable");
   std::string deep = std::string(100, '[') + std::string(100, ']');
   EXPECT_EQ(err(fmt::format(R"({{"type":"chat","id":"a","x":{}}})", deep)).error.status, 400);
   // The HTTP bodies' strict parse: a key twice in one object, a lone surrogate.
-  EXPECT_NE(err(R"({"type":"completion","id":"a","prompt":"x","prompt":"y"})").error.message.find(
-                "Message has the key 'prompt' twice"),
+  EXPECT_NE(err(R"({"type":"completion","id":"a","prompt":"x","prompt":"y"})")
+                .error.message.find("Message has the key 'prompt' twice"),
             std::string::npos);
-  EXPECT_NE(err(R"({"type":"completion","id":"a","prompt":"\ud800"})").error.message.find("surrogate"),
-            std::string::npos);
+  EXPECT_NE(
+      err(R"({"type":"completion","id":"a","prompt":"\ud800"})").error.message.find("surrogate"),
+      std::string::npos);
 }
 
 TEST(WsProtocol, GenerationFieldsGoThroughTheHttpApisParser) {
   ServingModel model = testing_protocol::make_test_model();
-  WsClientMessage m = ok(R"({"type":"completion","id":"a","prompt":"hi","max_tokens":3,"temperature":0.5})");
+  WsClientMessage m =
+      ok(R"({"type":"completion","id":"a","prompt":"hi","max_tokens":3,"temperature":0.5})");
   ParseResult r = parse_ws_generation(m, model);
   ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r));
   const ParsedRequest& p = std::get<ParsedRequest>(r);
@@ -94,10 +100,27 @@ TEST(WsProtocol, GenerationFieldsGoThroughTheHttpApisParser) {
   ParseResult ws = parse_ws_generation(bad, model);
   ASSERT_TRUE(std::holds_alternative<OpenAIError>(ws));
   EXPECT_EQ(std::get<OpenAIError>(ws).body(), std::get<OpenAIError>(http).body());
-  WsClientMessage chat = ok(R"({"type":"chat","id":"c","messages":[{"role":"user","content":"yo"}]})");
+  WsClientMessage chat =
+      ok(R"({"type":"chat","id":"c","messages":[{"role":"user","content":"yo"}]})");
   ParseResult c = parse_ws_generation(chat, model);
   ASSERT_TRUE(std::holds_alternative<ParsedRequest>(c));
   EXPECT_EQ(std::get<ParsedRequest>(c).kind, ApiKind::kChat);
+}
+
+// A guided_json schema's properties keep the message's order (the
+// generated object's key order), as over HTTP.
+TEST(WsProtocol, GuidedSchemaPropertiesKeepTheOrderSent) {
+  ServingModel model = testing_protocol::make_test_model();
+  WsClientMessage m =
+      ok(R"({"type":"completion","id":"a","prompt":"hi","guided_json":{"type":"object",)"
+         R"("properties":{"zeta":{"type":"integer"},"alpha":{"type":"boolean"}},)"
+         R"("required":["zeta","alpha"]}})");
+  ParseResult r = parse_ws_generation(m, model);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r));
+  const ParsedRequest& p = std::get<ParsedRequest>(r);
+  ASSERT_TRUE(p.sampling.guide);
+  EXPECT_TRUE(p.sampling.guide->matches(R"({"zeta": 1, "alpha": true})"));
+  EXPECT_FALSE(p.sampling.guide->matches(R"({"alpha": true, "zeta": 1})"));
 }
 
 TEST(WsProtocol, ServerMessagesHaveTheDocumentedShape) {
@@ -110,7 +133,7 @@ TEST(WsProtocol, ServerMessagesHaveTheDocumentedShape) {
           R"({"type":"delta","id":"a","seq":4,"index":0,"text":"你好🙂","token_ids":[5,6]})"));
   // Logprobs (when asked for) as the SSE chunk carries them.
   d.logprobs = {{"content", json::array()}};
-  EXPECT_EQ(json::parse(ws_delta_message("a", 4, d))["logprobs"], d.logprobs);
+  EXPECT_EQ(json::parse(ws_delta_message("a", 4, d))["logprobs"], json(d.logprobs));
   ChoiceDelta f;
   f.finished = true;
   f.finish_reason = FinishReason::kLength;
