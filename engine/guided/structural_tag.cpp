@@ -74,6 +74,12 @@ int trigger_of(const StructuralTag& tag, std::string_view begin) {
   return -1;
 }
 
+[[noreturn]] void too_large(const StructuralTag& tag, const std::exception& e) {
+  throw StructuralTagError(
+      fmt::format("the structural tag is too large ({} structures' schemas together): {}",
+                  tag.structures.size(), e.what()));
+}
+
 std::string json_quoted(std::string_view s) { return json(std::string(s)).dump(); }
 
 }  // namespace
@@ -224,21 +230,25 @@ ByteDfa structural_tag_dfa(const StructuralTag& tag, std::string_view whitespace
     if (k < 0)
       throw StructuralTagError(fmt::format(
           "structures[{}].begin {} starts with none of the triggers", i, json_quoted(s.begin)));
-    std::string schema_regex;
-    try {
-      schema_regex = json_schema_to_regex(s.schema.empty() ? "{}" : s.schema, whitespace_pattern,
-                                          disable_additional_properties);
-    } catch (const std::invalid_argument& e) {
-      throw StructuralTagError(fmt::format("structures[{}].schema: {}", i, e.what()));
-    }
     int32_t cur = nfa.add_literal(
         dispatch[static_cast<size_t>(k)],
         std::string_view(s.begin).substr(tag.triggers[static_cast<size_t>(k)].size()));
-    cur = nfa.add_regex(cur, schema_regex);
+    try {
+      cur = nfa.add_regex(
+          cur, json_schema_to_regex(s.schema.empty() ? "{}" : s.schema, whitespace_pattern,
+                                    disable_additional_properties));
+    } catch (const std::invalid_argument& e) {  // SchemaError, RegexError (whitespace, size)
+      if (nfa.num_states() >= kMaxNfaStates) too_large(tag, e);  // all the schemas together
+      throw StructuralTagError(fmt::format("structures[{}].schema: {}", i, e.what()));
+    }
     cur = nfa.add_literal(cur, s.end);
     nfa.add_epsilon(cur, scan[0]);
   }
-  return nfa.build(scan[0], accept);
+  try {
+    return nfa.build(scan[0], accept);
+  } catch (const RegexError& e) {
+    too_large(tag, e);
+  }
 }
 
 }  // namespace pagoda::guided

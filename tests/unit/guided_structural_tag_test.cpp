@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "engine/guided/guide.h"
 #include "engine/guided/structural_tag.h"
@@ -201,6 +202,18 @@ TEST(GuidedStructuralTag, InvalidTagsNameTheField) {
   t = good;
   t["structures"][1] = "x";
   expect_error(t, "structures[1] must be an object");
+  // Too many states altogether (the DFA's, then the NFA's limit): the tag
+  // is named, not the structure that passed the limit.
+  for (const auto& [max_length, limit] :
+       {std::pair{100, "DFA states"}, std::pair{400, "automaton states"}}) {
+    t = good;
+    for (int k = 0; k < 40; ++k)
+      t["structures"].push_back({{"begin", "<n>" + std::to_string(k)},
+                                 {"schema", {{"type", "string"}, {"maxLength", max_length}}},
+                                 {"end", "</n>"}});
+    expect_error(t, "the structural tag is too large (43 structures' schemas together)");
+    expect_error(t, limit);
+  }
   try {
     (void)parse_structural_tag(std::string_view("{\"structures\": ["));
     ADD_FAILURE();
