@@ -137,7 +137,7 @@ void apply_tool_choice_guide(const ChatTools& tools, const request_model::Reques
   if (sp.guide) {
     std::string other = "guided decoding";
     for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                          "structured_outputs", "response_format"})
+                          "structural_tag", "structured_outputs", "response_format"})
       if (fields.declares(k) && fields.value(k)) {
         other = k;
         break;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/guided/guide.h"
+#include "engine/guided/structural_tag.h"
 #include "server/openai_fields.h"
 #include "server/request_model.h"
 
@@ -65,6 +66,27 @@ std::string string_field(const json& v, const std::string& param) {
   return v.get<std::string>();
 }
 
+// A structural tag as vLLM takes it (the JSON text of {structures,
+// triggers}; the object itself is accepted too), checked and made canonical
+// (engine/guided/structural_tag.h).
+std::string structural_tag_text(const json& v, const std::string& param) {
+  json obj;
+  if (v.is_string()) {
+    obj = json::parse(v.get_ref<const std::string&>(), nullptr, false);
+    if (obj.is_discarded())
+      fail(fmt::format("invalid {}: the structural tag is not valid JSON", param), param);
+  } else if (v.is_object()) {
+    obj = v;
+  } else {
+    fail(fmt::format("'{}' must be a structural tag (its JSON text or an object)", param), param);
+  }
+  try {
+    return guided::structural_tag_json(guided::parse_structural_tag(obj));
+  } catch (const guided::StructuralTagError& e) {
+    fail(fmt::format("invalid {}: {}", param, e.what()), param);
+  }
+}
+
 void from_structured_outputs(const json& so, std::vector<Candidate>& out, std::string& ws,
                              bool& no_ws, bool& no_additional) {
   if (!so.is_object()) fail("'structured_outputs' must be an object", "structured_outputs");
@@ -96,7 +118,9 @@ void from_structured_outputs(const json& so, std::vector<Candidate>& out, std::s
     out.push_back(
         {p + ".grammar", {GuideKind::kGrammar, string_field(so["grammar"], p + ".grammar")}});
   if (present("structural_tag"))
-    fail("structured_outputs.structural_tag is not supported yet", "structured_outputs");
+    out.push_back({p + ".structural_tag",
+                   {GuideKind::kStructuralTag,
+                    structural_tag_text(so["structural_tag"], p + ".structural_tag")}});
   if (present("json_object")) {
     if (!so["json_object"].is_boolean())
       fail("structured_outputs.json_object must be a boolean", p);
@@ -119,8 +143,10 @@ void from_response_format(const json& rf, std::vector<Candidate>& out) {
   if (!rf.is_object()) fail("'response_format' must be an object", "response_format");
   const json* type = get(rf, "type");
   if (!type || !type->is_string())
-    fail("response_format.type is required ('text', 'json_object' or 'json_schema')",
-         "response_format");
+    fail(
+        "response_format.type is required ('text', 'json_object', 'json_schema' or "
+        "'structural_tag')",
+        "response_format");
   const std::string t = type->get<std::string>();
   if (t == "text") return;
   if (t == "json_object") {
@@ -148,7 +174,23 @@ void from_response_format(const json& rf, std::vector<Candidate>& out) {
     out.push_back({"response_format", {GuideKind::kJson, schema_text(*schema, "response_format")}});
     return;
   }
-  fail(fmt::format("response_format type must be 'text', 'json_object' or 'json_schema', got '{}'",
+  if (t == "structural_tag") {
+    // vLLM's StructuralTagResponseFormat {structures, triggers}; its newer
+    // {format} form (xgrammar's StructuralTag) is not supported.
+    if (get(rf, "format"))
+      fail(
+          "response_format.format (xgrammar's structural tag format) is not supported; give "
+          "'structures' and 'triggers'",
+          "response_format");
+    json tag = json::object();
+    for (const char* k : {"structures", "triggers"})
+      if (const json* v = get(rf, k)) tag[k] = *v;
+    out.push_back({"response_format",
+                   {GuideKind::kStructuralTag, structural_tag_text(tag, "response_format")}});
+    return;
+  }
+  fail(fmt::format("response_format type must be 'text', 'json_object', 'json_schema' or "
+                   "'structural_tag', got '{}'",
                    t),
        "response_format");
 }
@@ -185,6 +227,9 @@ void parse_guided(const request_model::RequestFields& f, const ServingModel& mod
     cands.push_back({"guided_choice", {GuideKind::kChoice, choice_text(*v, "guided_choice")}});
   if (const json* v = f.value("guided_grammar"))
     cands.push_back({"guided_grammar", {GuideKind::kGrammar, string_field(*v, "guided_grammar")}});
+  if (const json* v = f.value("structural_tag"))
+    cands.push_back(
+        {"structural_tag", {GuideKind::kStructuralTag, structural_tag_text(*v, "structural_tag")}});
   if (const json* v = f.value("guided_whitespace_pattern"))
     ws = string_field(*v, "guided_whitespace_pattern");
   if (const json* v = f.value("structured_outputs"))

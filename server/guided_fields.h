@@ -2,16 +2,20 @@
 // outputs, vllm/entrypoints/openai/protocol.py and sampling_params.py
 // StructuredOutputsParams): guided_json (a schema object or its JSON text),
 // guided_regex, guided_choice (a list of strings), guided_grammar,
-// guided_whitespace_pattern, structured_outputs {json, regex, choice,
-// grammar, json_object, whitespace_pattern, disable_any_whitespace,
+// structural_tag, guided_whitespace_pattern, structured_outputs {json, regex,
+// choice, grammar, json_object, whitespace_pattern, disable_any_whitespace,
 // disable_additional_properties, disable_fallback, structural_tag}, and
 // response_format {type: json_object} / {type: json_schema, json_schema:
-// {name, schema, strict, description}}. At most one constraint per request
+// {name, schema, strict, description}} / {type: structural_tag, structures,
+// triggers}. A structural tag (engine/guided/structural_tag.h) is the JSON
+// text of {structures: [{begin, schema, end}], triggers} in structural_tag /
+// structured_outputs.structural_tag (as vLLM; the object is accepted too),
+// or those fields of response_format. At most one constraint per request
 // (400 naming both otherwise). The constraint is compiled here
 // (engine/guided/guide.h, cached across requests) so an invalid regex,
-// schema, choice list or grammar (guided_grammar / structured_outputs.grammar:
-// EBNF/GBNF, engine/guided/ebnf_grammar.h) is a 400 naming the problem
-// before anything runs. structural_tag is 400 "not supported yet".
+// schema, choice list, grammar (guided_grammar / structured_outputs.grammar:
+// EBNF/GBNF, engine/guided/ebnf_grammar.h) or structural tag is a 400
+// naming the field and the problem before anything runs.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string_view>

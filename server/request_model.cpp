@@ -155,8 +155,13 @@ std::vector<FieldSpec> sampling_fields() {
       {.name = "structured_outputs",
        .type = kObj,
        .note = "vLLM's StructuredOutputsParams: json, regex, choice, grammar, json_object, "
-               "whitespace_pattern, disable_any_whitespace, disable_additional_properties, "
-               "disable_fallback; structural_tag: 400 not supported yet"},
+               "structural_tag, whitespace_pattern, disable_any_whitespace, "
+               "disable_additional_properties, disable_fallback"},
+      {.name = "structural_tag",
+       .type = JsonType::kStringOrObject,
+       .note = "vLLM's structural tag: the JSON text of {structures: [{begin, schema, end}], "
+               "triggers}; free text, and after a trigger a begin, JSON valid for its schema, "
+               "its end"},
   };
 }
 
@@ -165,7 +170,6 @@ std::vector<FieldSpec> sampling_fields() {
 std::vector<FieldSpec> not_supported_fields() {
   return {
       {.name = "guided_decoding_backend", .type = kStr, .status = kNotYet},
-      {.name = "structural_tag", .type = kStr, .status = kNotYet},
       {.name = "logits_processors", .type = kList, .status = kNotYet, .accepts = is_empty},
       {.name = "return_tokens_as_token_ids", .type = kBool, .status = kNotYet, .accepts = is_false},
   };
@@ -182,9 +186,9 @@ std::vector<FieldSpec> openai_fields_common() {
        .object_keys = {"include_usage", "continuous_usage_stats"}},
       {.name = "response_format",
        .type = kObj,
-       .note = "text, json_object, or json_schema {name, schema, strict, description} (guided "
-               "decoding)",
-       .object_keys = {"type", "json_schema"}},
+       .note = "text, json_object, json_schema {name, schema, strict, description}, or "
+               "structural_tag {structures, triggers} (guided decoding)",
+       .object_keys = {"type", "json_schema", "structures", "triggers", "format"}},
       {.name = "user",
        .type = kStr,
        .status = kIgnore,

@@ -12,6 +12,7 @@
 #include "engine/guided/grammar_automaton.h"
 #include "engine/guided/json_schema_regex.h"
 #include "engine/guided/mask_precompute.h"
+#include "engine/guided/structural_tag.h"
 
 namespace pagoda::guided {
 
@@ -124,6 +125,8 @@ std::string guide_regex(const GuideSpec& spec) {
       return json_object_regex(spec.whitespace_pattern);
     case GuideKind::kGrammar:
       throw std::invalid_argument("a grammar does not compile to a regex");
+    case GuideKind::kStructuralTag:
+      throw std::invalid_argument("a structural tag does not compile to one regex");
   }
   throw std::invalid_argument("unknown guide kind");
 }
@@ -150,6 +153,11 @@ std::shared_ptr<const Guide> compile_guide(const GuideSpec& spec,
   if (spec.kind == GuideKind::kGrammar) {
     guide = std::make_shared<const Guide>(std::make_unique<GrammarAutomaton>(parse_ebnf(spec.spec)),
                                           vocab, spec.spec);
+  } else if (spec.kind == GuideKind::kStructuralTag) {
+    guide = std::make_shared<const Guide>(
+        structural_tag_dfa(parse_structural_tag(std::string_view(spec.spec)),
+                           spec.whitespace_pattern, spec.disable_additional_properties),
+        vocab, spec.spec);
   } else {
     std::string re = guide_regex(spec);
     guide = std::make_shared<const Guide>(ByteDfa::compile(re), vocab, std::move(re));

@@ -11,6 +11,8 @@
 //                                            bounded (json_schema_regex.h)
 //   kGrammar   EBNF/GBNF text (ebnf_grammar.h) pushdown recogniser
 //                                            (grammar_automaton.h)
+//   kStructuralTag {structures, triggers}    DFA: trigger scanner + schemas
+//              as JSON (structural_tag.h)    (structural_tag.h)
 //
 // The state machine is an Automaton (automaton.h): a DFA for the regular
 // kinds, interned parser configurations for kGrammar; either way a state
@@ -42,12 +44,12 @@
 
 namespace pagoda::guided {
 
-enum class GuideKind { kRegex, kChoice, kJson, kJsonObject, kGrammar };
+enum class GuideKind { kRegex, kChoice, kJson, kJsonObject, kGrammar, kStructuralTag };
 
 // What a request asks for (SamplingParams::guided).
 struct GuideSpec {
   GuideKind kind = GuideKind::kRegex;
-  std::string spec;  // regex, JSON array of choices, schema or grammar text
+  std::string spec;  // regex, JSON array of choices, schema, grammar or structural tag text
   std::string whitespace_pattern;              // JSON kinds: the regex between tokens; "" = default
   bool disable_additional_properties = false;  // JSON: absent additionalProperties = false
   bool operator==(const GuideSpec&) const = default;
@@ -129,14 +131,14 @@ MaskFillTotals mask_fill_totals();
 void add_mask_wait(double seconds);  // fill_masks' own accounting
 
 // The pattern a regular spec compiles to. Throws std::invalid_argument (a
-// RegexError or a schema error) naming the problem; kGrammar has no regex
-// (std::invalid_argument).
+// RegexError or a schema error) naming the problem; kGrammar and
+// kStructuralTag have no regex (std::invalid_argument).
 std::string guide_regex(const GuideSpec& spec);
 
 // Compiles (or finds in the cache: the most recent kGuideCacheSize specs
 // per process) the guide of `spec` over `vocab`. Throws
 // std::invalid_argument naming the problem (bad regex, schema, choices,
-// grammar: a GrammarError).
+// grammar: a GrammarError; structural tag: a StructuralTagError).
 inline constexpr size_t kGuideCacheSize = 64;
 std::shared_ptr<const Guide> compile_guide(const GuideSpec& spec,
                                            const std::shared_ptr<const TokenVocab>& vocab);

@@ -380,6 +380,10 @@ class Parser {
   size_t pos_ = 0;
 };
 
+}  // namespace
+
+namespace detail {
+
 using ByteSeq = Utf8ByteSeq;
 
 // Thompson NFA.
@@ -483,6 +487,12 @@ struct Nfa {
   }
 };
 
+}  // namespace detail
+
+namespace {
+
+using detail::Nfa;
+
 struct VecHash {
   size_t operator()(const std::vector<int32_t>& v) const {
     size_t h = 1469598103934665603ull;
@@ -494,11 +504,48 @@ struct VecHash {
 }  // namespace
 
 ByteDfa ByteDfa::compile(std::string_view pattern) {
-  NodePtr ast = Parser(pattern).parse();
-  Nfa nfa;
-  Nfa::Frag f = nfa.build(*ast);
-  const int32_t final_state = f.end;
+  NfaBuilder b;
+  const int32_t start = b.add_state();
+  const int32_t end = b.add_regex(start, pattern);
+  return b.build(start, end);
+}
 
+NfaBuilder::NfaBuilder() : nfa_(std::make_unique<detail::Nfa>()) {}
+NfaBuilder::~NfaBuilder() = default;
+
+int32_t NfaBuilder::add_state() { return nfa_->add(); }
+
+void NfaBuilder::add_edge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) {
+  nfa_->edge(from, lo, hi, to);
+}
+
+void NfaBuilder::add_epsilon(int32_t from, int32_t to) { nfa_->eps(from, to); }
+
+int32_t NfaBuilder::add_regex(int32_t from, std::string_view pattern) {
+  NodePtr ast = Parser(pattern).parse();
+  const Nfa::Frag f = nfa_->build(*ast);
+  nfa_->eps(from, f.start);
+  return f.end;
+}
+
+int32_t NfaBuilder::add_literal(int32_t from, std::string_view bytes) {
+  int32_t cur = from;
+  for (char ch : bytes) {
+    const int32_t next = nfa_->add();
+    const auto b = static_cast<uint8_t>(ch);
+    nfa_->edge(cur, b, b, next);
+    cur = next;
+  }
+  return cur;
+}
+
+size_t NfaBuilder::num_states() const { return nfa_->states.size(); }
+
+ByteDfa NfaBuilder::build(int32_t start, int32_t accept) const {
+  return ByteDfa::determinize(*nfa_, start, accept);
+}
+
+ByteDfa ByteDfa::determinize(const detail::Nfa& nfa, int32_t start_state, int32_t final_state) {
   // Byte equivalence classes: bytes no edge boundary separates.
   std::array<bool, 257> cut{};
   for (const auto& st : nfa.states)
@@ -554,7 +601,7 @@ ByteDfa ByteDfa::compile(std::string_view pattern) {
     return id;
   };
   {
-    std::vector<int32_t> s0{f.start};
+    std::vector<int32_t> s0{start_state};
     closure(s0);
     intern(std::move(s0));
   }

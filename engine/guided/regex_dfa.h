@@ -21,6 +21,7 @@
 // it): backreferences, lookaround, \b \B, inline flags.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -39,6 +40,10 @@ class RegexError : public std::invalid_argument {
 inline constexpr size_t kMaxNfaStates = 400'000;
 inline constexpr size_t kMaxDfaStates = 30'000;
 inline constexpr int kMaxRepeat = 1'000;  // largest n / m of {n,m}
+
+namespace detail {
+struct Nfa;
+}
 
 class ByteDfa {
  public:
@@ -67,12 +72,48 @@ class ByteDfa {
   bool uses_byte(uint8_t b) const;
 
  private:
+  friend class NfaBuilder;
+  // The subset construction from `start` (states whose closure holds
+  // `final_state` accept), then the removal of dead states.
+  static ByteDfa determinize(const detail::Nfa& nfa, int32_t start, int32_t final_state);
+
   int32_t start_ = 0;
   size_t num_classes_ = 1;
   uint8_t byte_class_[256] = {};
   std::vector<int32_t> next_;  // [num_states * num_classes]
   std::vector<uint8_t> accept_;
   std::vector<uint8_t> has_out_;
+};
+
+// A Thompson NFA over bytes assembled from regexes, literal byte strings and
+// raw byte-range edges, then determinized as ByteDfa::compile does (which
+// is this with one regex): for automata no single regex writes, e.g. the
+// structural tag's trigger scanner (structural_tag.h). States are ids from
+// add_state (or returned by add_regex / add_literal). Throws RegexError past
+// kMaxNfaStates / kMaxDfaStates, or when no string reaches `accept`.
+class NfaBuilder {
+ public:
+  NfaBuilder();
+  ~NfaBuilder();
+  NfaBuilder(const NfaBuilder&) = delete;
+  NfaBuilder& operator=(const NfaBuilder&) = delete;
+
+  int32_t add_state();
+  // An edge on the bytes [lo, hi].
+  void add_edge(int32_t from, uint8_t lo, uint8_t hi, int32_t to);
+  void add_epsilon(int32_t from, int32_t to);
+  // `pattern`'s automaton entered from `from`; returns the state its
+  // matches end in. Throws RegexError for an invalid pattern.
+  int32_t add_regex(int32_t from, std::string_view pattern);
+  // `bytes` verbatim from `from`; returns the state after them (`from`
+  // itself when empty).
+  int32_t add_literal(int32_t from, std::string_view bytes);
+  size_t num_states() const;
+  // The DFA of the byte strings that lead from `start` to `accept`.
+  ByteDfa build(int32_t start, int32_t accept) const;
+
+ private:
+  std::unique_ptr<detail::Nfa> nfa_;
 };
 
 // `text` as a regex matching exactly it (every metacharacter escaped).

@@ -7,6 +7,10 @@
 // (tests/support/validate_guided.py). The 1,000-case offline run is
 // tests/unit/guided_acceptance_test.cpp. Also: response_format json_object
 // gives a JSON object; invalid constraints are 400s naming the field.
+// Structural tags: response_format {type: structural_tag, structures,
+// triggers}, structured_outputs.structural_tag and the top-level
+// structural_tag (JSON text) on both endpoints, streamed and not; the
+// invalid ones are 400s naming the field.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,6 +18,7 @@
 #include <utility>
 
 #include "engine/guided/guide.h"
+#include "engine/guided/structural_tag.h"
 #include "tests/integration/serve_reference_util.h"
 #include "tests/support/grammar_cases.h"
 #include "tests/support/guided_cases.h"
@@ -233,6 +238,125 @@ TEST_F(ServeGuided, SchemaPropertiesComeInTheOrderSent) {
     for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
     EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"})) << text;
   }
+}
+
+// Single-letter triggers, so the random model reaches them often.
+json structural_tag_object() {
+  return {{"structures",
+           {{{"begin", "a="},
+             {"schema",
+              {{"type", "object"},
+               {"properties", {{"n", {{"type", "integer"}, {"minimum", 0}, {"maximum", 99}}}}},
+               {"required", {"n"}}}},
+             {"end", ";"}},
+            {{"begin", "a:"}, {"schema", {{"enum", {"x", "y"}}}}, {"end", ";"}},
+            {{"begin", "q<"}, {"schema", {{"type", "boolean"}}}, {"end", ">"}}}},
+          {"triggers", {"a", "q"}}};
+}
+
+TEST_F(ServeGuided, StructuralTagInEveryFormStreamedAndNot) {
+  const json tag = structural_tag_object();
+  auto guide =
+      guided::compile_guide({guided::GuideKind::kStructuralTag,
+                             guided::structural_tag_json(guided::parse_structural_tag(tag))},
+                            guided::TokenVocab::of(std::shared_ptr<const Tokenizer>(tok_)));
+  json rf = tag;
+  rf["type"] = "structural_tag";
+  const json forms[] = {{{"response_format", rf}},
+                        {{"structured_outputs", {{"structural_tag", tag.dump()}}}},
+                        {{"structural_tag", tag.dump()}}};
+  // Logit biases on the one-byte tokens "a" and "q" make the random model
+  // reach the triggers (its logits are far apart: a bias of 30 tells).
+  std::string a_id, q_id;
+  for (int32_t id = 0; id < guide->vocab().size(); ++id) {
+    if (guide->vocab().bytes(id) == "a") a_id = std::to_string(id);
+    if (guide->vocab().bytes(id) == "q") q_id = std::to_string(id);
+  }
+  int structures = 0;
+  for (int i = 0; i < 12; ++i) {
+    const json& form = forms[i % 3];
+    const bool chat = i % 2 == 0, stream = i % 4 >= 2;
+    json body = form;
+    body["temperature"] = 1.0;
+    body["seed"] = 100 + i;
+    body["max_tokens"] = 40;
+    if (i % 4 != 3) body["logit_bias"] = {{a_id, 30.0}, {q_id, 30.0}};
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    if (chat)
+      body["messages"] = json::array({{{"role", "user"}, {"content", "Go " + std::to_string(i)}}});
+    else
+      body["prompt"] = "Go " + std::to_string(i) + ":";
+    auto [text, finish] = request(port(), path, body, chat, stream);
+    SCOPED_TRACE(body.dump());
+    // Free text stays free; what follows a trigger is a structure. (Where
+    // tokens cut a character in free text the text shows U+FFFD: free text
+    // is any bytes, so it walks all the same.)
+    const int32_t st = guide->walk(guide->start(), text);
+    EXPECT_GE(st, 0) << "case " << i << ": '" << text << "'";
+    if (finish == "stop") {
+      EXPECT_TRUE(guide->accepting(st)) << "case " << i << ": '" << text << "'";
+    } else {
+      EXPECT_EQ(finish, "length") << text;
+    }
+    // Outside JSON strings (these schemas have none), "a=", "a:" and "q<"
+    // occur only where a structure begins.
+    for (const char* begin : {"a=", "a:", "q<"})
+      for (size_t at = text.find(begin); at != std::string::npos; at = text.find(begin, at + 1))
+        ++structures;
+  }
+  EXPECT_GE(structures, 6) << "few structures were written: the test is (nearly) vacuous";
+}
+
+TEST_F(ServeGuided, StructuralTagErrorsNameTheField) {
+  const json tag = structural_tag_object();
+  auto expect_400 = [&](const json& fields, const std::string& param, const std::string& needle) {
+    for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+      json body = fields;
+      if (std::string(path) == "/v1/completions")
+        body["prompt"] = "x";
+      else
+        body["messages"] = json::array({{{"role", "user"}, {"content", "x"}}});
+      json r = post_json(port(), path, body, 400);
+      EXPECT_EQ(r["error"]["param"], param) << path << " " << r;
+      EXPECT_NE(r["error"]["message"].get<std::string>().find(needle), std::string::npos)
+          << path << " " << r << "\n  expected: " << needle;
+    }
+  };
+  auto rf = [&](json t) {
+    t["type"] = "structural_tag";
+    return json{{"response_format", t}};
+  };
+  json t = tag;
+  t.erase("structures");
+  expect_400(rf(t), "response_format", "structures is required");
+  t = tag;
+  t["structures"] = json::array();
+  expect_400(rf(t), "response_format", "structures must be a non-empty list");
+  t = tag;
+  t["triggers"] = {"a", "q", "<tool>"};
+  expect_400(rf(t), "response_format", R"(trigger "<tool>" begins none of the structures)");
+  t = tag;
+  t["triggers"] = {"a"};
+  expect_400(rf(t), "response_format",
+             R"(structures[2].begin "q<" starts with none of the triggers)");
+  t = tag;
+  t["structures"][0]["schema"] = {{"type", "objekt"}};
+  expect_400(rf(t), "response_format", "structures[0].schema: ");
+  expect_400(json{{"response_format", {{"type", "structural_tag"}, {"format", json::object()}}}},
+             "response_format", "not supported");
+  // The string forms.
+  expect_400(json{{"structured_outputs", {{"structural_tag", "{not json"}}}},
+             "structured_outputs.structural_tag", "not valid JSON");
+  expect_400(json{{"structured_outputs", {{"structural_tag", t.dump()}}}},
+             "structured_outputs.structural_tag", "unknown type 'objekt'");
+  t = tag;
+  t["triggers"] = {"a", "q", "qq"};
+  expect_400(json{{"structural_tag", t.dump()}}, "structural_tag",
+             R"(trigger "q" is a prefix of trigger "qq")");
+  expect_400(json{{"structural_tag", 5}}, "structural_tag", "structural_tag");
+  // One constraint per request.
+  expect_400(json{{"structural_tag", tag.dump()}, {"guided_regex", "a+"}}, "structural_tag",
+             "only one kind of guided decoding");
 }
 
 }  // namespace

@@ -172,6 +172,9 @@ TEST(RequestFieldsNotSupported, GuidedDecodingBackend) {
 // ---- guided decoding (server/guided_fields.h) ----
 
 TEST(RequestFieldsGuided, ConvertedOnEveryEndpoint) {
+  const char* kTag =
+      R"({"structures": [{"begin": "<a>", "schema": {"type": "integer"}, "end": "</a>"}],
+          "triggers": ["<a"]})";
   const json bodies[] = {
       {{"guided_regex", "[a-z]{1,3}"}},
       {{"guided_choice", {"yes", "no"}}},
@@ -180,7 +183,9 @@ TEST(RequestFieldsGuided, ConvertedOnEveryEndpoint) {
       {{"structured_outputs", {{"regex", "x+"}}}},
       {{"guided_grammar", "root ::= \"a\" b*\nb ::= [0-9]"}},
       {{"structured_outputs", {{"grammar", "root ::= (\"x\" | \"y\")+"}}}},
-      {{"structured_outputs", {{"json_object", true}, {"disable_any_whitespace", true}}}}};
+      {{"structured_outputs", {{"json_object", true}, {"disable_any_whitespace", true}}}},
+      {{"structural_tag", kTag}},
+      {{"structured_outputs", {{"structural_tag", kTag}}}}};
   for (const json& b : bodies) {
     SCOPED_TRACE(b.dump());
     for (const ParseResult& r : {completion(b), chat(b), generate(b)}) {
@@ -206,6 +211,18 @@ TEST(RequestFieldsGuided, ConvertedOnEveryEndpoint) {
   const ParsedRequest jo = ok(completion({{"response_format", {{"type", "json_object"}}}}));
   EXPECT_TRUE(jo.sampling.guide->matches("{\"a\": [1, 2]}"));
   EXPECT_FALSE(ok(completion({{"response_format", {{"type", "text"}}}})).sampling.guide);
+  // A structural tag: free text, and after the trigger "<a" the begin "<a>",
+  // an integer, "</a>"; response_format's form and the JSON text agree.
+  const ParsedRequest st = ok(chat(
+      {{"response_format",
+        {{"type", "structural_tag"},
+         {"structures", {{{"begin", "<a>"}, {"schema", {{"type", "integer"}}}, {"end", "</a>"}}}},
+         {"triggers", {"<a"}}}}}));
+  EXPECT_EQ(st.sampling.guided_spec->kind, guided::GuideKind::kStructuralTag);
+  EXPECT_TRUE(st.sampling.guide->matches("text <a>12</a> more"));
+  EXPECT_FALSE(st.sampling.guide->matches("text <a>x</a>"));
+  EXPECT_FALSE(st.sampling.guide->matches("text <a>12"));
+  EXPECT_TRUE(ok(completion({{"structural_tag", kTag}})).sampling.guide->matches("<a>-1</a>"));
   EXPECT_FALSE(ok(completion(json::object())).sampling.guide);
 }
 
@@ -274,8 +291,19 @@ TEST(RequestFieldsGuided, InvalidSpecsAre400sNamingTheProblem) {
        "structured_outputs.grammar",
        "Lark-style grammars"},
       {{{"structured_outputs", {{"structural_tag", "{}"}}}},
-       "structured_outputs",
-       "not supported yet"},
+       "structured_outputs.structural_tag",
+       "structures is required"},
+      {{{"structural_tag",
+         R"({"structures": [{"begin": "<a>", "schema": {"type": "intger"}, "end": "</a>"}],
+             "triggers": ["<a"]})"}},
+       "structural_tag",
+       "structures[0].schema: "},
+      {{{"response_format",
+         {{"type", "structural_tag"},
+          {"structures", {{{"begin", "<a>"}, {"end", "</a>"}}}},
+          {"triggers", {"<b"}}}}},
+       "response_format",
+       "starts with none of the triggers"},
       {{{"structured_outputs", {{"regexp", "a"}}}}, "structured_outputs", "no field 'regexp'"},
       {{{"guided_json", {{"type", "object"}}}, {"guided_whitespace_pattern", "(  "}},
        "guided_json",
