@@ -32,8 +32,10 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
   if (rs.is_null()) return out;
   if (!rs.is_object()) r.fail(field, "must be null or an object");
   std::string type;
-  if (rs.contains("rope_type") && rs["rope_type"].is_string()) type = rs["rope_type"];
-  else if (rs.contains("type") && rs["type"].is_string()) type = rs["type"];
+  if (rs.contains("rope_type") && rs["rope_type"].is_string())
+    type = rs["rope_type"];
+  else if (rs.contains("type") && rs["type"].is_string())
+    type = rs["type"];
   if (type.empty() || type == "default") return out;
   auto num = [&](const char* k, double def) {
     if (!rs.contains(k) || rs[k].is_null()) return def;
@@ -52,12 +54,13 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
   };
   if (type == "linear") {
     out.rope_type = "linear";
-    if (!rs.contains("factor")) r.fail(std::string(field) + ".factor", "missing (required for linear)");
+    if (!rs.contains("factor"))
+      r.fail(std::string(field) + ".factor", "missing (required for linear)");
     out.factor = num("factor", 1.0);
   } else if (type == "llama3") {
     out.rope_type = "llama3";
-    for (const char* k : {"factor", "low_freq_factor", "high_freq_factor",
-                          "original_max_position_embeddings"})
+    for (const char* k :
+         {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
       if (!rs.contains(k)) r.fail(std::string(field) + "." + k, "missing (required for llama3)");
     out.factor = num("factor", 1.0);
     out.low_freq_factor = num("low_freq_factor", 1.0);
@@ -86,12 +89,21 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* field, const json& r
     if (out.attention_factor < 0)
       r.fail(std::string(field) + ".attention_factor", "must be positive");
   } else if (type == "dynamic") {
-    r.fail(field,
-           "rope type 'dynamic' (dynamic NTK) is not supported: transformers recomputes its "
-           "frequencies from each forward's length, vLLM uses one fixed table, and the two "
-           "disagree (supported: linear, llama3, yarn)");
+    // vLLM's DynamicNTKScalingRotaryEmbedding: one fixed table for
+    // max_position_embeddings * factor positions (rope.cpp). HF transformers
+    // instead recomputes the frequencies from each forward's length (equal
+    // to the unscaled rotary up to max_position_embeddings); Pagoda follows
+    // vLLM, whose users this serves.
+    out.rope_type = "dynamic";
+    if (!rs.contains("factor"))
+      r.fail(std::string(field) + ".factor", "missing (required for dynamic)");
+    if (rs.contains("alpha") && !rs["alpha"].is_null())
+      r.fail(std::string(field) + ".alpha", "is not supported (dynamic NTK-alpha)");
+    out.factor = num("factor", 1.0);
+    if (!(out.factor >= 1.0)) r.fail(std::string(field) + ".factor", "must be >= 1 for dynamic");
   } else {
-    r.fail(field, "unsupported rope type '" + type + "' (supported: linear, llama3, yarn)");
+    r.fail(field,
+           "unsupported rope type '" + type + "' (supported: linear, dynamic, llama3, yarn)");
   }
   // Bounded so that a derived context length stays a sane integer.
   if (!(out.factor > 0 && out.factor <= 1024))
@@ -143,12 +155,15 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
   }
   c.rope_theta = r.get_double("rope_theta", 10000.0);
   if (rope_params && rope_params->contains("rope_theta")) {
-    if (!(*rope_params)["rope_theta"].is_number()) r.fail("rope_parameters.rope_theta", "must be a number");
+    if (!(*rope_params)["rope_theta"].is_number())
+      r.fail("rope_parameters.rope_theta", "must be a number");
     c.rope_theta = (*rope_params)["rope_theta"].get<double>();
   }
   if (!(c.rope_theta > 0)) r.fail("rope_theta", "must be positive");
-  if (r.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(r, "rope_scaling", j["rope_scaling"]);
-  else if (rope_params) c.rope_scaling = parse_rope_scaling(r, "rope_parameters", *rope_params);
+  if (r.has("rope_scaling"))
+    c.rope_scaling = parse_rope_scaling(r, "rope_scaling", j["rope_scaling"]);
+  else if (rope_params)
+    c.rope_scaling = parse_rope_scaling(r, "rope_parameters", *rope_params);
 
   // Gemma 2 ties its embeddings unless told otherwise (Gemma2Config).
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", gemma2);
@@ -308,8 +323,10 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   else
     parse_llama_family(r, c);
 
-  if (r.has("torch_dtype")) c.torch_dtype = parse_torch_dtype(r, "torch_dtype", r.get_string("torch_dtype", ""));
-  else if (r.has("dtype")) c.torch_dtype = parse_torch_dtype(r, "dtype", r.get_string("dtype", ""));
+  if (r.has("torch_dtype"))
+    c.torch_dtype = parse_torch_dtype(r, "torch_dtype", r.get_string("torch_dtype", ""));
+  else if (r.has("dtype"))
+    c.torch_dtype = parse_torch_dtype(r, "dtype", r.get_string("dtype", ""));
 
   if (r.has("bos_token_id")) c.bos_token_id = r.get_int("bos_token_id", std::nullopt);
   if (r.has("eos_token_id")) {
@@ -336,7 +353,7 @@ int64_t derived_max_model_len(const ModelConfig& c) {
   const auto scaled = [&](int64_t n) {
     return static_cast<int64_t>(std::min(static_cast<double>(n) * s.factor, 1e15));
   };
-  if (s.rope_type == "linear") return scaled(c.max_position_embeddings);
+  if (s.rope_type == "linear" || s.rope_type == "dynamic") return scaled(c.max_position_embeddings);
   if (s.rope_type == "yarn")
     return scaled(s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings
                                                          : c.max_position_embeddings);
@@ -348,9 +365,10 @@ void validate_tensor_parallel(const ModelConfig& c, int64_t tp) {
     throw std::runtime_error("tensor_parallel_size must be >= 1, got " + std::to_string(tp));
   auto check = [&](const char* field, int64_t v, const char* share) {
     if (v % tp != 0)
-      throw std::runtime_error("tensor_parallel_size " + std::to_string(tp) + " does not divide " + field + " " +
-                               std::to_string(v) + " of " + c.architecture + " (each rank must hold " + share +
-                               "; choose a size dividing " + field + ")");
+      throw std::runtime_error("tensor_parallel_size " + std::to_string(tp) + " does not divide " +
+                               field + " " + std::to_string(v) + " of " + c.architecture +
+                               " (each rank must hold " + share + "; choose a size dividing " +
+                               field + ")");
   };
   check("num_attention_heads", c.num_attention_heads, "whole attention heads");
   check("num_key_value_heads", c.num_key_value_heads, "whole KV heads");

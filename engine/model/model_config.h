@@ -18,7 +18,7 @@ namespace pagoda {
 // YaRNScalingRotaryEmbedding: factor, beta_fast, beta_slow,
 // original_max_position_embeddings, attention_factor).
 struct RopeScaling {
-  std::string rope_type;  // "" (none), "linear", "llama3", "yarn"
+  std::string rope_type;  // "" (none), "linear", "dynamic", "llama3", "yarn"
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;

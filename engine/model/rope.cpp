@@ -9,11 +9,20 @@ namespace pagoda {
 
 std::vector<double> rope_inv_freq(const ModelConfig& c) {
   const int64_t dim = c.rotary_dims(), half = dim / 2;
+  const RopeScaling& s = c.rope_scaling;
+  // Dynamic NTK as vLLM tabulates it (DynamicNTKScalingRotaryEmbedding,
+  // after /u/bloc97 and /u/emozilla): the base raised for a table of
+  // L = max_position_embeddings * factor positions,
+  // base' = base * (factor * L / max_position_embeddings - (factor - 1))^(d / (d - 2))
+  //       = base * (factor^2 - factor + 1)^(d / (d - 2)).
+  double base = c.rope_theta;
+  if (s.rope_type == "dynamic" && dim > 2)
+    base *= std::pow(s.factor * s.factor - (s.factor - 1.0),
+                     static_cast<double>(dim) / static_cast<double>(dim - 2));
   std::vector<double> inv(static_cast<size_t>(half));
   for (int64_t j = 0; j < half; ++j)
     inv[static_cast<size_t>(j)] =
-        1.0 / std::pow(c.rope_theta, static_cast<double>(2 * j) / static_cast<double>(dim));
-  const RopeScaling& s = c.rope_scaling;
+        1.0 / std::pow(base, static_cast<double>(2 * j) / static_cast<double>(dim));
   if (s.rope_type == "linear") {
     for (double& f : inv) f /= s.factor;
   } else if (s.rope_type == "llama3") {

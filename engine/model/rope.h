@@ -19,7 +19,10 @@ namespace pagoda {
 // beta_slow times over original_max_position_embeddings positions are
 // interpolated (/ factor), those that turn more than beta_fast times are
 // kept, with a linear ramp between (bounds floored / ceiled, clamped to
-// [0, R - 1]). With config.rope_inv_freq_bf16 each frequency is then
+// [0, R - 1]); "dynamic" raises the base as vLLM's
+// DynamicNTKScalingRotaryEmbedding does for its one table of
+// max_position_embeddings * factor positions: base * (factor^2 - factor +
+// 1)^(R / (R - 2)). With config.rope_inv_freq_bf16 each frequency is then
 // rounded to bf16 (round to nearest even).
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 

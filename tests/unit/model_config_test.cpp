@@ -1,5 +1,7 @@
 // ModelConfig / GenerationConfig parsing against the shared config.json files
 // (real model shapes) and malformed inputs.
+#include "engine/model/model_config.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "engine/model/generation_config.h"
 #include "engine/model/llama.h"
-#include "engine/model/model_config.h"
 #include "engine/model/rope.h"
 
 namespace pagoda {
@@ -102,6 +103,25 @@ TEST(ModelConfig, EveryPresetParses) {
   EXPECT_EQ(l13.num_hidden_layers, 40);
 }
 
+// Dynamic NTK as vLLM tabulates it (one table of max_position_embeddings *
+// factor positions, base * (factor^2 - factor + 1)^(d / (d - 2))): head_dim
+// 8, theta 10000, factor 4. Expected values computed separately in Python
+// from vLLM's DynamicNTKScalingRotaryEmbedding formula.
+TEST(ModelConfig, DynamicNtkRopeFrequenciesAndContextAsVllm) {
+  const ModelConfig c = ModelConfig::from_json_text(
+      R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+          "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 100,
+          "max_position_embeddings": 2048, "rope_theta": 10000,
+          "rope_scaling": {"type": "dynamic", "factor": 4}})",
+      "test/config.json");
+  EXPECT_EQ(c.rope_scaling.rope_type, "dynamic");
+  const std::vector<double> inv = rope_inv_freq(c);
+  const double want[4] = {1.0, 0.042529037028299015, 0.001808718990554429, 7.692307692307694e-05};
+  ASSERT_EQ(inv.size(), 4u);
+  for (size_t j = 0; j < 4; ++j) EXPECT_NEAR(inv[j], want[j], 1e-12 * want[j]) << j;
+  EXPECT_EQ(derived_max_model_len(c), 8192);
+}
+
 TEST(ModelConfig, Llama3RopeScalingFrequencies) {
   const ModelConfig c = ModelConfig::from_dir(models() + "presets/llama-3.1-8b");
   const std::vector<double> inv = rope_inv_freq(c);
@@ -143,12 +163,21 @@ TEST(ModelConfig, RejectsUnsupportedArchitectureNamingTheFile) {
 }
 
 TEST(ModelConfig, RejectsBadInputWithFieldNames) {
-  const std::string base = R"("architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+  const std::string base =
+      R"("architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
       "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 100)";
   EXPECT_EQ(error_of("{" + base + "}"), "");
-  EXPECT_NE(error_of("{" + base + R"(, "rope_scaling": {"type": "dynamic", "factor": 4}})")
-                .find("'dynamic'"),
+  EXPECT_EQ(error_of("{" + base + R"(, "rope_scaling": {"type": "dynamic", "factor": 4}})"), "");
+  EXPECT_NE(error_of("{" + base + R"(, "rope_scaling": {"type": "dynamic"}})")
+                .find("rope_scaling.factor"),
             std::string::npos);
+  EXPECT_NE(error_of("{" + base + R"(, "rope_scaling": {"type": "dynamic", "factor": 0.5}})")
+                .find("rope_scaling.factor"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("{" + base + R"(, "rope_scaling": {"type": "dynamic", "factor": 2, "alpha": 1000}})")
+          .find("rope_scaling.alpha"),
+      std::string::npos);
   EXPECT_NE(error_of("{" + base + R"(, "rope_scaling": {"type": "longrope", "factor": 4}})")
                 .find("rope_scaling"),
             std::string::npos);
@@ -170,21 +199,30 @@ TEST(ModelConfig, RejectsBadInputWithFieldNames) {
           R"(, "rope_scaling": {"type": "yarn", "factor": 40, "mscale": 1, "mscale_all_dim": 1}})")
           .find("rope_scaling.mscale"),
       std::string::npos);
-  EXPECT_NE(error_of("{" + base + R"(, "num_key_value_heads": 3})").find("num_key_value_heads"), std::string::npos);
-  EXPECT_NE(error_of("{" + base + R"(, "hidden_act": "gelu"})").find("hidden_act"), std::string::npos);
-  EXPECT_NE(error_of("{" + base + R"(, "eos_token_id": "x"})").find("eos_token_id"), std::string::npos);
-  EXPECT_NE(error_of("{" + base + R"(, "torch_dtype": "int8"})").find("torch_dtype"), std::string::npos);
-  EXPECT_NE(error_of(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})").find("intermediate_size"), std::string::npos);
-  EXPECT_NE(error_of("{ not json").find("bad JSON"), std::string::npos);
-  EXPECT_NE(error_of(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
-      "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 100, "use_sliding_window": true})")
-                .find("use_sliding_window"),
+  EXPECT_NE(error_of("{" + base + R"(, "num_key_value_heads": 3})").find("num_key_value_heads"),
             std::string::npos);
+  EXPECT_NE(error_of("{" + base + R"(, "hidden_act": "gelu"})").find("hidden_act"),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + base + R"(, "eos_token_id": "x"})").find("eos_token_id"),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + base + R"(, "torch_dtype": "int8"})").find("torch_dtype"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})")
+                .find("intermediate_size"),
+            std::string::npos);
+  EXPECT_NE(error_of("{ not json").find("bad JSON"), std::string::npos);
+  EXPECT_NE(
+      error_of(
+          R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 100, "use_sliding_window": true})")
+          .find("use_sliding_window"),
+      std::string::npos);
   try {
     ModelConfig::from_dir("/nonexistent/model");
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/model/config.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/model/config.json"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -214,9 +252,11 @@ TEST(GenerationConfig, ReadsFilesAndDefaults) {
   const GenerationConfig none = GenerationConfig::from_dir(models() + "tiny-random-llama");
   EXPECT_TRUE(none.eos_token_ids.empty());
 
-  const auto dir = std::filesystem::temp_directory_path() / ("pagoda_gencfg_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("pagoda_gencfg_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "generation_config.json") << R"({"temperature": 0.6, "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.1, "eos_token_id": 3})";
+  std::ofstream(dir / "generation_config.json")
+      << R"({"temperature": 0.6, "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.1, "eos_token_id": 3})";
   const GenerationConfig g = GenerationConfig::from_dir(dir.string());
   EXPECT_FLOAT_EQ(*g.temperature, 0.6f);
   EXPECT_FLOAT_EQ(*g.top_p, 0.9f);
