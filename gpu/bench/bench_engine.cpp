@@ -196,7 +196,7 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
   ExecutorOptions eo;
   eo.model_dir = o.model_dir;
   eo.device = "cuda";
-  eo.dtype = "bfloat16";
+  eo.dtype = o.dtype;
   eo.load_format = "dummy";
   eo.max_model_len = 4096;
   eo.max_num_seqs = 256;
@@ -221,7 +221,7 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
   const std::string L =
       o.label +
       (o.tensor_parallel_size > 1 ? " TP=" + std::to_string(o.tensor_parallel_size) : "") +
-      (o.enforce_eager ? " [eager]" : "") + (o.enable_prefix_caching ? "" : " [no prefix caching]");
+      (o.dtype != "bfloat16" ? " " + o.dtype : "") + (o.enforce_eager ? " [eager]" : "") + (o.enable_prefix_caching ? "" : " [no prefix caching]");
   rows.push_back({L + ": startup (dummy weights, KV profiling, " + std::to_string(graphs) + " CUDA graphs)",
                   startup_s * 1e3, fmt("%.0f KV blocks", static_cast<double>(blocks)),
                   fmt("%.0f tokens of KV capacity", static_cast<double>(blocks * bs))});

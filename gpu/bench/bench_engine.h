@@ -13,6 +13,7 @@ struct EngineBenchOptions {
   std::string model_dir;      // config.json (dummy weights)
   std::string tokenizer_dir;  // "" = ids-only tokenizer (decodes to placeholders)
   std::string label;          // "Llama-2-7B"
+  std::string dtype = "bfloat16";  // activations and float weights: bfloat16 | float16
   int offline_requests = 1000;
   bool prefill = true;        // 8 x 2048-token prompts
   bool enforce_eager = false;

@@ -229,6 +229,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--tokenizer-dir") && i + 1 < argc) eb.tokenizer_dir = argv[++i];
     else if (!std::strcmp(argv[i], "--label") && i + 1 < argc) eb.label = argv[++i];
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) eb.dtype = argv[++i];
     else if (!std::strcmp(argv[i], "--requests") && i + 1 < argc) eb.offline_requests = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-prefill")) eb.prefill = false;
     else if (!std::strcmp(argv[i], "--enforce-eager")) eb.enforce_eager = true;
@@ -252,7 +253,7 @@ int main(int argc, char** argv) {
           "  qgemv: the int4 decode kernel (qmma) and the bf16 linear on Llama-2-7B's\n"
           "         shapes, M = 1 .. 32, bytes read against the copy bandwidth\n"
           "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] "
-          "[--enforce-eager]\n"
+          "[--enforce-eager] [--dtype bfloat16|float16]\n"
           "          [--tensor-parallel-size N] [--sampling-variants] [--chat CONVERSATIONS] "
           "[--no-prefix-caching]\n"
           "  sampler: the device sampler's kernel time at batch 256 (vocab from --model-dir)\n"

@@ -129,7 +129,7 @@ TEST(CliGenerate, EachLineEqualsTheHttpResultOfTheSameRequest) {
     const json& c = http["choices"][0];
     const json& l = r.lines[i];
     EXPECT_EQ(l["request_id"], std::to_string(i));
-    EXPECT_EQ(l["prompt"], prompts[i]);
+    EXPECT_EQ(l["prompt"].get<std::string>(), prompts[i]);
     EXPECT_EQ(l["prompt_token_ids"].size(), http["usage"]["prompt_tokens"]);
     EXPECT_TRUE(l["finished"].get<bool>());
     const json& o = l["outputs"][0];

@@ -51,7 +51,7 @@ void expect_served_greedy(const std::string& name, const std::string& device = "
     for (const auto& ids : s.token_ids) streamed.insert(streamed.end(), ids.begin(), ids.end());
     EXPECT_EQ(streamed, greedy) << name << " streamed: prompt of " << c["prompt_ids"].size()
                                 << " tokens";
-    EXPECT_EQ(s.joined, j["choices"][0]["text"]);
+    EXPECT_EQ(s.joined, j["choices"][0]["text"].get<std::string>());
     ++cases;
   }
   EXPECT_EQ(cases, 4);

@@ -86,7 +86,7 @@ TEST_F(ServeBeamSearch, StreamedEachBeamIsOneChunk) {
     }
   }
   EXPECT_EQ(chunks, 3);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(texts[i], whole["choices"][i]["text"]) << i;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(texts[i], whole["choices"][i]["text"].get<std::string>()) << i;
 }
 
 TEST_F(ServeBeamSearch, ChatGivesNBeams) {

@@ -152,7 +152,7 @@ TEST_F(ServeStories, TokenIdPromptsGiveTheReferenceGreedyIds) {
     // Streamed: same ids, same text.
     StreamResult s = stream_request(port(), "/v1/completions", body);
     EXPECT_EQ(s.token_ids, greedy);
-    EXPECT_EQ(s.text, r["choices"][0]["text"]);
+    EXPECT_EQ(s.text, r["choices"][0]["text"].get<std::string>());
   }
 }
 
@@ -242,8 +242,8 @@ TEST_F(ServeStories, BadInputGetsItsErrorWhileAStreamFinishesUnharmed) {
   streamer.join();
   ASSERT_EQ(concurrent.status, 200) << concurrent.error_body;
   EXPECT_TRUE(concurrent.done);
-  EXPECT_EQ(concurrent.text, alone["choices"][0]["text"]);
-  EXPECT_EQ(concurrent.finish_reason, alone["choices"][0]["finish_reason"]);
+  EXPECT_EQ(concurrent.text, alone["choices"][0]["text"].get<std::string>());
+  EXPECT_EQ(concurrent.finish_reason, alone["choices"][0]["finish_reason"].get<std::string>());
 }
 
 TEST_F(ServeStories, ModelsHealthVersion) {
@@ -299,7 +299,7 @@ TEST_F(ServeChat, ChatCompletionWithTemplateStreamedAndNot) {
   StreamResult s = stream_request(server_->port(), "/v1/chat/completions", body);
   ASSERT_EQ(s.status, 200) << s.error_body;
   EXPECT_EQ(s.role, "assistant");
-  EXPECT_EQ(s.text, r["choices"][0]["message"]["content"]);
+  EXPECT_EQ(s.text, r["choices"][0]["message"]["content"].get<std::string>());
   EXPECT_EQ(s.finish_reason, "length");
   EXPECT_TRUE(s.done);
 

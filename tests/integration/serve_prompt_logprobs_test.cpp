@@ -126,7 +126,7 @@ TEST_F(ServePromptLogprobs, EchoWithLogprobsStartsWithThePromptsEntries) {
     for (const char* k : {"tokens", "token_logprobs", "text_offset"})
       for (const json& v : l[k]) joined[k].push_back(v);
   }
-  EXPECT_EQ(text, c["text"]);
+  EXPECT_EQ(text, c["text"].get<std::string>());
   EXPECT_EQ(joined["tokens"], lp["tokens"]);
   EXPECT_EQ(joined["text_offset"], lp["text_offset"]);
   ASSERT_EQ(joined["token_logprobs"].size(), lp["token_logprobs"].size());

@@ -160,7 +160,7 @@ inline void expect_completion_case_matches(uint16_t port, const Tokenizer& tok, 
   StreamChunks s = stream_chunks(port, "/v1/completions", body);
   ASSERT_EQ(s.status, 200) << s.error_body;
   expect_whole_characters(s);
-  EXPECT_EQ(s.joined, r["choices"][0]["text"]);
+  EXPECT_EQ(s.joined, r["choices"][0]["text"].get<std::string>());
 }
 
 }  // namespace pagoda::testing_http

@@ -105,7 +105,7 @@ TEST_F(ServeStreamBytes, CompletionStreamsWholeCharacters) {
   ASSERT_EQ(s.status, 200) << s.error_body;
   EXPECT_TRUE(s.done);
   expect_whole_characters(s);
-  EXPECT_EQ(s.joined, r["choices"][0]["text"]);
+  EXPECT_EQ(s.joined, r["choices"][0]["text"].get<std::string>());
   std::vector<int32_t> streamed_ids;
   for (const auto& ids : s.token_ids) streamed_ids.insert(streamed_ids.end(), ids.begin(), ids.end());
   EXPECT_EQ(streamed_ids, gen);
