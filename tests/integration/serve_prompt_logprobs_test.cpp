@@ -176,7 +176,7 @@ TEST_F(ServePromptLogprobs, EchoWithMaxTokensZeroIsThePromptAlone) {
   std::string text;
   for (const std::string& e : sse_payloads(s.body))
     if (e != "[DONE]") text += json::parse(e)["choices"][0]["text"].get<std::string>();
-  EXPECT_EQ(text, kPrompt);
+  EXPECT_EQ(text, kPrompt.get<std::string>());
   // Without echo: vLLM's SamplingParams error.
   HttpResponse bad =
       client.post("/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 0}}.dump());
