@@ -161,11 +161,19 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, const MoeOptions& op
   launch_moe_align(ids, slots, E, tile_rows, max_tiles, sorted, tile_expert, num_tiles, counts,
                    stream_);
   // The experts: gate_up over x's rows (slot / k), silu(gate) * up, down.
-  launch_moe_gemm(act_, x.data, k, w.gate_up.data, big, sorted, tile_expert, num_tiles, max_tiles,
-                  tile_rows, slots, 2 * I, H, stream_);
+  // Decode-sized batches on the expert-indexed GEMV (an expert's tile holds
+  // at most T slots), the rest, and what it declines, on the grouped GEMM.
+  const bool gemv = moe_use_gemv(T);
+  auto experts = [&](const void* a, int64_t a_div, const void* wt, int64_t N, int64_t K) {
+    if (gemv && launch_moe_gemv(act_, a, a_div, wt, big, sorted, tile_expert, num_tiles, max_tiles,
+                                tile_rows, slots, T, N, K, stream_))
+      return;
+    launch_moe_gemm(act_, a, a_div, wt, big, sorted, tile_expert, num_tiles, max_tiles, tile_rows,
+                    slots, N, K, stream_);
+  };
+  experts(x.data, k, w.gate_up.data, 2 * I, H);
   launch_silu_mul(act_, big, mid, slots, I, stream_);
-  launch_moe_gemm(act_, mid, 1, w.down.data, big, sorted, tile_expert, num_tiles, max_tiles,
-                  tile_rows, slots, H, I, stream_);
+  experts(mid, 1, w.down.data, H, I);
   launch_moe_combine(act_, big, weights, k, shared ? shared_out : nullptr, x.data,
                      shared ? w.shared_gate.data : nullptr, out.data, T, H, stream_);
   moe_last_ids_ = Tensor(ids, DType::I32, Device::CUDA, {T, k});

@@ -11,6 +11,7 @@
 //      one expert's (sorted_ids, tile_expert, num_tiles on the device)
 //   -> launch_moe_gemm (gate_up, rows of x gathered by slot / k)
 //   -> silu_mul -> launch_moe_gemm (down, rows gathered by slot)
+//      (both through launch_moe_gemv instead at T <= kMoeGemvMaxTokens)
 //   -> launch_moe_combine: out[t] = Σ_j w[t, j] · y[t*k + j] (+ the shared
 //      expert's sigmoid-gated output).
 //
@@ -92,6 +93,47 @@ bool launch_moe_gemm_mma(DType dt, const void* a, int64_t a_div, const void* w, 
                          const int32_t* sorted_ids, const int32_t* tile_expert,
                          const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
                          int64_t num_slots, int64_t N, int64_t K, cudaStream_t stream);
+
+// Decode-sized batches: at most this many tokens run the experts' linears
+// on launch_moe_gemv (moe_use_gemv), more on the grouped GEMM. Why 8:
+//  * a token picks an expert once, so an expert gets at most T slots: at
+//    T <= 8 a warp keeps <= 8 fp32 sums and reads <= 8 16-byte input chunks
+//    (L1 hits) per 16-byte weight chunk from DRAM. The dense gemv.cu is
+//    weight-stream bound at 1-2 rows (LtGemm uses it at M <= 2; at more the
+//    L1 re-reads cost), and 1-2 slots an expert is the usual case here
+//    (Mixtral, T = 8: 16 slots over 8 experts; Qwen2-MoE, T = 8: 32 over
+//    60); 8 slots on one expert is the worst case, still correct;
+//  * 8 is a decode CUDA-graph batch size (DecodeGraphs::capture_sizes: 1,
+//    2, 4, then multiples of 8), so a batch and the graph batch it is
+//    padded to are on the same side of the threshold and take the same
+//    kernel (graph replays equal the eager op bit for bit: the GEMV's sum
+//    for a slot does not depend on the other slots of the step);
+//  * past it the grouped GEMM's 16-row tiles fill up (Mixtral, T = 16: 4
+//    slots an expert on average) and tensor cores pay off; the crossover is
+//    not measured yet (H200: to tune with pagoda_gpu_bench).
+constexpr int64_t kMoeGemvMaxTokens = 8;
+bool moe_use_gemv(int64_t num_tokens);  // 1 <= num_tokens <= kMoeGemvMaxTokens
+
+// The grouped GEMM of launch_moe_gemm (same arguments and result: for every
+// slot s in tile i < *num_tiles of expert e = tile_expert[i],
+// out[s, n] = Σ_j a[s / a_div, j] · w[e, n, j] in fp32, rounded once to dt)
+// as an expert-indexed GEMV for decode-sized batches (gpu/moe_gemv.cu, in
+// the manner of gpu/gemv.cu): grid ceil(N / 8) x max_tiles CTAs of 8 warps,
+// one warp per output row n of the tile's expert streaming w[e, n, :] in
+// 16-byte loads, dotted with the input rows of all of the tile's slots, so
+// a weight row is read once per tile (once per step for an expert whose
+// slots fill one tile: T <= tile_rows). max_tile_slots bounds the slots of
+// one tile (T for the op: a token picks an expert once) and picks the
+// kernel's registers (1, 2, 4 or 8 slots at a time; a tile with more slots
+// is still right, its weight rows then read once per group). Tiles past *num_tiles return at
+// once: the grid is fixed for a given T (CUDA graphs). Returns false,
+// launching nothing, where it does not apply (dt not BF16 / F16, K % 8 != 0,
+// a or w not 16-byte aligned, max_tiles > 65535); throws
+// std::invalid_argument on bad shapes (tile_rows must be <= 64).
+bool launch_moe_gemv(DType dt, const void* a, int64_t a_div, const void* w, void* out,
+                     const int32_t* sorted_ids, const int32_t* tile_expert,
+                     const int32_t* num_tiles, int64_t max_tiles, int tile_rows, int64_t num_slots,
+                     int64_t max_tile_slots, int64_t N, int64_t K, cudaStream_t stream);
 
 // out[t, h] = Σ_{j < top_k} topk_weights[t*k + j] · y[t*k + j, h]
 //             (+ sigmoid(x[t] · shared_gate) · shared[t, h] when shared),

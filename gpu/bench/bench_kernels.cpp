@@ -3,7 +3,7 @@
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
 //   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only
-//   kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|qgemv|decode-table]
+//   kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-table]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +17,7 @@
 #include "gpu/bench/bench_decode_table.h"
 #include "gpu/bench/bench_engine.h"
 #include "gpu/bench/bench_model.h"
+#include "gpu/bench/bench_moe.h"
 #include "gpu/bench/bench_ops.h"
 #include "gpu/bench/bench_qgemm.h"
 #include "gpu/bench/bench_qgemv.h"
@@ -243,7 +244,7 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--out FILE] [--model-dir DIR] [--only "
-          "kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|qgemv|decode-table]\n"
+          "kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-table]\n"
           "  skinny: Llama-2-7B's linears at M = 1 .. 64 through the GEMV, skinny tensor-core and\n"
           "          cuBLASLt kernels\n"
           "  decode-table: --model-dir DIR [--label NAME]: the served decode step at batch "
@@ -252,6 +253,8 @@ int main(int argc, char** argv) {
           "  qgemm: int4 linears against cuBLASLt bf16 on Llama-2-7B's shapes, M = 64 .. 2048\n"
           "  qgemv: the int4 decode kernel (qmma) and the bf16 linear on Llama-2-7B's\n"
           "         shapes, M = 1 .. 32, bytes read against the copy bandwidth\n"
+          "  moe: Mixtral-8x7B's expert linears at T = 1 .. 16 tokens through the expert GEMV\n"
+          "       and the grouped tensor-core GEMM, bytes read against the copy bandwidth\n"
           "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] "
           "[--enforce-eager] [--dtype bfloat16|float16]\n"
           "          [--tensor-parallel-size N] [--sampling-variants] [--chat CONVERSATIONS] "
@@ -264,10 +267,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (only == "qgemm" || only == "qgemv") {
+  if (only == "qgemm" || only == "qgemv" || only == "moe") {
     std::vector<Row> rows;
     try {
       if (only == "qgemm") bench_qgemm(rows);
+      else if (only == "moe") bench_moe(rows);
       else bench_qgemv(rows);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s benchmark failed: %s\n", only.c_str(), e.what());

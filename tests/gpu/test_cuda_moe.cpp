@@ -7,11 +7,13 @@
 //    I 384), Qwen2-MoE-like (E 60, top-4 not renormalised, a sigmoid-gated
 //    shared expert; Qwen1.5-MoE-A2.7B's H 2048 / I 1408 / Is 5632 over 8),
 //    three experts that no token picks, and shapes the tensor-core GEMM
-//    declines (K % 8 != 0: the CUDA-core kernel); T in {1, 3, 17, 300}
-//    (300: several tiles per expert, uneven counts), F32 / F16 / BF16. The
-//    output within a relative L2 bound, the routing (topk ids) equal to a
-//    double-precision host routing wherever the probabilities' gaps exceed
+//    declines (K % 8 != 0: the CUDA-core kernel); T in {1, 3, 8, 17, 300}
+//    (<= 8: the expert-indexed GEMV for bf16 / f16; 300: several tiles per
+//    expert, uneven counts), F32 / F16 / BF16. The output within a relative L2 bound, the routing
+//    (topk ids) equal to a double-precision host routing wherever the probabilities' gaps exceed
 //    bf16 noise.
+//  * ExpertGemvMatchesReference: launch_moe_gemv alone on a routing with
+//    an expert shared by all 8 tokens and experts with no slot.
 //  * CapturedGraphMatchesEager: the op captured into a CUDA graph on the
 //    backend's stream replays bit for bit as the eager op, also after the
 //    input changed (the routing is recomputed on the device).
@@ -246,12 +248,17 @@ class CudaMoe : public ::testing::Test {
   void SetUp() override { PAGODA_REQUIRE_GPU(); }
 };
 
+// T <= cuda::kMoeGemvMaxTokens (1, 3, 8; kIdle 4) runs the experts on the
+// expert-indexed GEMV for bf16 / f16 (T 8 of Mixtral-like: 16 slots over 8
+// experts, so some expert has several; kIdle T 4: 8 slots over 5 experts,
+// experts 0-2 with none); 17 and 300 on the grouped GEMM; F32 and kOdd on
+// the CUDA-core grouped GEMM at every T (the GEMV declines them).
 TEST_F(CudaMoe, MatchesCpuBackend) {
-  const std::vector<int64_t> tokens = {1, 3, 17, 300};
+  const std::vector<int64_t> tokens = {1, 3, 8, 17, 300};
   for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
     check_against_cpu(kMixtralLike, dt, tokens);
     check_against_cpu(kQwenLike, dt, tokens);
-    check_against_cpu(kIdle, dt, {17, 300});
+    check_against_cpu(kIdle, dt, {4, 17, 300});
     check_against_cpu(kOdd, dt, {3, 300});
   }
 }
@@ -266,6 +273,121 @@ TEST(CudaMoeHost, TileSizesAndBounds) {
   EXPECT_EQ(cuda::moe_max_tiles(2, 8, 16), 2);
   // 600 slots over 8 experts in tiles of 64: at most (600 + 8 * 63) / 64.
   EXPECT_EQ(cuda::moe_max_tiles(600, 8, 64), (600 + 8 * 63) / 64);
+  // The expert GEMV for decode-sized batches, the grouped GEMM beyond; at
+  // those T the tiles are 16 rows, each expert's <= T slots in one tile,
+  // and there are tiles for min(E, T*k) experts.
+  EXPECT_FALSE(cuda::moe_use_gemv(0));
+  for (int64_t T = 1; T <= cuda::kMoeGemvMaxTokens; ++T) {
+    EXPECT_TRUE(cuda::moe_use_gemv(T)) << T;
+    for (const auto& [E, k] : {std::pair<int64_t, int64_t>{8, 2}, {60, 4}, {8, 8}, {128, 8}}) {
+      EXPECT_EQ(cuda::moe_tile_rows(T, E, k), 16) << T << " tokens, top-" << k << " of " << E;
+      EXPECT_GE(cuda::moe_max_tiles(T * k, E, 16), std::min(E, T * k));
+    }
+  }
+  EXPECT_FALSE(cuda::moe_use_gemv(cuda::kMoeGemvMaxTokens + 1));
+  EXPECT_FALSE(cuda::moe_use_gemv(300));
+}
+
+// launch_moe_gemv alone on a crafted routing, against a double-precision
+// host reference and the tensor-core grouped GEMM: E 8, top-2, 8 tokens,
+// every token's first expert is 5 (a tile of 8 slots: all slots of one
+// expert in one CTA), the second 0, 2 or 7 (2-3 slots each), experts 1, 3,
+// 4, 6 with no slot (no tile). Gathered rows (a_div = k, gate_up) and rows
+// per slot (a_div = 1, down); shapes with N % 8 != 0 and K not a multiple
+// of the 256-element step (tails), and one of Mixtral's K / 4. The slots
+// per tile bound at 8 (the op's) and at 1 and 2 (the tile's 8 slots taken
+// 1 or 2 at a time) must give the same bits: a slot's sum does not depend
+// on the other slots in its CTA.
+TEST_F(CudaMoe, ExpertGemvMatchesReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t E = 8, k = 2, T = 8, slots = T * k, tile_rows = 16;
+  const std::vector<int32_t> ids = {5, 0, 5, 0, 5, 2, 5, 2, 5, 2, 5, 7, 5, 7, 5, 7};
+  ASSERT_EQ(static_cast<int64_t>(ids.size()), slots);
+  const int64_t max_tiles = cuda::moe_max_tiles(slots, E, tile_rows);
+  const int64_t sorted_n = max_tiles * tile_rows;
+  const int64_t counts_n = cuda::moe_align_scratch_ints(E);
+  int32_t* d = nullptr;  // ids, sorted, tile_expert, num_tiles, counts
+  const int64_t ints = slots + sorted_n + max_tiles + 1 + counts_n;
+  ASSERT_EQ(cudaMalloc(&d, static_cast<size_t>(ints) * 4), cudaSuccess);
+  int32_t* d_ids = d;
+  int32_t* d_sorted = d_ids + slots;
+  int32_t* d_tile_expert = d_sorted + sorted_n;
+  int32_t* d_num_tiles = d_tile_expert + max_tiles;
+  int32_t* d_counts = d_num_tiles + 1;
+  ASSERT_EQ(cudaMemcpy(d_ids, ids.data(), static_cast<size_t>(slots) * 4, cudaMemcpyHostToDevice),
+            cudaSuccess);
+
+  struct Shape {
+    int64_t N, K;
+  };
+  for (const DType dt : {DType::BF16, DType::F16}) {
+    auto gpu = make_cuda_backend(0, dt);
+    auto& cb = dynamic_cast<cuda::CudaBackend&>(*gpu);
+    cuda::launch_moe_align(d_ids, slots, E, static_cast<int>(tile_rows), max_tiles, d_sorted,
+                           d_tile_expert, d_num_tiles, d_counts, cb.stream());
+    int32_t used = 0;
+    ASSERT_EQ(cudaStreamSynchronize(cb.stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(&used, d_num_tiles, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(used, 4) << "tiles for experts 0, 2, 5, 7";
+    for (const Shape sh : {Shape{100, 328}, Shape{384, 1024}}) {
+      for (const int64_t a_div : {k, int64_t{1}}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + ", N " + std::to_string(sh.N) + ", K " +
+                     std::to_string(sh.K) + ", a_div " + std::to_string(a_div));
+        const int64_t rows = slots / a_div;
+        const std::vector<float> a = random_vec(rng, static_cast<size_t>(rows * sh.K), dt);
+        const float sc = 1.f / std::sqrt(static_cast<float>(sh.K));
+        const std::vector<float> w =
+            random_vec(rng, static_cast<size_t>(E * sh.N * sh.K), dt, -sc, sc);
+        std::vector<double> want(static_cast<size_t>(slots * sh.N));
+        for (int64_t s = 0; s < slots; ++s)
+          for (int64_t n = 0; n < sh.N; ++n) {
+            double acc = 0;
+            const int64_t e = ids[static_cast<size_t>(s)];
+            for (int64_t j = 0; j < sh.K; ++j)
+              acc += static_cast<double>(a[static_cast<size_t>(s / a_div * sh.K + j)]) *
+                     w[static_cast<size_t>((e * sh.N + n) * sh.K + j)];
+            want[static_cast<size_t>(s * sh.N + n)] = acc;
+          }
+        Tensor ga = upload(*gpu, dt, {rows, sh.K}, a);
+        Tensor gw = upload(*gpu, dt, {E, sh.N, sh.K}, w);
+        Tensor out = gpu->alloc(dt, {slots, sh.N});
+        auto run_gemv = [&](int64_t bound) {
+          poison(*gpu, out);
+          EXPECT_TRUE(cuda::launch_moe_gemv(
+              dt, ga.data, a_div, gw.data, out.data, d_sorted, d_tile_expert, d_num_tiles,
+              max_tiles, static_cast<int>(tile_rows), slots, bound, sh.N, sh.K, cb.stream()))
+              << "the GEMV declined";
+          return download(*gpu, out);
+        };
+        const std::vector<float> got = run_gemv(T);
+        const double e = rel_l2(got, want);
+        EXPECT_LT(e, tol_for(dt)) << "GEMV against the reference (inf: an unwritten slot)";
+        EXPECT_EQ(diff_report(run_gemv(1), got), "") << "1 slot at a time differs from 8";
+        EXPECT_EQ(diff_report(run_gemv(2), got), "") << "2 slots at a time differ from 8";
+        poison(*gpu, out);
+        EXPECT_TRUE(cuda::launch_moe_gemm_mma(
+            dt, ga.data, a_div, gw.data, out.data, d_sorted, d_tile_expert, d_num_tiles, max_tiles,
+            static_cast<int>(tile_rows), slots, sh.N, sh.K, cb.stream()));
+        const double em = rel_l2(download(*gpu, out), want);
+        EXPECT_LT(em, tol_for(dt)) << "grouped GEMM against the reference";
+        std::printf("[cuda moe gemv] %s N %lld K %lld a_div %lld: relative L2 %.3g (mma %.3g)\n",
+                    dtype_name(dt), static_cast<long long>(sh.N), static_cast<long long>(sh.K),
+                    static_cast<long long>(a_div), e, em);
+        for (Tensor* t : {&ga, &gw, &out}) gpu->free(*t);
+      }
+    }
+    // Declined, launching nothing: F32, K % 8 != 0.
+    EXPECT_FALSE(cuda::launch_moe_gemv(DType::F32, d_ids, 1, d_ids, d_ids, d_sorted, d_tile_expert,
+                                       d_num_tiles, max_tiles, static_cast<int>(tile_rows), slots,
+                                       T, 8, 8, cb.stream()));
+    EXPECT_FALSE(cuda::launch_moe_gemv(dt, d_ids, 1, d_ids, d_ids, d_sorted, d_tile_expert,
+                                       d_num_tiles, max_tiles, static_cast<int>(tile_rows), slots,
+                                       T, 8, 12, cb.stream()));
+    gpu->synchronize();
+  }
+  cudaFree(d);
 }
 
 // A captured graph of the op replays as the eager op, bit for bit, and
@@ -281,7 +403,7 @@ TEST_F(CudaMoe, CapturedGraphMatchesEager) {
     const HostMoe h = make_weights(s, dt, rng);
     MoeWeights w = upload_weights(*gpu, dt, h);
     const MoeOptions opts{s.k, s.renormalize};
-    for (const int64_t T : {int64_t{1}, int64_t{17}, int64_t{300}}) {
+    for (const int64_t T : {int64_t{1}, int64_t{8}, int64_t{17}, int64_t{300}}) {
       SCOPED_TRACE("T = " + std::to_string(T));
       const std::vector<float> x1 = make_x(s, T, dt, rng), x2 = make_x(s, T, dt, rng);
       Tensor x = upload(*gpu, dt, {T, s.H}, x1);
