@@ -3,6 +3,7 @@
 // without the wrapper.
 #include "gpu/bench/bench_ops.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -185,8 +186,11 @@ void bench_ops(const std::string& model_dir, std::vector<Row>& rows) {
   LlamaModel model(c, tb);
   model.load_dummy_weights(99);
   const int bs = 16, S = 2048, B = 8, max_blocks = S / bs + 1;
-  model.allocate_kv_cache(static_cast<int64_t>(B) * max_blocks, bs);
-  model.allocate_workspace(static_cast<int64_t>(B) * S, B, c.max_position_embeddings);
+  // The offline runs' regime too: 256 sequences at context 257.
+  const int BB = 256, bb_blocks = 256 / bs + 1;
+  model.allocate_kv_cache(std::max<int64_t>(static_cast<int64_t>(B) * max_blocks, int64_t{BB} * bb_blocks),
+                          bs);
+  model.allocate_workspace(static_cast<int64_t>(B) * S, BB, c.max_position_embeddings);
 
   struct Step {
     const char* name;
@@ -196,6 +200,7 @@ void bench_ops(const std::string& model_dir, std::vector<Row>& rows) {
       {"prefill 8 x 2048", make_batch(B, 0, S, max_blocks, bs, c.vocab_size)},
       {"decode batch 1, ctx 257", make_batch(1, 256, 1, max_blocks, bs, c.vocab_size)},
       {"decode batch 8, ctx 2049", make_batch(B, S, 1, max_blocks, bs, c.vocab_size)},
+      {"decode batch 256, ctx 257", make_batch(BB, 256, 1, bb_blocks, bs, c.vocab_size)},
   };
   for (const Step& s : steps) {
     std::vector<std::tuple<std::string, int, double>> best;

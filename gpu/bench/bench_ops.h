@@ -8,7 +8,8 @@
 #include "gpu/bench/bench_util.h"
 
 namespace pagoda::bench {
-// Appends rows "<step>: <op>" for a batch-1 decode step (context 256) and a
-// prefill step of 8 x 2048 tokens, Llama-family config from model_dir, bf16.
+// Appends rows "<step>: <op>" for a prefill step of 8 x 2048 tokens and
+// decode steps at batch 1 (context 257), 8 (context 2049) and 256 (context
+// 257), Llama-family config from model_dir, bf16.
 void bench_ops(const std::string& model_dir, std::vector<Row>& rows);
 }
