@@ -23,7 +23,7 @@ void bench_moe(std::vector<Row>& rows) {
   const cudaStream_t st = b.stream();
   const double copy_gbs = measure_copy_gbs();
   rows.push_back({"ceiling: D2D copy 1 GiB", 0, fmt("%.0f GB/s", copy_gbs), "read+write bytes"});
-  constexpr int64_t E = 8, k = 2, H = 4096, I = 14336, kMaxT = 16;
+  constexpr int64_t E = 8, k = 2, H = 4096, I = 14336, kMaxT = 256;
   // Every call reads its experts' weights from DRAM: one expert's gate_up
   // (235 MB) or down (117 MB) is several times the 60 MB L2.
   Tensor gate_up = b.alloc(DType::BF16, {E, 2 * I, H}), down = b.alloc(DType::BF16, {E, H, I});
@@ -32,19 +32,24 @@ void bench_moe(std::vector<Row>& rows) {
   Tensor x = b.alloc(DType::BF16, {kMaxT * k, I});  // gate_up reads its first T rows of H
   b.fill_normal(x, 0, 1, 3);
   Tensor out = b.alloc(DType::BF16, {kMaxT * k, 2 * I});
-  const int64_t max_slots = kMaxT * k, tile_rows = 16;
-  const int64_t max_tiles_cap = cuda::moe_max_tiles(max_slots, E, static_cast<int>(tile_rows));
+  const int64_t max_slots = kMaxT * k;
+  // Scratch for the larger of the two tilings (16- and 64-row tiles).
+  const int64_t max_tiles_cap =
+      std::max(cuda::moe_max_tiles(max_slots, E, 16), cuda::moe_max_tiles(max_slots, E, 64));
+  const int64_t max_sorted = std::max(cuda::moe_max_tiles(max_slots, E, 16) * 16,
+                                      cuda::moe_max_tiles(max_slots, E, 64) * 64);
   int32_t* d = nullptr;
-  const int64_t ints =
-      max_slots + max_tiles_cap * tile_rows + max_tiles_cap + 1 + cuda::moe_align_scratch_ints(E);
+  const int64_t ints = max_slots + max_sorted + max_tiles_cap + 1 + cuda::moe_align_scratch_ints(E);
   PAGODA_CUDA_CHECK(cudaMalloc(&d, static_cast<size_t>(ints) * 4));
   int32_t* ids = d;
   int32_t* sorted = ids + max_slots;
-  int32_t* tile_expert = sorted + max_tiles_cap * tile_rows;
+  int32_t* tile_expert = sorted + max_sorted;
   int32_t* num_tiles = tile_expert + max_tiles_cap;
   int32_t* counts = num_tiles + 1;
 
-  for (const int64_t T : {1, 2, 4, 8, 12, 16}) {
+  for (const int64_t T : {1, 2, 4, 8, 12, 16, 32, 64, 128, 256}) {
+    const bool gemv = T <= 16;  // beyond that only the grouped GEMM, at the op's tile size
+    const int64_t tile_rows = gemv ? 16 : cuda::moe_tile_rows(T, E, k);
     // A fixed random routing: two distinct experts a token.
     std::mt19937 rng(static_cast<unsigned>(1000 + T));
     std::vector<int32_t> h(static_cast<size_t>(T * k));
@@ -83,15 +88,18 @@ void bench_moe(std::vector<Row>& rows) {
         rows.push_back({name, ms, fmt("%.0f GB/s", gbs),
                         fmt("%.0f%% of the copy bandwidth", 100.0 * gbs / copy_gbs)});
       };
-      const double ms_v = time_ms(
-          st,
-          [&](int) {
-            if (!cuda::launch_moe_gemv(DType::BF16, x.data, l.a_div, l.w->data, out.data, sorted,
-                                       tile_expert, num_tiles, max_tiles,
-                                       static_cast<int>(tile_rows), slots, T, l.N, l.K, st))
-              throw std::runtime_error("launch_moe_gemv declined");
-          },
-          50, 5);
+      const double ms_v =
+          !gemv ? 0.0
+                : time_ms(
+                      st,
+                      [&](int) {
+                        if (!cuda::launch_moe_gemv(DType::BF16, x.data, l.a_div, l.w->data,
+                                                   out.data, sorted, tile_expert, num_tiles,
+                                                   max_tiles, static_cast<int>(tile_rows), slots, T,
+                                                   l.N, l.K, st))
+                          throw std::runtime_error("launch_moe_gemv declined");
+                      },
+                      50, 5);
       const double ms_m = time_ms(
           st,
           [&](int) {
@@ -100,8 +108,15 @@ void bench_moe(std::vector<Row>& rows) {
                                       static_cast<int>(tile_rows), slots, l.N, l.K, st);
           },
           50, 5);
-      add("expert GEMV", ms_v);
-      add("grouped GEMM (mma, 16-row tiles)", ms_m);
+      if (gemv) add("expert GEMV", ms_v);
+      const std::string mk = "grouped GEMM (mma, " + std::to_string(tile_rows) + "-row tiles)";
+      add(mk.c_str(), ms_m);
+      if (!gemv) {  // the matrix rate too: 2 * slots * N * K
+        const double tf = 2.0 * static_cast<double>(slots * l.N * l.K) / (ms_m * 1e-3) / 1e12;
+        rows.push_back(
+            {"  (same) " + std::string(l.name) + " T=" + std::to_string(T) + " matrix rate", ms_m,
+             fmt("%.0f TFLOP/s", tf), "useful rows only"});
+      }
     }
   }
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(st));
