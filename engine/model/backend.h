@@ -202,6 +202,11 @@ enum class Activation {
 //    (w3 / up_proj) rows; down [E, H, I] (w2 / down_proj);
 //  * optional shared expert (Qwen2-MoE): shared_gate_up [2Is, H],
 //    shared_down [H, Is], shared_gate [1, H]; empty tensors when absent.
+// Under tensor parallelism (LlamaModel, vLLM's FusedMoE sharding) I and Is
+// are this rank's share of the units, and Backend::moe computes this
+// rank's partial sum of the output (linear in the experts' down
+// projections, so the ranks' partials add up to the whole); backends take
+// I and Is from these tensors' shapes, never from the config.
 struct MoeWeights {
   Tensor router, gate_up, down;
   Tensor shared_gate_up, shared_down, shared_gate;

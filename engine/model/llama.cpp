@@ -286,36 +286,46 @@ void LlamaModel::load_from(const FillFn& fill) {
 }
 
 void LlamaModel::load_moe(Layer& L, int64_t l, const FillFn& fill) {
-  // One rank holds every expert (validate_tensor_parallel refuses TP > 1).
+  // Tensor parallelism as vLLM's FusedMoE (not expert parallelism): every
+  // rank holds all E experts, each cut like a dense MLP (the expert's
+  // gate/up rows and down columns of this rank's I / size units), and the
+  // shared expert likewise; the router and the shared expert's sigmoid gate
+  // are replicated, so every rank routes alike and scales its partials by
+  // the same weights. The forward all-reduces the partial sums (no bias to
+  // add once: these experts have none).
   const ModelConfig& c = config_;
   const DType dt = backend_.act_dtype();
   const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+  const int64_t il = I / tp_.size, r = tp_.rank;  // this rank's units of each expert
   const Shard whole{};
+  auto rows = [](int64_t begin, int64_t n) { return Shard{0, begin, n}; };
+  auto cols = [](int64_t begin, int64_t n) { return Shard{1, begin, n}; };
   const bool q = c.qwen2_moe_names;
   const std::string base = q ? "mlp." : "block_sparse_moe.";
   L.moe.router = backend_.alloc(dt, {E, H});
   fill(layer_name(l, (base + "gate.weight").c_str()), {E, H}, whole, L.moe.router);
-  L.moe.gate_up = backend_.alloc(dt, {E, 2 * I, H});
-  L.moe.down = backend_.alloc(dt, {E, H, I});
-  const Tensor gu = L.moe.gate_up.view({E * 2 * I, H}), dn = L.moe.down.view({E * H, I});
+  L.moe.gate_up = backend_.alloc(dt, {E, 2 * il, H});
+  L.moe.down = backend_.alloc(dt, {E, H, il});
+  const Tensor gu = L.moe.gate_up.view({E * 2 * il, H}), dn = L.moe.down.view({E * H, il});
   for (int64_t e = 0; e < E; ++e) {
     const std::string ex = base + "experts." + std::to_string(e) + ".";
-    fill(layer_name(l, (ex + (q ? "gate_proj" : "w1") + ".weight").c_str()), {I, H}, whole,
-         gu.slice_rows(e * 2 * I, I));
-    fill(layer_name(l, (ex + (q ? "up_proj" : "w3") + ".weight").c_str()), {I, H}, whole,
-         gu.slice_rows(e * 2 * I + I, I));
-    fill(layer_name(l, (ex + (q ? "down_proj" : "w2") + ".weight").c_str()), {H, I}, whole,
-         dn.slice_rows(e * H, H));
+    fill(layer_name(l, (ex + (q ? "gate_proj" : "w1") + ".weight").c_str()), {I, H},
+         rows(r * il, il), gu.slice_rows(e * 2 * il, il));
+    fill(layer_name(l, (ex + (q ? "up_proj" : "w3") + ".weight").c_str()), {I, H}, rows(r * il, il),
+         gu.slice_rows(e * 2 * il + il, il));
+    fill(layer_name(l, (ex + (q ? "down_proj" : "w2") + ".weight").c_str()), {H, I},
+         cols(r * il, il), dn.slice_rows(e * H, H));
   }
   if (c.shared_expert_intermediate_size > 0) {
-    const int64_t Is = c.shared_expert_intermediate_size;
-    L.moe.shared_gate_up = backend_.alloc(dt, {2 * Is, H});
-    fill(layer_name(l, "mlp.shared_expert.gate_proj.weight"), {Is, H}, whole,
-         L.moe.shared_gate_up.slice_rows(0, Is));
-    fill(layer_name(l, "mlp.shared_expert.up_proj.weight"), {Is, H}, whole,
-         L.moe.shared_gate_up.slice_rows(Is, Is));
-    L.moe.shared_down = backend_.alloc(dt, {H, Is});
-    fill(layer_name(l, "mlp.shared_expert.down_proj.weight"), {H, Is}, whole, L.moe.shared_down);
+    const int64_t Is = c.shared_expert_intermediate_size, is = Is / tp_.size;
+    L.moe.shared_gate_up = backend_.alloc(dt, {2 * is, H});
+    fill(layer_name(l, "mlp.shared_expert.gate_proj.weight"), {Is, H}, rows(r * is, is),
+         L.moe.shared_gate_up.slice_rows(0, is));
+    fill(layer_name(l, "mlp.shared_expert.up_proj.weight"), {Is, H}, rows(r * is, is),
+         L.moe.shared_gate_up.slice_rows(is, is));
+    L.moe.shared_down = backend_.alloc(dt, {H, is});
+    fill(layer_name(l, "mlp.shared_expert.down_proj.weight"), {H, Is}, cols(r * is, is),
+         L.moe.shared_down);
     L.moe.shared_gate = backend_.alloc(dt, {1, H});
     fill(layer_name(l, "mlp.shared_expert_gate.weight"), {1, H}, whole, L.moe.shared_gate);
   }
@@ -611,7 +621,9 @@ Tensor LlamaModel::forward(const DeviceBatch& b) {
       add_norm(hidden, residual, ly.post_attn_norm, ly.post_attn_norm_b, normed);
     }
     mlp(ly, normed, hidden);
-    if (reduce && c.num_experts == 0) comm_->all_reduce_sum(hidden);  // row-parallel down_proj
+    // Row-parallel down_proj (dense), or the experts' and the shared
+    // expert's row-parallel down projections (MoE): sum the ranks' partials.
+    if (reduce) comm_->all_reduce_sum(hidden);
     if (c.sandwich_norm) {  // Gemma 2: norm the MLP output (kept in `hidden` for the next add)
       backend_.rms_norm(hidden, ly.mlp_out_norm, eps, hidden);
     }

@@ -24,6 +24,16 @@
 //  * o_proj and down_proj are row-parallel: this rank holds the input columns
 //    matching its heads/units, produces a partial [T, H] sum, and the
 //    Communicator all-reduces it (two all-reduces per layer);
+//  * mixture-of-experts MLPs (Mixtral, Qwen2-MoE) are sharded as vLLM's
+//    FusedMoE under tensor parallelism (model_executor/layers/fused_moe/
+//    layer.py; not expert parallelism): every rank holds all E experts,
+//    each expert's gate/up cut column-parallel and its down row-parallel
+//    over the expert's intermediate units (MoeWeights gate_up [E, 2I/size,
+//    H], down [E, H, I/size]), the shared expert likewise ([2Is/size, H],
+//    [H, Is/size]); the router [E, H] and the shared expert's gate [1, H]
+//    are replicated, so every rank picks the same top-k experts with the
+//    same weights from the same x, and the MLP's one all-reduce sums the
+//    ranks' partial outputs (the experts have no biases to add once);
 //  * the embedding, the norms and lm_head are replicated on every rank (every
 //    rank computes the same logits; the executor samples rank 0's). A
 //    vocabulary-parallel embedding/lm_head would save V*H*(size-1)/size
@@ -47,7 +57,8 @@ class LlamaModel {
  public:
   // tp.size > 1 needs `comm` (rank tp.rank of tp.size; not owned, outlives
   // the model). Throws std::runtime_error when tp does not divide the heads,
-  // KV heads or intermediate size (validate_tensor_parallel), and
+  // KV heads or intermediate size (the experts' and the shared expert's for
+  // mixture-of-experts models; validate_tensor_parallel), and
   // std::invalid_argument when comm is missing or does not match tp.
   LlamaModel(const ModelConfig& config, Backend& backend, TensorParallel tp = {},
              Communicator* comm = nullptr);
@@ -109,8 +120,9 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   // Checkpoint bytes load_weights read (in the file's dtype): of the
-  // tensors split among ranks (q/k/v[+bias], o, gate/up, down) and of those
-  // every rank holds whole (embedding, norms, lm_head).
+  // tensors split among ranks (q/k/v[+bias], o, gate/up, down, the experts'
+  // and the shared expert's gate/up/down) and of those every rank holds
+  // whole (embedding, norms, lm_head, the MoE router and shared expert gate).
   // A quantized linear counts its packed bytes (QuantizedWeight::
   // packed_bytes) there.
   struct LoadStats {

@@ -372,15 +372,24 @@ void validate_tensor_parallel(const ModelConfig& c, int64_t tp) {
   };
   check("num_attention_heads", c.num_attention_heads, "whole attention heads");
   check("num_key_value_heads", c.num_key_value_heads, "whole KV heads");
-  check("intermediate_size", c.intermediate_size, "an equal share of the MLP's columns");
+  if (c.num_experts == 0) {
+    check("intermediate_size", c.intermediate_size, "an equal share of the MLP's columns");
+  } else {
+    // Every rank holds all experts, each cut to I / tp units (vLLM's
+    // FusedMoE under tensor parallelism). Mixtral's expert width is its
+    // intermediate_size; Qwen2-MoE's is moe_intermediate_size (its
+    // intermediate_size belongs to dense layers, which it does not have
+    // here: mlp_only_layers is refused), plus the shared expert's.
+    check(c.qwen2_moe_names ? "moe_intermediate_size" : "intermediate_size",
+          c.moe_intermediate_size, "an equal share of every expert's columns");
+    if (c.shared_expert_intermediate_size > 0)
+      check("shared_expert_intermediate_size", c.shared_expert_intermediate_size,
+            "an equal share of the shared expert's columns");
+  }
   if (tp > 1 && c.family != "llama")
     throw std::runtime_error(
         "tensor_parallel_size " + std::to_string(tp) + ": " + c.architecture +
         " runs on one rank only (its biases and parallel residual are not sharded)");
-  if (tp > 1 && c.num_experts > 0)
-    throw std::runtime_error("tensor_parallel_size " + std::to_string(tp) +
-                             ": mixture-of-experts models (" + c.architecture +
-                             ") run on one rank only (expert sharding is not implemented)");
 }
 
 }  // namespace pagoda

@@ -157,8 +157,14 @@ struct TensorParallel {
 };
 
 // Throws std::runtime_error naming the numbers when tp_size < 1 or when
-// num_attention_heads, num_key_value_heads or intermediate_size is not
-// divisible by tp_size (KV heads are not replicated across ranks).
+// num_attention_heads, num_key_value_heads or the MLP's width is not
+// divisible by tp_size (KV heads are not replicated across ranks). The
+// MLP's width: intermediate_size for a dense MLP; for mixture-of-experts
+// models (every rank holds every expert, each cut by its intermediate units
+// as vLLM's FusedMoE does under tensor parallelism) the experts' width
+// (Mixtral: intermediate_size; Qwen2-MoE: moe_intermediate_size) and the
+// shared expert's (shared_expert_intermediate_size), each named in the
+// message. Families other than "llama" refuse tp_size > 1.
 void validate_tensor_parallel(const ModelConfig& config, int64_t tp_size);
 
 }  // namespace pagoda

@@ -13,7 +13,10 @@
 
 namespace pagoda::test {
 
-inline std::unique_ptr<ModelExecutor> cpu_executor(const std::string& dir, int tp, int threads = 2) {
+// With a config read from dir and then changed by the caller.
+inline std::unique_ptr<ModelExecutor> cpu_executor(const std::string& dir,
+                                                   const ModelConfig& config, int tp,
+                                                   int threads = 2) {
   ExecutorOptions o;
   o.model_dir = dir;
   o.device = "cpu";
@@ -24,7 +27,12 @@ inline std::unique_ptr<ModelExecutor> cpu_executor(const std::string& dir, int t
   o.kv_cache_memory_bytes = size_t{16} << 20;
   o.num_threads = threads;
   o.tensor_parallel_size = tp;
-  return make_model_executor(ModelConfig::from_dir(dir), o);
+  return make_model_executor(config, o);
+}
+
+inline std::unique_ptr<ModelExecutor> cpu_executor(const std::string& dir, int tp,
+                                                   int threads = 2) {
+  return cpu_executor(dir, ModelConfig::from_dir(dir), tp, threads);
 }
 
 // max |a - b| / max |b| over all elements.
