@@ -35,25 +35,35 @@ void host_to_f32(const void* src, DType dt, float* out, int64_t n) {
   }
 }
 
-// ALiBi slopes of n heads as HF transformers' build_alibi_tensor computes
-// them (Press et al., arXiv:2108.12409): the geometric series 2^(-8k/m) of
-// the largest power of two m <= n, then every other term of the series of
-// 2m for the remaining heads.
-std::vector<float> alibi_slopes(int64_t n) {
-  int64_t m = 1;
-  while (m * 2 <= n) m *= 2;
-  std::vector<float> s;
-  const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(m)) - 3)));
-  for (int64_t k = 1; k <= m; ++k)
-    s.push_back(static_cast<float>(std::pow(base, static_cast<double>(k))));
-  if (m != n) {
-    const double extra =
-        std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(2 * m)) - 3)));
-    const int64_t rest = std::min(m, n - m);
-    for (int64_t k = 1; k <= 2 * rest; k += 2)
-      s.push_back(static_cast<float>(std::pow(extra, static_cast<double>(k))));
+// Baichuan2's NormHead (ModelConfig::norm_head): every row of lm_head [V, H]
+// divided by its L2 norm (at least 1e-12, torch's F.normalize), in fp32 and
+// in chunks of rows. The values come from the checkpoint tensor `src` when
+// given (so they are normalised before the cast to the activation dtype),
+// else from `head` itself (dummy weights).
+void normalize_head_rows(Backend& backend, const Tensor& head, const SafetensorsTensor* src) {
+  const int64_t V = head.dim(0), H = head.dim(1);
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / H);  // 16 MiB of floats
+  std::vector<float> buf;
+  for (int64_t b = 0; b < V; b += chunk) {
+    const int64_t n = std::min(chunk, V - b);
+    buf.resize(static_cast<size_t>(n * H));
+    Tensor dst = head.slice_rows(b, n);
+    if (src)
+      host_to_f32(static_cast<const unsigned char*>(src->data) +
+                      static_cast<size_t>(b * H) * dtype_size(src->dtype),
+                  src->dtype, buf.data(), n * H);
+    else
+      backend.copy_to_host(buf.data(), dst);
+    for (int64_t r = 0; r < n; ++r) {
+      float* row = buf.data() + r * H;
+      double ss = 0;
+      for (int64_t i = 0; i < H; ++i) ss += static_cast<double>(row[i]) * row[i];
+      const double d = std::max(std::sqrt(ss), 1e-12);
+      for (int64_t i = 0; i < H; ++i) row[i] = static_cast<float>(row[i] / d);
+    }
+    backend.copy_from_host(dst, buf.data(), DType::F32);
+    backend.synchronize();  // `buf` is reused
   }
-  return s;
 }
 
 std::string layer_name(int64_t l, const char* rest) {
@@ -62,15 +72,17 @@ std::string layer_name(int64_t l, const char* rest) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(const ModelConfig& config, Backend& backend, TensorParallel tp, Communicator* comm)
+LlamaModel::LlamaModel(const ModelConfig& config, Backend& backend, TensorParallel tp,
+                       Communicator* comm)
     : config_(config), backend_(backend), tp_(tp), comm_(comm) {
   validate_tensor_parallel(config_, tp_.size);
   if (tp_.rank < 0 || tp_.rank >= tp_.size)
-    throw std::invalid_argument("LlamaModel: tensor-parallel rank " + std::to_string(tp_.rank) + " outside 0.." +
-                                std::to_string(tp_.size - 1));
+    throw std::invalid_argument("LlamaModel: tensor-parallel rank " + std::to_string(tp_.rank) +
+                                " outside 0.." + std::to_string(tp_.size - 1));
   if (tp_.size > 1 && (!comm_ || comm_->world_size() != tp_.size || comm_->rank() != tp_.rank))
     throw std::invalid_argument("LlamaModel: tensor-parallel size " + std::to_string(tp_.size) +
-                                " needs a communicator of that size for rank " + std::to_string(tp_.rank));
+                                " needs a communicator of that size for rank " +
+                                std::to_string(tp_.rank));
   // Ops beyond the Llama set this config needs, refused by name when the
   // backend lacks them (never run with a silently wrong op).
   std::vector<BackendOp> need;
@@ -232,8 +244,8 @@ void LlamaModel::load_from(const FillFn& fill) {
       // Column-parallel q/k/v: this rank's heads are contiguous output rows.
       L.qkv_w = alloc_linear({"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, l,
                              (hq + 2 * hk) * D, H, false);
-      if (c.fused_checkpoint) {  // Phi-3: one [(Hq+2Hk)*D, H] tensor, rows q, k, v
-        const std::string n = layer_name(l, "self_attn.qkv_proj.weight");
+      if (!c.fused_qkv.empty()) {  // Phi-3's qkv_proj, Baichuan's W_pack: rows q, k, v
+        const std::string n = layer_name(l, ("self_attn." + c.fused_qkv + ".weight").c_str());
         const std::vector<int64_t> shape{(Hq + 2 * Hk) * D, H};
         fill(n, shape, rows(r * hq * D, hq * D), L.qkv_w.slice_rows(0, hq * D));
         fill(n, shape, rows(Hq * D + r * hk * D, hk * D), L.qkv_w.slice_rows(hq * D, hk * D));
@@ -248,11 +260,12 @@ void LlamaModel::load_from(const FillFn& fill) {
              L.qkv_w.slice_rows((hq + hk) * D, hk * D));
       }
       if (c.attention_bias) {
-        if (c.fused_checkpoint)
-          throw std::runtime_error(c.architecture +
-                                   ": attention_bias with a fused qkv_proj is not supported");
+        if (!c.fused_qkv.empty())
+          throw std::runtime_error(c.architecture + ": attention_bias with a fused " + c.fused_qkv +
+                                   " is not supported");
         L.qkv_b = backend_.alloc(dt, {(hq + 2 * hk) * D});
-        fill(layer_name(l, "self_attn.q_proj.bias"), {Hq * D}, rows(r * hq * D, hq * D), L.qkv_b.slice_rows(0, hq * D));
+        fill(layer_name(l, "self_attn.q_proj.bias"), {Hq * D}, rows(r * hq * D, hq * D),
+             L.qkv_b.slice_rows(0, hq * D));
         fill(layer_name(l, "self_attn.k_proj.bias"), {Hk * D}, rows(r * hk * D, hk * D),
              L.qkv_b.slice_rows(hq * D, hk * D));
         fill(layer_name(l, "self_attn.v_proj.bias"), {Hk * D}, rows(r * hk * D, hk * D),
@@ -266,7 +279,7 @@ void LlamaModel::load_from(const FillFn& fill) {
         continue;
       }
       L.gate_up_w = alloc_linear({"mlp.gate_proj", "mlp.up_proj"}, l, 2 * il, H, false);
-      if (c.fused_checkpoint) {  // Phi-3: one [2I, H] tensor, gate rows then up rows
+      if (c.fused_gate_up) {  // Phi-3: one [2I, H] tensor, gate rows then up rows
         const std::string n = layer_name(l, "mlp.gate_up_proj.weight");
         fill(n, {2 * I, H}, rows(r * il, il), L.gate_up_w.slice_rows(0, il));
         fill(n, {2 * I, H}, rows(I + r * il, il), L.gate_up_w.slice_rows(il, il));
@@ -392,6 +405,14 @@ void LlamaModel::load_weights(const std::string& model_dir) {
     (shard.dim < 0 ? load_stats_.replicated_bytes : load_stats_.sharded_bytes) += bytes;
     load_stats_.device_bytes += dst.nbytes();
   });
+  if (config_.norm_head) {
+    try {
+      normalize_head_rows(backend_, lm_head_, &st.get("lm_head.weight"));
+    } catch (...) {
+      free_all();
+      throw;
+    }
+  }
   backend_.synchronize();  // the mmap'd sources go away with `st`
 }
 
@@ -404,7 +425,8 @@ void LlamaModel::load_dummy_weights(uint64_t seed) {
   uint64_t index = 0;
   std::vector<float> ones;
   load_stats_ = {};
-  load_from([&](const std::string& name, const std::vector<int64_t>& shape, const Shard& shard, Tensor dst) {
+  load_from([&](const std::string& name, const std::vector<int64_t>& shape, const Shard& shard,
+                Tensor dst) {
     (void)shape;
     ++index;
     load_stats_.device_bytes += backend_.weight_bytes(dst);
@@ -419,10 +441,12 @@ void LlamaModel::load_dummy_weights(uint64_t seed) {
       backend_.fill_normal(dst, 0.0f, 0.02f, seed * 1000003u + index + rank_salt * 1000u);
     }
   });
+  if (config_.norm_head) normalize_head_rows(backend_, lm_head_, nullptr);
   backend_.synchronize();
 }
 
-size_t LlamaModel::kv_bytes_per_block(const ModelConfig& c, int64_t block_size, DType dtype, int64_t tp_size) {
+size_t LlamaModel::kv_bytes_per_block(const ModelConfig& c, int64_t block_size, DType dtype,
+                                      int64_t tp_size) {
   validate_tensor_parallel(c, tp_size);
   return 2 * static_cast<size_t>(c.num_hidden_layers) * static_cast<size_t>(block_size) *
          static_cast<size_t>(c.num_key_value_heads / tp_size) * static_cast<size_t>(c.head_dim) *
@@ -432,7 +456,8 @@ size_t LlamaModel::kv_bytes_per_block(const ModelConfig& c, int64_t block_size, 
 void LlamaModel::allocate_kv_cache(int64_t num_blocks, int64_t block_size) {
   if (layers_.empty()) throw std::logic_error("LlamaModel::allocate_kv_cache before weights");
   if (num_blocks <= 0 || block_size <= 0)
-    throw std::invalid_argument("LlamaModel::allocate_kv_cache: blocks and block_size must be positive");
+    throw std::invalid_argument(
+        "LlamaModel::allocate_kv_cache: blocks and block_size must be positive");
   const DType dt = backend_.act_dtype();
   for (Layer& L : layers_) {
     if (!L.kv.k.empty()) backend_.free(L.kv.k);
@@ -487,7 +512,8 @@ void LlamaModel::swap_in(std::span<const BlockSwap> pairs) {
   backend_.swap_in(c, host_kv_, pairs);
 }
 
-void LlamaModel::allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions) {
+void LlamaModel::allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs,
+                                    int64_t max_positions) {
   if (max_num_tokens <= 0 || max_num_seqs <= 0 || max_positions <= 0)
     throw std::invalid_argument("LlamaModel::allocate_workspace: sizes must be positive");
   const ModelConfig& c = config_;
@@ -522,8 +548,12 @@ void LlamaModel::allocate_workspace(int64_t max_num_tokens, int64_t max_num_seqs
     backend_.copy_from_host(rope_.cos_sin, table.data(), DType::F32);
   }
   if (c.alibi) {
-    const std::vector<float> slopes = alibi_slopes(c.num_attention_heads);
-    alibi_slopes_ = backend_.alloc(DType::F32, {c.num_attention_heads});
+    // The slopes of all heads, then this rank's heads' (tensor parallelism;
+    // vLLM slices them likewise).
+    const std::vector<float> all = alibi_slopes(c.num_attention_heads);
+    const std::vector<float> slopes(all.begin() + tp_.rank * local_heads_,
+                                    all.begin() + (tp_.rank + 1) * local_heads_);
+    alibi_slopes_ = backend_.alloc(DType::F32, {local_heads_});
     backend_.copy_from_host(alibi_slopes_, slopes.data(), DType::F32);
   }
   backend_.synchronize();
@@ -536,7 +566,8 @@ Tensor LlamaModel::forward(const DeviceBatch& b) {
     throw std::logic_error("LlamaModel::forward before load/allocate_kv_cache/allocate_workspace");
   if (T <= 0 || T > max_num_tokens_)
     throw std::invalid_argument("LlamaModel::forward: " + std::to_string(T) +
-                                " tokens (workspace holds " + std::to_string(max_num_tokens_) + ")");
+                                " tokens (workspace holds " + std::to_string(max_num_tokens_) +
+                                ")");
   const int64_t Hq = local_heads_, Hk = local_kv_heads_, D = c.head_dim;  // this rank's heads
   const bool reduce = tp_.size > 1;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -638,8 +669,8 @@ Tensor LlamaModel::logits_for(const Tensor& indices) {
   const int64_t L = indices.numel();
   if (L > max_num_logits_)
     throw std::invalid_argument("LlamaModel::logits_for: " + std::to_string(L) +
-                                " logits rows (workspace holds " +
-                                std::to_string(max_num_logits_) + ")");
+                                " logits rows (workspace holds " + std::to_string(max_num_logits_) +
+                                ")");
   Tensor logits = ws_.logits.first_rows(L);
   if (L == 0) return logits;
   // Only the rows asked for need the final norm and lm_head: gather the

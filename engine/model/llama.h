@@ -3,7 +3,9 @@
 // rope_theta, untied lm_head), written against Backend ops. Further rows of
 // options (ModelConfig, issue 18): sliding-window attention per layer
 // (Mistral, Gemma 2), per-head q/k RMSNorm (Qwen3), fused qkv_proj /
-// gate_up_proj checkpoints (Phi-3), mixture-of-experts MLPs (Mixtral,
+// gate_up_proj checkpoints (Phi-3) and W_pack (Baichuan), ALiBi without
+// rotary (Baichuan-13B, as BLOOM's), Baichuan2's row-normalised lm_head
+// (NormHead, applied at load), mixture-of-experts MLPs (Mixtral,
 // Qwen2-MoE with its shared expert), Gemma 2's (1 + w) norms, sandwich norms,
 // GELU(tanh) MLP, embedding scaling, attention and final logit soft-capping.
 // The constructor refuses (std::runtime_error, naming them) a config that
@@ -145,14 +147,14 @@ class LlamaModel {
     // mlp_out_norm (post_feedforward_layernorm) the MLP's. [H]
     Tensor input_norm, post_attn_norm, attn_out_norm, mlp_out_norm;
     Tensor input_norm_b, post_attn_norm_b;  // LayerNorm biases [H] (GPT family) or empty
-    Tensor q_norm, k_norm;  // [D] (Qwen3) or empty
+    Tensor q_norm, k_norm;                  // [D] (Qwen3) or empty
     Tensor o_b, gate_up_b, down_b;  // biases [H], [I] (ungated up), [H] (GPT family) or empty
-    MoeWeights moe;         // experts (num_experts > 0) instead of gate_up_w / down_w
+    MoeWeights moe;                 // experts (num_experts > 0) instead of gate_up_w / down_w
     // Hq, Hk, I below are this rank's share (the config's / tp.size).
-    Tensor qkv_w, qkv_b;                // [(Hq+2Hk)*D, H], [(Hq+2Hk)*D] or empty
-    Tensor o_w;                         // [H, Hq*D]
-    Tensor gate_up_w;                   // [2I, H]; ungated MLP (gated_mlp false): up [I, H]
-    Tensor down_w;                      // [H, I]
+    Tensor qkv_w, qkv_b;  // [(Hq+2Hk)*D, H], [(Hq+2Hk)*D] or empty
+    Tensor o_w;           // [H, Hq*D]
+    Tensor gate_up_w;     // [2I, H]; ungated MLP (gated_mlp false): up [I, H]
+    Tensor down_w;        // [H, I]
     LayerKVCache kv;
   };
   struct Workspace {
@@ -168,7 +170,7 @@ class LlamaModel {
 
   void free_all();
   std::vector<Tensor*> layer_tensors(Layer& L);  // every tensor a layer owns
-  std::vector<LayerKVCache> kv_caches() const;  // the layers' caches, in order
+  std::vector<LayerKVCache> kv_caches() const;   // the layers' caches, in order
   // The part of an HF tensor this rank holds: all of it (dim -1), rows
   // [begin, begin+count) (dim 0) or columns [begin, begin+count) (dim 1).
   // transposed: the HF tensor is [in, out] (GPT-2's Conv1D) and the
@@ -202,7 +204,7 @@ class LlamaModel {
   Tensor final_norm_b_, lm_head_b_;             // GPT family: LayerNorm bias, GPT-J's lm_head bias
   Tensor embed_norm_w_, embed_norm_b_;          // BLOOM's word_embeddings_layernorm
   Tensor wpe_;                                  // GPT-2's learned positions [P, H]
-  Tensor alibi_slopes_;                         // BLOOM: [Hq] F32
+  Tensor alibi_slopes_;                         // BLOOM, Baichuan-13B: this rank's [Hq] F32
   std::vector<Layer> layers_;
   RopeTable rope_;
   Workspace ws_;

@@ -122,6 +122,11 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
   const bool gemma2 = c.architecture == "Gemma2ForCausalLM";
   const bool phi3 = c.architecture == "Phi3ForCausalLM";
   const bool mistral = c.architecture == "MistralForCausalLM";
+  // Baichuan (vLLM's baichuan.py): BaiChuanForCausalLM is Baichuan-7B
+  // (rotary); BaichuanForCausalLM is Baichuan2-7B (rotary, told apart by
+  // hidden_size 4096) or Baichuan-13B / Baichuan2-13B (ALiBi).
+  const bool baichuan =
+      c.architecture == "BaiChuanForCausalLM" || c.architecture == "BaichuanForCausalLM";
 
   c.hidden_size = r.get_positive("hidden_size", std::nullopt);
   c.intermediate_size = r.get_positive("intermediate_size", std::nullopt);
@@ -130,6 +135,18 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
   c.num_key_value_heads = r.get_positive("num_key_value_heads", c.num_attention_heads);
   c.vocab_size = r.get_positive("vocab_size", std::nullopt);
   c.max_position_embeddings = r.get_positive("max_position_embeddings", 2048);
+  if (baichuan) {
+    // The 13B configs give model_max_length alone; as vLLM's
+    // _get_and_verify_max_len: the smallest of the lengths present, 2048
+    // when none is.
+    int64_t len = 0;
+    for (const char* k : {"max_position_embeddings", "model_max_length"})
+      if (r.has(k)) {
+        const int64_t v = r.get_positive(k, std::nullopt);
+        len = len == 0 ? v : std::min(len, v);
+      }
+    c.max_position_embeddings = len == 0 ? 2048 : len;
+  }
   if (r.has("head_dim")) {
     c.head_dim = r.get_positive("head_dim", std::nullopt);
   } else {
@@ -210,7 +227,37 @@ void parse_llama_family(const Reader& r, ModelConfig& c) {
     }
   }
   c.qk_norm = qwen3;
-  c.fused_checkpoint = phi3;
+  if (phi3) {
+    c.fused_qkv = "qkv_proj";
+    c.fused_gate_up = true;
+  }
+  if (baichuan) {
+    // W_pack [3H, H]: q, k and v of every head, no grouped-query attention.
+    if (c.num_key_value_heads != c.num_attention_heads)
+      r.fail("num_key_value_heads", std::to_string(c.num_key_value_heads) +
+                                        " differs from num_attention_heads " +
+                                        std::to_string(c.num_attention_heads) +
+                                        " (Baichuan's W_pack holds q, k and v of every head)");
+    if (c.head_dim * c.num_attention_heads != c.hidden_size)
+      r.fail("head_dim", std::to_string(c.head_dim) + " x " +
+                             std::to_string(c.num_attention_heads) +
+                             " heads differs from hidden_size " + std::to_string(c.hidden_size) +
+                             " (Baichuan's W_pack is [3 x hidden_size, hidden_size])");
+    c.fused_qkv = "W_pack";
+    c.alibi = c.architecture == "BaichuanForCausalLM" && c.hidden_size != 4096;
+    if (c.alibi) {
+      c.rotary_dim = 0;
+      if (!c.rope_scaling.rope_type.empty())
+        r.fail("rope_scaling", "is not supported for " + c.architecture + " with hidden_size " +
+                                   std::to_string(c.hidden_size) +
+                                   " (ALiBi positions, no rotary embeddings)");
+    }
+    // Baichuan2 (vocabulary 125696, vLLM's test) normalises lm_head's rows.
+    c.norm_head = c.vocab_size == 125696;
+    if (c.norm_head && c.tie_word_embeddings)
+      r.fail("tie_word_embeddings",
+             "true is not supported with Baichuan2's normalised lm_head (vocab_size 125696)");
+  }
   if (gemma2) {
     c.norm_one_plus = true;
     c.sandwich_norm = true;
@@ -288,13 +335,26 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   c.model_type = r.get_string("model_type", "");
   // Architectures the one model definition covers, with their model_type.
   static const std::pair<const char*, const char*> kArchs[] = {
-      {"LlamaForCausalLM", "llama"},      {"Qwen2ForCausalLM", "qwen2"},
-      {"MistralForCausalLM", "mistral"},  {"Qwen3ForCausalLM", "qwen3"},
-      {"Phi3ForCausalLM", "phi3"},        {"MixtralForCausalLM", "mixtral"},
-      {"Gemma2ForCausalLM", "gemma2"},    {"Qwen2MoeForCausalLM", "qwen2_moe"},
-      {"GPTNeoXForCausalLM", "gpt_neox"}, {"GPT2LMHeadModel", "gpt2"},
-      {"FalconForCausalLM", "falcon"},    {"GPTJForCausalLM", "gptj"},
-      {"BloomForCausalLM", "bloom"}};
+      {"LlamaForCausalLM", "llama"},
+      {"Qwen2ForCausalLM", "qwen2"},
+      {"MistralForCausalLM", "mistral"},
+      {"Qwen3ForCausalLM", "qwen3"},
+      {"Phi3ForCausalLM", "phi3"},
+      {"MixtralForCausalLM", "mixtral"},
+      {"Gemma2ForCausalLM", "gemma2"},
+      {"Qwen2MoeForCausalLM", "qwen2_moe"},
+      {"GPTNeoXForCausalLM", "gpt_neox"},
+      {"GPT2LMHeadModel", "gpt2"},
+      {"FalconForCausalLM", "falcon"},
+      {"GPTJForCausalLM", "gptj"},
+      {"BloomForCausalLM", "bloom"},
+      // Without "architectures" the last entry of a model_type is taken:
+      // AquilaForCausalLM, and BaichuanForCausalLM (which picks rotary or
+      // ALiBi from hidden_size, so it also reads Baichuan-7B right).
+      {"AquilaModel", "aquila"},
+      {"AquilaForCausalLM", "aquila"},
+      {"BaiChuanForCausalLM", "baichuan"},
+      {"BaichuanForCausalLM", "baichuan"}};
   std::string supported;
   for (const auto& [a, t] : kArchs) supported += std::string(supported.empty() ? "" : ", ") + a;
   if (r.has("architectures")) {

@@ -35,7 +35,9 @@ struct RopeScaling {
 
 struct ModelConfig {
   // LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM,
-  // Phi3ForCausalLM, MixtralForCausalLM, Gemma2ForCausalLM, Qwen2MoeForCausalLM
+  // Phi3ForCausalLM, MixtralForCausalLM, Gemma2ForCausalLM, Qwen2MoeForCausalLM,
+  // AquilaForCausalLM / AquilaModel (the Llama layout), BaiChuanForCausalLM /
+  // BaichuanForCausalLM (W_pack; ALiBi for the 13B models), the GPT family
   std::string architecture;
   std::string model_type;  // "llama", "qwen2", "mistral", ...
   int64_t hidden_size = 0;
@@ -62,9 +64,16 @@ struct ModelConfig {
   QuantConfig quantization;
 
   // ---- options of the wider family (issue 18), all off for Llama/Qwen2 ----
-  // Checkpoint stores q/k/v as one self_attn.qkv_proj and gate/up as one
-  // mlp.gate_up_proj (Phi-3; rows q, k, v and gate, up).
-  bool fused_checkpoint = false;
+  // The checkpoint stores q/k/v as one tensor self_attn.<fused_qkv>.weight
+  // [(Hq+2Hk)*D, H], rows q, k, v: "qkv_proj" (Phi-3), "W_pack" (Baichuan);
+  // "" for separate q_proj / k_proj / v_proj.
+  std::string fused_qkv;
+  // The checkpoint stores gate/up as one mlp.gate_up_proj [2I, H], gate
+  // rows then up rows (Phi-3).
+  bool fused_gate_up = false;
+  // Baichuan2's NormHead (vLLM: vocab_size 125696): every lm_head row is
+  // divided by its L2 norm at load (in fp32, from the checkpoint's values).
+  bool norm_head = false;
   // Per-head RMSNorm of q and k before rotary, weights self_attn.{q,k}_norm
   // [head_dim] (Qwen3).
   bool qk_norm = false;
@@ -111,7 +120,7 @@ struct ModelConfig {
   int64_t rotary_dim = -1;
   int64_t rotary_dims() const { return rotary_dim < 0 ? head_dim : rotary_dim; }
   bool rope_interleaved = false;
-  bool alibi = false;              // BLOOM
+  bool alibi = false;              // BLOOM, Baichuan-13B / Baichuan2-13B
   bool learned_positions = false;  // GPT-2's wpe [max_position_embeddings, H]
   bool embedding_norm = false;     // BLOOM's word_embeddings_layernorm
   bool gated_mlp = true;           // false: down(act(up x + b) ) (GPT family)

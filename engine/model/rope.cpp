@@ -91,4 +91,21 @@ std::vector<float> rope_cos_sin_table(const ModelConfig& c, int64_t max_position
   return table;
 }
 
+std::vector<float> alibi_slopes(int64_t n) {
+  int64_t m = 1;
+  while (m * 2 <= n) m *= 2;
+  std::vector<float> s;
+  const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(m)) - 3)));
+  for (int64_t k = 1; k <= m; ++k)
+    s.push_back(static_cast<float>(std::pow(base, static_cast<double>(k))));
+  if (m != n) {
+    const double extra =
+        std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(2 * m)) - 3)));
+    const int64_t rest = std::min(m, n - m);
+    for (int64_t k = 1; k <= 2 * rest; k += 2)
+      s.push_back(static_cast<float>(std::pow(extra, static_cast<double>(k))));
+  }
+  return s;
+}
+
 }  // namespace pagoda

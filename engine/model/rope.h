@@ -1,5 +1,6 @@
-// Rotary-embedding frequencies and the cos/sin table (RoFormer,
-// arXiv:2104.09864), computed on the host in double precision.
+// Position encodings computed on the host: rotary-embedding frequencies
+// and the cos/sin table (RoFormer, arXiv:2104.09864), in double precision,
+// and ALiBi's per-head slopes.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -36,5 +37,12 @@ double rope_attention_factor(const ModelConfig& config);
 // rope_attention_factor(config), each value rounded to bf16 with
 // config.rope_table_bf16.
 std::vector<float> rope_cos_sin_table(const ModelConfig& config, int64_t max_positions);
+
+// ALiBi slopes of n heads (Press et al., arXiv:2108.12409) as HF
+// transformers' build_alibi_tensor (BLOOM), Baichuan-13B's _get_interleave
+// and vLLM's _get_alibi_slopes compute them: the geometric series
+// 2^(-8k/m), k = 1..m, of the largest power of two m <= n, then every other
+// term (k = 1, 3, ...) of the series of 2m for the remaining n - m heads.
+std::vector<float> alibi_slopes(int64_t n);
 
 }  // namespace pagoda

@@ -94,7 +94,9 @@ TEST(ModelArch, Qwen3QkNormMatchesTransformers) {
 }
 
 TEST(ModelArch, Phi3FusedProjectionsMatchTransformers) {
-  EXPECT_TRUE(ModelConfig::from_dir(shared_model("arch/tiny-random-phi3")).fused_checkpoint);
+  const ModelConfig c = ModelConfig::from_dir(shared_model("arch/tiny-random-phi3"));
+  EXPECT_EQ(c.fused_qkv, "qkv_proj");
+  EXPECT_TRUE(c.fused_gate_up);
   check_arch("tiny-random-phi3", 1e-5);
 }
 
