@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <list>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -150,17 +151,26 @@ std::shared_ptr<const Guide> compile_guide(const GuideSpec& spec,
       }
   }
   std::shared_ptr<const Guide> guide;
-  if (spec.kind == GuideKind::kGrammar) {
-    guide = std::make_shared<const Guide>(std::make_unique<GrammarAutomaton>(parse_ebnf(spec.spec)),
-                                          vocab, spec.spec);
-  } else if (spec.kind == GuideKind::kStructuralTag) {
-    guide = std::make_shared<const Guide>(
-        structural_tag_dfa(parse_structural_tag(std::string_view(spec.spec)),
-                           spec.whitespace_pattern, spec.disable_additional_properties),
-        vocab, spec.spec);
-  } else {
-    std::string re = guide_regex(spec);
-    guide = std::make_shared<const Guide>(ByteDfa::compile(re), vocab, std::move(re));
+  // Out of memory while compiling (the limits in regex_dfa.h keep one
+  // compilation to tens of MB, but several at once under a tight limit can
+  // still fail): the request's error (a 400 naming its field), not a 500.
+  try {
+    if (spec.kind == GuideKind::kGrammar) {
+      guide = std::make_shared<const Guide>(
+          std::make_unique<GrammarAutomaton>(parse_ebnf(spec.spec)), vocab, spec.spec);
+    } else if (spec.kind == GuideKind::kStructuralTag) {
+      guide = std::make_shared<const Guide>(
+          structural_tag_dfa(parse_structural_tag(std::string_view(spec.spec)),
+                             spec.whitespace_pattern, spec.disable_additional_properties),
+          vocab, spec.spec);
+    } else {
+      std::string re = guide_regex(spec);
+      guide = std::make_shared<const Guide>(ByteDfa::compile(re), vocab, std::move(re));
+    }
+  } catch (const std::bad_alloc&) {
+    throw RegexTooComplex(
+        "pattern too complex: the server ran out of memory compiling it (see the limits in "
+        "docs/API.md)");
   }
   // A DFA's states are all known now: their masks are filled in the
   // background before the engine reaches them (a grammar's states appear

@@ -90,10 +90,16 @@ class MaskWorkers {
         t.job->work();
         continue;
       }
-      for (int32_t s = t.begin; s < t.end && !st.stop_requested(); ++s) {
-        const std::shared_ptr<const Guide> g = t.guide.lock();
-        if (!g) break;
-        g->precompute(s);
+      // Nothing may escape this thread (std::terminate): a fill that
+      // fails here (std::bad_alloc under a memory limit) is dropped, and the
+      // engine fills that mask itself when it needs it.
+      try {
+        for (int32_t s = t.begin; s < t.end && !st.stop_requested(); ++s) {
+          const std::shared_ptr<const Guide> g = t.guide.lock();
+          if (!g) break;
+          g->precompute(s);
+        }
+      } catch (...) {
       }
     }
   }

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
-#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "engine/guided/utf8_ranges.h"
@@ -400,8 +400,8 @@ struct Nfa {
 
   int32_t add() {
     if (states.size() >= kMaxNfaStates)
-      throw RegexError(
-          fmt::format("regex too large (more than {} automaton states)", kMaxNfaStates));
+      throw RegexTooComplex(fmt::format(
+          "pattern too complex: regex too large (more than {} automaton states)", kMaxNfaStates));
     states.emplace_back();
     return static_cast<int32_t>(states.size() - 1);
   }
@@ -487,17 +487,68 @@ struct Nfa {
   }
 };
 
+// The number of states build(n) adds, computed from the AST without
+// building (saturating at kHuge): counted repetition multiplies its
+// operand's size, so nested bounds make the product of their counts.
+constexpr uint64_t kHuge = uint64_t{1} << 62;
+uint64_t sat_add(uint64_t a, uint64_t b) { return std::min(a + b, kHuge); }
+uint64_t sat_mul(uint64_t a, uint64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > kHuge / b ? kHuge : std::min(a * b, kHuge);
+}
+uint64_t nfa_size(const Node& n) {
+  switch (n.kind) {
+    case Node::kEmpty:
+      return 1;
+    case Node::kClass: {
+      std::vector<ByteSeq> seqs;
+      for (auto [lo, hi] : n.ranges) utf8_sequences(lo, hi, seqs);
+      uint64_t k = 2;
+      for (const ByteSeq& seq : seqs) k += seq.size() - 1;
+      return k;
+    }
+    case Node::kConcat:
+    case Node::kAlt: {
+      uint64_t k = n.kind == Node::kAlt ? 2 : 0;
+      for (const auto& kid : n.kids) k = sat_add(k, nfa_size(*kid));
+      return k;
+    }
+    case Node::kRepeat: {
+      const uint64_t sub = nfa_size(*n.kids[0]);
+      uint64_t k = sat_add(1, sat_mul(static_cast<uint64_t>(n.min), sub));
+      if (n.max < 0) {
+        k = sat_add(k, sat_add(1, sub));
+      } else if (n.max > n.min) {
+        k = sat_add(k, sat_add(1, sat_mul(static_cast<uint64_t>(n.max - n.min), sub)));
+      }
+      return k;
+    }
+  }
+  return kHuge;
+}
+
 }  // namespace detail
 
 namespace {
 
 using detail::Nfa;
 
-struct VecHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    size_t h = 1469598103934665603ull;
-    for (int32_t x : v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
-    return h;
+size_t hash_set(const std::vector<int32_t>& v) {
+  size_t h = 1469598103934665603ull;
+  for (int32_t x : v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
+  return h;
+}
+
+// DFA state ids hashed and compared by their NFA state sets (stored once,
+// in `sets`).
+struct SetIdHash {
+  const std::vector<size_t>* hashes;
+  size_t operator()(int32_t id) const { return (*hashes)[static_cast<size_t>(id)]; }
+};
+struct SetIdEq {
+  const std::vector<std::vector<int32_t>>* sets;
+  bool operator()(int32_t a, int32_t b) const {
+    return (*sets)[static_cast<size_t>(a)] == (*sets)[static_cast<size_t>(b)];
   }
 };
 
@@ -513,7 +564,10 @@ ByteDfa ByteDfa::compile(std::string_view pattern) {
 NfaBuilder::NfaBuilder() : nfa_(std::make_unique<detail::Nfa>()) {}
 NfaBuilder::~NfaBuilder() = default;
 
-int32_t NfaBuilder::add_state() { return nfa_->add(); }
+int32_t NfaBuilder::add_state() {
+  if (nfa_->states.size() >= kMaxNfaStates) full_ = true;
+  return nfa_->add();
+}
 
 void NfaBuilder::add_edge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) {
   nfa_->edge(from, lo, hi, to);
@@ -523,6 +577,20 @@ void NfaBuilder::add_epsilon(int32_t from, int32_t to) { nfa_->eps(from, to); }
 
 int32_t NfaBuilder::add_regex(int32_t from, std::string_view pattern) {
   NodePtr ast = Parser(pattern).parse();
+  // Refused before any state is built (the work is bounded up front).
+  const uint64_t size = detail::nfa_size(*ast);
+  if (size > kMaxNfaStates)
+    throw RegexTooComplex(fmt::format(
+        "pattern too complex: its repetitions expand to {} automaton states (more than {} "
+        "automaton states; nested counted repetitions multiply)",
+        size >= detail::kHuge ? std::string("too many") : fmt::format("about {}", size),
+        kMaxNfaStates));
+  if (nfa_->states.size() + size > kMaxNfaStates) {
+    full_ = true;
+    throw RegexTooComplex(
+        fmt::format("pattern too complex: regex too large (more than {} automaton states together)",
+                    kMaxNfaStates));
+  }
   const Nfa::Frag f = nfa_->build(*ast);
   nfa_->eps(from, f.start);
   return f.end;
@@ -531,7 +599,7 @@ int32_t NfaBuilder::add_regex(int32_t from, std::string_view pattern) {
 int32_t NfaBuilder::add_literal(int32_t from, std::string_view bytes) {
   int32_t cur = from;
   for (char ch : bytes) {
-    const int32_t next = nfa_->add();
+    const int32_t next = add_state();
     const auto b = static_cast<uint8_t>(ch);
     nfa_->edge(cur, b, b, next);
     cur = next;
@@ -562,7 +630,19 @@ ByteDfa ByteDfa::determinize(const detail::Nfa& nfa, int32_t start_state, int32_
   const size_t nc = static_cast<size_t>(cls) + 1;
   dfa.num_classes_ = nc;
 
-  // Subset construction.
+  // Subset construction, its work and memory bounded as it goes
+  // (kMaxSubsetWork, kMaxDfaSetEntries, kMaxDfaStates): each check comes
+  // before the next closure's or state's cost, so a pattern past a limit
+  // fails after at most about a limit's worth of work.
+  size_t work = 0, entries = 0;
+  auto charge = [&](size_t steps) {
+    work += steps;
+    if (work > kMaxSubsetWork)
+      throw RegexTooComplex(fmt::format(
+          "pattern too complex: building its automaton takes more than {} steps (limits: {} DFA "
+          "states, {} NFA states in them together, {} steps)",
+          kMaxSubsetWork, kMaxDfaStates, kMaxDfaSetEntries, kMaxSubsetWork));
+  };
   std::vector<uint32_t> mark(nfa.states.size(), 0);
   uint32_t epoch = 0;
   auto closure = [&](std::vector<int32_t>& set) {
@@ -570,33 +650,52 @@ ByteDfa ByteDfa::determinize(const detail::Nfa& nfa, int32_t start_state, int32_
     std::vector<int32_t> stack(set);
     set.clear();
     for (int32_t s : stack) mark[static_cast<size_t>(s)] = epoch;
+    size_t steps = 0;
     while (!stack.empty()) {
       int32_t s = stack.back();
       stack.pop_back();
       set.push_back(s);
-      for (int32_t t : nfa.states[static_cast<size_t>(s)].eps)
+      const auto& eps = nfa.states[static_cast<size_t>(s)].eps;
+      steps += 1 + eps.size();
+      for (int32_t t : eps)
         if (mark[static_cast<size_t>(t)] != epoch) {
           mark[static_cast<size_t>(t)] = epoch;
           stack.push_back(t);
         }
     }
+    charge(steps);
     // Only states with byte edges or the final state matter for identity.
     std::erase_if(set, [&](int32_t s) {
       return s != final_state && nfa.states[static_cast<size_t>(s)].edges.empty();
     });
     std::sort(set.begin(), set.end());
   };
-  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
   std::vector<std::vector<int32_t>> sets;
+  std::vector<size_t> hashes;
+  std::unordered_set<int32_t, SetIdHash, SetIdEq> ids(64, SetIdHash{&hashes}, SetIdEq{&sets});
   std::vector<int32_t> next;
   auto intern = [&](std::vector<int32_t>&& set) -> int32_t {
-    auto it = ids.find(set);
-    if (it != ids.end()) return it->second;
-    if (sets.size() >= kMaxDfaStates)
-      throw RegexError(fmt::format("pattern too complex (more than {} DFA states)", kMaxDfaStates));
-    int32_t id = static_cast<int32_t>(sets.size());
-    ids.emplace(set, id);
+    charge(set.size());
+    const auto id = static_cast<int32_t>(sets.size());
+    hashes.push_back(hash_set(set));
     sets.push_back(std::move(set));
+    const auto [it, inserted] = ids.insert(id);
+    if (!inserted) {  // seen: the candidate goes
+      sets.pop_back();
+      hashes.pop_back();
+      return *it;
+    }
+    if (sets.size() > kMaxDfaStates)
+      throw RegexTooComplex(
+          fmt::format("pattern too complex (more than {} DFA states)", kMaxDfaStates));
+    sets.back().shrink_to_fit();  // the closure's vector had room for its epsilon states
+    entries += sets.back().size();
+    if (entries > kMaxDfaSetEntries)
+      throw RegexTooComplex(fmt::format(
+          "pattern too complex: its automaton's states hold more than {} NFA states together "
+          "(about {} MB; limits: {} DFA states, {} NFA states in them together)",
+          kMaxDfaSetEntries, kMaxDfaSetEntries * sizeof(int32_t) >> 20, kMaxDfaStates,
+          kMaxDfaSetEntries));
     next.resize(sets.size() * nc, kDead);
     return id;
   };
@@ -608,10 +707,15 @@ ByteDfa ByteDfa::determinize(const detail::Nfa& nfa, int32_t start_state, int32_
   std::vector<std::vector<int32_t>> buckets(nc);
   for (size_t d = 0; d < sets.size(); ++d) {
     for (auto& b : buckets) b.clear();
-    for (int32_t s : sets[d])
-      for (const auto& e : nfa.states[static_cast<size_t>(s)].edges)
+    for (int32_t s : sets[d]) {
+      size_t steps = 1;
+      for (const auto& e : nfa.states[static_cast<size_t>(s)].edges) {
+        steps += 1u + dfa.byte_class_[e.hi] - dfa.byte_class_[e.lo];
         for (size_t c = dfa.byte_class_[e.lo]; c <= dfa.byte_class_[e.hi]; ++c)
           buckets[c].push_back(e.to);
+      }
+      charge(steps);
+    }
     for (size_t c = 0; c < nc; ++c) {
       if (buckets[c].empty()) continue;
       std::vector<int32_t> t = buckets[c];

@@ -36,9 +36,31 @@ class RegexError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Limits that keep compilation bounded (a 400, not a stall).
+// A pattern past one of the size / work limits below (what() says "too
+// complex" and names the limit).
+class RegexTooComplex : public RegexError {
+ public:
+  using RegexError::RegexError;
+};
+
+// Limits that keep compilation bounded (a 400, not a stall or an
+// out-of-memory kill). Each is checked before the work or memory it bounds
+// is spent:
+//  - kMaxNfaStates: the NFA's states, estimated from the parsed pattern
+//    before it is built (counted repetition copies its operand, so nested
+//    bounds multiply: ((a{1,50}){1,50}){1,50} is 125,000 copies of `a`);
+//  - kMaxDfaStates: the subset construction's states;
+//  - kMaxDfaSetEntries: the NFA states held by all DFA states together (the
+//    construction's memory: 4 bytes each, so about 64 MB at the limit);
+//  - kMaxSubsetWork: the steps of the subset construction (closure visits,
+//    edge moves, set hashing), well under a second of one core at the limit.
+// vLLM's backends bound this differently (xgrammar and outlines compile
+// lazily or with their own limits); here one request's compilation is
+// refused up front with a RegexError naming the limit.
 inline constexpr size_t kMaxNfaStates = 400'000;
 inline constexpr size_t kMaxDfaStates = 30'000;
+inline constexpr size_t kMaxDfaSetEntries = 16'000'000;
+inline constexpr size_t kMaxSubsetWork = 100'000'000;
 inline constexpr int kMaxRepeat = 1'000;  // largest n / m of {n,m}
 
 namespace detail {
@@ -89,8 +111,8 @@ class ByteDfa {
 // raw byte-range edges, then determinized as ByteDfa::compile does (which
 // is this with one regex): for automata no single regex writes, e.g. the
 // structural tag's trigger scanner (structural_tag.h). States are ids from
-// add_state (or returned by add_regex / add_literal). Throws RegexError past
-// kMaxNfaStates / kMaxDfaStates, or when no string reaches `accept`.
+// add_state (or returned by add_regex / add_literal). Throws RegexTooComplex
+// past the limits above, RegexError when no string reaches `accept`.
 class NfaBuilder {
  public:
   NfaBuilder();
@@ -109,11 +131,15 @@ class NfaBuilder {
   // itself when empty).
   int32_t add_literal(int32_t from, std::string_view bytes);
   size_t num_states() const;
+  // True once a state or a regex was refused because the builder's states
+  // together would pass kMaxNfaStates (not the one regex alone).
+  bool full() const { return full_; }
   // The DFA of the byte strings that lead from `start` to `accept`.
   ByteDfa build(int32_t start, int32_t accept) const;
 
  private:
   std::unique_ptr<detail::Nfa> nfa_;
+  bool full_ = false;
 };
 
 // `text` as a regex matching exactly it (every metacharacter escaped).

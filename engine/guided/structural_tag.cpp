@@ -238,7 +238,7 @@ ByteDfa structural_tag_dfa(const StructuralTag& tag, std::string_view whitespace
           cur, json_schema_to_regex(s.schema.empty() ? "{}" : s.schema, whitespace_pattern,
                                     disable_additional_properties));
     } catch (const std::invalid_argument& e) {  // SchemaError, RegexError (whitespace, size)
-      if (nfa.num_states() >= kMaxNfaStates) too_large(tag, e);  // all the schemas together
+      if (nfa.full()) too_large(tag, e);        // all the schemas together
       throw StructuralTagError(fmt::format("structures[{}].schema: {}", i, e.what()));
     }
     cur = nfa.add_literal(cur, s.end);

@@ -1,8 +1,10 @@
 // engine/guided/regex_dfa.h: the regex -> byte DFA compiler, checked against
 // expected matches and against PCRE2 (an independent engine) on seeded
 // random patterns and strings.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <random>
 #include <string>
@@ -88,6 +90,42 @@ TEST(GuidedRegex, ErrorsNameTheProblem) {
   EXPECT_NE(err("a^b").find("anchors are implicit"), std::string::npos);
   // Too many DFA states is an error, not a stall.
   EXPECT_NE(err("(a|b)*a(a|b){14}").find("too complex"), std::string::npos);
+}
+
+// Nested counted repetition multiplies: ((a{1,n}){1,n}){1,n} is n^3
+// copies of `a`, and its subset construction holds thousands of NFA states
+// per DFA state. The limits refuse it before the memory or time is spent
+// (it had grown a server to 23 GB at n = 50), with RegexTooComplex naming
+// the limit; smaller nests still compile.
+TEST(GuidedRegex, NestedCountedRepetitionIsRefusedBeforeItsCost) {
+  EXPECT_TRUE(ByteDfa::compile("((a{1,8}){1,8}){1,8}").matches(std::string(512, 'a')));
+  for (int n : {20, 25, 30, 50, 200, 1000}) {
+    const std::string re = fmt::format("((a{{1,{0}}}){{1,{0}}}){{1,{0}}}", n);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      (void)ByteDfa::compile(re);
+      ADD_FAILURE() << re << " compiled";
+    } catch (const RegexTooComplex& e) {
+      EXPECT_NE(std::string(e.what()).find("too complex"), std::string::npos) << e.what();
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 5.0) << re;  // about a second of one core at most (kMaxSubsetWork)
+  }
+  // Past the NFA bound: refused from the parsed pattern, before building.
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    (void)ByteDfa::compile("(((a{1000}){1000}){1000}){1000}");
+    ADD_FAILURE();
+  } catch (const RegexTooComplex& e) {
+    EXPECT_NE(std::string(e.what()).find("automaton states"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.5);
+  // The work bound: a DFA of few states whose sets are huge.
+  try {
+    (void)ByteDfa::compile("(a|aa){0,1000}(a|aa){0,1000}(a|aa){0,1000}b");
+  } catch (const RegexTooComplex& e) {
+    EXPECT_NE(std::string(e.what()).find("too complex"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GuidedRegex, DeadStatesArePruned) {

@@ -316,6 +316,13 @@ TEST(RequestFieldsGuided, InvalidSpecsAre400sNamingTheProblem) {
       {{{"response_format", {{"type", "json_schema"}}}},
        "response_format",
        "json_schema is required"},
+      // Past the compile limits (regex_dfa.h): refused before the memory
+      // or time is spent, wherever the regex comes from.
+      {{{"guided_regex", "((a{1,50}){1,50}){1,50}"}}, "guided_regex", "too complex"},
+      {{{"guided_regex", "((a{1,1000}){1,1000}){1,1000}"}}, "guided_regex", "automaton states"},
+      {{{"guided_json", {{"type", "string"}, {"pattern", "^((a{1,30}){1,30}){1,30}$"}}}},
+       "guided_json",
+       "too complex"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.body.dump());
