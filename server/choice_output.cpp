@@ -76,7 +76,11 @@ const char* finish_reason_name(const ChoiceDelta& c) {
 void append_choice_delta(ChoiceDelta& into, const ChoiceDelta& next) {
   into.text += next.text;
   append_tool_call_deltas(into.tool_calls, next.tool_calls);
-  into.tools_called = into.tools_called || next.tools_called;
+  // The parser's latest word: a call it started can turn out not to parse
+  // (`<tool_call>not json</tool_call>` goes back to content), and then no
+  // call was made. vLLM: finish_reason "tool_calls" only when calls were
+  // parsed, streamed or not. An error delta carries no parser state.
+  into.tools_called = next.error.empty() ? next.tools_called : into.tools_called;
   into.token_ids.insert(into.token_ids.end(), next.token_ids.begin(), next.token_ids.end());
   append_logprobs(into.logprobs, next.logprobs);
   if (!next.prompt_logprobs.is_null()) into.prompt_logprobs = next.prompt_logprobs;

@@ -132,5 +132,36 @@ TEST(ProtocolToolCalls, StreamedChunks) {
   EXPECT_EQ(calls.size(), 1u + 6u);  // the name, then {"  city  ":  (space)"  Paris  "}
 }
 
+// A <tool_call> block that does not parse is content, and no call was made:
+// finish_reason "stop" both streamed and not (vLLM: "tool_calls" only when
+// calls were parsed). The non-streamed choice had kept "tool_calls" from the
+// deltas while the block was open.
+TEST(ProtocolToolCalls, UnparsedCallBlockIsContentAndStop) {
+  ParsedRequest req = chat_req(ToolParserKind::kHermes);
+  const std::vector<std::string> pieces = {"Sure.", "<tool_call>", "not ", "json", "</tool_call>"};
+  json c = whole(req, deltas(pieces))["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "stop");
+  EXPECT_EQ(c["message"]["tool_calls"], json::array());
+  EXPECT_EQ(c["message"]["content"], "Sure.<tool_call>not json</tool_call>");
+  // Cut inside the block (max_tokens): the same, with "length".
+  const std::vector<std::string> cut(pieces.begin(), pieces.end() - 1);
+  json l = whole(req, deltas(cut, FinishReason::kLength))["choices"][0];
+  EXPECT_EQ(l["finish_reason"], "length");
+  EXPECT_EQ(l["message"]["content"], "Sure.<tool_call>not json");
+  // Streamed: the last chunk says "stop" too.
+  ChoiceAssembler a(req);
+  StreamFormatter f(req);
+  std::string sse = f.begin();
+  for (const RequestOutput& d : deltas(pieces)) sse += f.format({a.add(d)});
+  EXPECT_NE(sse.find("\"finish_reason\":\"stop\""), std::string::npos) << sse;
+  EXPECT_EQ(sse.find("tool_calls\":["), std::string::npos) << sse;
+  // A good call after a bad block still counts.
+  std::vector<std::string> both = pieces;
+  both.insert(both.end(), kPieces.begin() + 2, kPieces.end());
+  json g = whole(req, deltas(both))["choices"][0];
+  EXPECT_EQ(g["finish_reason"], "tool_calls");
+  EXPECT_EQ(g["message"]["tool_calls"].size(), 1u);
+}
+
 }  // namespace
 }  // namespace pagoda
