@@ -166,11 +166,16 @@ void from_response_format(const json& rf, std::vector<Candidate>& out) {
         fail(fmt::format("response_format.json_schema has no field '{}'", k), "response_format");
     }
     const json* schema = get(*js, "schema");
-    // OpenAI: an absent schema means any JSON object (vLLM does the same).
-    if (!schema) {
-      out.push_back({"response_format", {GuideKind::kJsonObject, ""}});
-      return;
-    }
+    // No schema: a 400. vLLM's JsonSchemaResponseFormat has `schema`
+    // optional, but what it does with None is no constraint to copy: older
+    // versions dropped the constraint silently (GuidedDecodingParams.
+    // from_optional(json=None) is None), the V1 engine fails the request
+    // ("No valid structured output parameter found").
+    if (!schema || schema->is_null())
+      fail(
+          "response_format.json_schema.schema is required for type 'json_schema' (the JSON "
+          "schema the output must follow; for any JSON object use type 'json_object')",
+          "response_format.json_schema.schema");
     out.push_back({"response_format", {GuideKind::kJson, schema_text(*schema, "response_format")}});
     return;
   }

@@ -235,6 +235,20 @@ TEST_F(ServeGuided, TooComplexRegexIsA400AndTheServerGoesOn) {
   EXPECT_TRUE(text == "ab" || text == "abab" || text == "ababab") << text;
 }
 
+// response_format json_schema without its schema is a 400 naming
+// response_format.json_schema.schema (it had forced the output to "{}").
+TEST_F(ServeGuided, JsonSchemaWithoutSchemaIsA400) {
+  json bad =
+      post_json(port(), "/v1/chat/completions",
+                {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                 {"max_tokens", 4},
+                 {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}},
+                400);
+  EXPECT_EQ(bad["error"]["param"], "response_format.json_schema.schema");
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("is required"), std::string::npos)
+      << bad;
+}
+
 // The generated object's keys come in the schema's properties order as the
 // request sent it (vLLM's xgrammar / outlines keep it); nlohmann::json had
 // sorted the schema ("alpha", "mid", "zeta"). Raw bodies: a json value

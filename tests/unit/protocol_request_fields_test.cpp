@@ -316,6 +316,15 @@ TEST(RequestFieldsGuided, InvalidSpecsAre400sNamingTheProblem) {
       {{{"response_format", {{"type", "json_schema"}}}},
        "response_format",
        "json_schema is required"},
+      // No schema: vLLM has no constraint to copy (older versions dropped
+      // it silently, V1 fails the request), so a 400 naming the field.
+      {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}},
+       "response_format.json_schema.schema",
+       "response_format.json_schema.schema is required"},
+      {{{"response_format",
+         {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", nullptr}}}}}},
+       "response_format.json_schema.schema",
+       "is required"},
       // Past the compile limits (regex_dfa.h): refused before the memory
       // or time is spent, wherever the regex comes from.
       {{{"guided_regex", "((a{1,50}){1,50}){1,50}"}}, "guided_regex", "too complex"},
