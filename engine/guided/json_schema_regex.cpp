@@ -351,8 +351,18 @@ class Builder {
     const json* ap = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
     json props = s.contains("properties") ? s["properties"] : json::object();
     if (!props.is_object()) fail(path, "'properties' must be an object");
-    for (const auto& r : required)
-      if (!props.contains(r)) props[r] = json::object();
+    // A required property `properties` does not list is an additional one:
+    // its value follows additionalProperties, and where those are closed
+    // (false, explicitly) no document has it, so none satisfies the schema
+    // (a 400 at the top, a dropped branch in anyOf). Closed only by
+    // disable_additional_properties (absent additionalProperties, as for
+    // tools' parameters), it stays allowed with any value: that option
+    // keeps the model from adding keys, not a schema's own required ones.
+    for (const auto& r : required) {
+      if (props.contains(r)) continue;
+      if (ap && *ap == false) return std::nullopt;
+      props[r] = ap && ap->is_object() ? *ap : json::object();
+    }
     if (props.empty()) {
       const bool closed = (ap && *ap == false) || (!ap && no_additional_);
       if (closed) return "\\{" + ws_ + "\\}";

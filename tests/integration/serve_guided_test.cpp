@@ -249,6 +249,22 @@ TEST_F(ServeGuided, JsonSchemaWithoutSchemaIsA400) {
       << bad;
 }
 
+// A schema no document satisfies (a required property that properties do
+// not list, additionalProperties false) is a 400, not a 200 with an invalid
+// object.
+TEST_F(ServeGuided, RequiredPropertyOutsideClosedPropertiesIsA400) {
+  json bad = post_json(
+      port(), "/v1/completions",
+      {{"prompt", "x"},
+       {"max_tokens", 4},
+       {"guided_json", json::parse(R"({"type":"object","properties":{"a":{"type":"string"}},)"
+                                   R"("required":["b"],"additionalProperties":false})")}},
+      400);
+  EXPECT_EQ(bad["error"]["param"], "guided_json");
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("no document"), std::string::npos)
+      << bad;
+}
+
 // The generated object's keys come in the schema's properties order as the
 // request sent it (vLLM's xgrammar / outlines keep it); nlohmann::json had
 // sorted the schema ("alpha", "mid", "zeta"). Raw bodies: a json value

@@ -44,6 +44,32 @@ TEST(GuidedJsonSchema, ObjectsWithRequiredAndOptionalProperties) {
 
 // The generated object's keys come in the schema's "properties" order, as
 // vLLM's backends (xgrammar, outlines) emit them, not sorted.
+// A required property missing from `properties` takes additionalProperties'
+// schema (any value when they are open); in anyOf, a branch that requires
+// one while closed is dropped, not the whole schema.
+TEST(GuidedJsonSchema, RequiredPropertiesOutsidePropertiesFollowAdditionalProperties) {
+  ByteDfa typed =
+      schema_dfa(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"],)"
+                 R"("additionalProperties":{"type":"integer"}})");
+  EXPECT_TRUE(typed.matches(R"({"b": 5})"));
+  EXPECT_TRUE(typed.matches(R"({"a": "x", "b": 5})"));
+  EXPECT_FALSE(typed.matches(R"({"b": "s"})"));
+  EXPECT_FALSE(typed.matches(R"({"a": "x"})"));
+  ByteDfa open =
+      schema_dfa(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})");
+  EXPECT_TRUE(open.matches(R"({"b": [1]})"));
+  ByteDfa any_of = schema_dfa(
+      R"({"anyOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["b"],)"
+      R"("additionalProperties":false},{"type":"integer"}]})");
+  EXPECT_TRUE(any_of.matches("7"));
+  EXPECT_FALSE(any_of.matches(R"({"b": 1})"));
+  // disable_additional_properties (tools' parameters) keeps a schema's own
+  // required key allowed.
+  ByteDfa tools = ByteDfa::compile(json_schema_to_regex(
+      R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", "", true));
+  EXPECT_TRUE(tools.matches(R"({"b": 1})"));
+}
+
 TEST(GuidedJsonSchema, PropertiesComeInTheSchemasOrder) {
   ByteDfa d = schema_dfa(
       R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"boolean"},)"
@@ -116,6 +142,12 @@ TEST(GuidedJsonSchema, UnsupportedAndInvalidSchemasAreErrors) {
   EXPECT_NE(err(R"({"type":"string","pattern":"^a\"$"})").find("escaped"), std::string::npos);
   EXPECT_NE(err(R"({"type":"string","format":"email"})").find("format 'email'"), std::string::npos);
   EXPECT_NE(err(R"({"type":"integer","minimum":5,"maximum":1})").find("no document"),
+            std::string::npos);
+  // A required property that `properties` does not list is an additional
+  // one: with additionalProperties false no document has it.
+  EXPECT_NE(err(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"],)"
+                R"("additionalProperties":false})")
+                .find("no document"),
             std::string::npos);
   // Optional properties nested deep repeat their patterns: a bound, not a stall.
   std::string deep = R"({"type":"string"})";
