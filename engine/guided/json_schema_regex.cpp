@@ -85,6 +85,249 @@ std::string nonneg_range(unsigned long long lo, unsigned long long hi) {
   return parts.size() == 1 ? parts[0] : alternation(parts);
 }
 
+// ---- Bounded numbers: an exact regex of the decimal strings in [lo, hi] ----
+//
+// A decimal is kept exactly as digit strings (no doubles in the
+// comparisons): sign, integer digits without leading zeros ("0" for zero)
+// and fraction digits without trailing zeros.
+struct Decimal {
+  bool neg = false;
+  std::string int_digits = "0";
+  std::string frac_digits;
+  bool is_zero() const { return int_digits == "0" && frac_digits.empty(); }
+};
+
+// `text`: a JSON number's text ("-12.5e-3"), as nlohmann writes a double
+// (the shortest text that reads back as it) or an integer.
+Decimal parse_decimal(std::string_view text) {
+  Decimal d;
+  size_t i = 0;
+  if (i < text.size() && text[i] == '-') {
+    d.neg = true;
+    ++i;
+  }
+  std::string digits;  // all significant digits, the point after `point` of them
+  long long point = 0;
+  bool seen_point = false;
+  for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+    if (text[i] == '.') {
+      seen_point = true;
+      continue;
+    }
+    digits += text[i];
+    if (!seen_point) ++point;
+  }
+  if (i < text.size()) point += std::stoll(std::string(text.substr(i + 1)));
+  // Pad so that 0 <= point <= digits.size().
+  if (point < 0) {
+    digits.insert(0, static_cast<size_t>(-point), '0');
+    point = 0;
+  }
+  if (static_cast<size_t>(point) > digits.size())
+    digits.append(static_cast<size_t>(point) - digits.size(), '0');
+  d.int_digits = digits.substr(0, static_cast<size_t>(point));
+  d.frac_digits = digits.substr(static_cast<size_t>(point));
+  const size_t nz = d.int_digits.find_first_not_of('0');
+  d.int_digits = nz == std::string::npos ? "0" : d.int_digits.substr(nz);
+  while (!d.frac_digits.empty() && d.frac_digits.back() == '0') d.frac_digits.pop_back();
+  if (d.is_zero()) d.neg = false;
+  return d;
+}
+
+// Compares non-negative integer digit strings (no leading zeros).
+int cmp_int(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+  return a.compare(b) < 0 ? -1 : a.compare(b) > 0 ? 1 : 0;
+}
+// Compares fractions 0.a and 0.b (no trailing zeros).
+int cmp_frac(const std::string& a, const std::string& b) {
+  const int c = a.compare(b);  // without trailing zeros, a prefix is the smaller
+  return c < 0 ? -1 : c > 0 ? 1 : 0;
+}
+int cmp_abs(const Decimal& a, const Decimal& b) {
+  const int c = cmp_int(a.int_digits, b.int_digits);
+  return c != 0 ? c : cmp_frac(a.frac_digits, b.frac_digits);
+}
+int cmp_decimal(const Decimal& a, const Decimal& b) {
+  if (a.neg != b.neg) return a.neg ? -1 : 1;
+  return a.neg ? -cmp_abs(a, b) : cmp_abs(a, b);
+}
+// A bound's digits before / after the point (each digit nests a group).
+constexpr size_t kMaxBoundDigits = 60;
+
+// The digit string one more / one less than a non-negative integer.
+std::string inc_int(std::string s) {
+  size_t i = s.size();
+  while (i > 0 && s[i - 1] == '9') s[--i] = '0';
+  if (i == 0) return "1" + s;
+  ++s[i - 1];
+  return s;
+}
+std::string dec_int(std::string s) {  // s > 0
+  size_t i = s.size();
+  while (s[i - 1] == '0') s[--i] = '9';
+  --s[i - 1];
+  if (s.size() > 1 && s[0] == '0') s.erase(0, 1);
+  return s;
+}
+
+std::string digit_class(char lo, char hi) {
+  return lo == hi ? std::string(1, lo) : fmt::format("[{}-{}]", lo, hi);
+}
+
+// Integers (no leading zeros) in [lo, hi]; hi nullopt: unbounded. nullopt
+// when none.
+Re int_digits_range(const std::string& lo, const std::optional<std::string>& hi) {
+  if (hi && cmp_int(lo, *hi) > 0) return std::nullopt;
+  std::vector<std::string> parts;
+  const size_t top = hi ? hi->size() : lo.size();
+  for (size_t len = lo.size(); len <= top; ++len) {
+    if (len > lo.size() && hi && len < hi->size()) {  // whole lengths, together
+      parts.push_back(fmt::format("[1-9][0-9]{{{},{}}}", len - 1, hi->size() - 2));
+      len = hi->size() - 1;
+      continue;
+    }
+    const std::string a = len == lo.size() ? lo : "1" + std::string(len - 1, '0');
+    const std::string b = hi && len == hi->size() ? *hi : std::string(len, '9');
+    parts.push_back(same_length_range(a, b));
+  }
+  if (!hi) parts.push_back(fmt::format("[1-9][0-9]{{{},}}", lo.size()));
+  return parts.size() == 1 ? group(parts[0]) : alternation(parts);
+}
+
+// A set of digit strings, the empty one apart: `more` matches the non-empty
+// members (nullopt: none), `empty` says whether "" is one.
+struct Digits {
+  Re more;
+  bool empty = false;
+};
+Digits digits_union(const Digits& a, const Digits& b) {
+  Digits out{std::nullopt, a.empty || b.empty};
+  std::vector<std::string> parts;
+  if (a.more) parts.push_back(*a.more);
+  if (b.more) parts.push_back(*b.more);
+  if (!parts.empty()) out.more = parts.size() == 1 ? parts[0] : alternation(parts);
+  return out;
+}
+// `first` (a digit or class) then a member of `rest`.
+Digits digits_after(const std::string& first, const Digits& rest) {
+  if (!rest.more && !rest.empty) return {};
+  if (!rest.more) return {first, false};
+  return {first + (rest.empty ? group(*rest.more) + "?" : group(*rest.more)), false};
+}
+constexpr std::string_view kAnyDigits = "[0-9]*";
+
+// Fractions F (digit strings, maybe empty) with 0.F >= 0.c (> when !incl);
+// c without trailing zeros.
+Digits frac_ge(std::string_view c, bool incl) {
+  if (c.empty()) {
+    if (incl) return {"[0-9]+", true};
+    return {"[0-9]*[1-9][0-9]*", false};  // not all zeros
+  }
+  Digits out = digits_after(std::string(1, c[0]), frac_ge(c.substr(1), incl));
+  if (c[0] < '9')
+    out = digits_union(
+        out, {digit_class(static_cast<char>(c[0] + 1), '9') + std::string(kAnyDigits), false});
+  return out;
+}
+// Fractions F with 0.F <= 0.c (< when !incl).
+Digits frac_le(std::string_view c, bool incl) {
+  if (c.empty()) {
+    if (incl) return {"0+", true};
+    return {};
+  }
+  // "" (0 < 0.c: c has a non-zero digit), a smaller first digit, or c[0]
+  // and the rest.
+  Digits out = digits_after(std::string(1, c[0]), frac_le(c.substr(1), incl));
+  out.empty = true;
+  if (c[0] > '0')
+    out = digits_union(
+        out, {digit_class('0', static_cast<char>(c[0] - 1)) + std::string(kAnyDigits), false});
+  return out;
+}
+// Fractions F with 0.a <= 0.F <= 0.b (strict per flag); 0.a <= 0.b.
+Digits frac_between(std::string_view a, std::string_view b, bool incl_a, bool incl_b) {
+  if (a.empty() && b.empty()) return incl_a && incl_b ? Digits{"0+", true} : Digits{};
+  if (a.empty() && incl_a) return frac_le(b, incl_b);
+  const char a0 = a.empty() ? '0' : a[0], b0 = b[0];  // b is not empty here
+  const std::string_view ar = a.empty() ? a : a.substr(1), br = b.substr(1);
+  Digits out;
+  if (a0 == b0) return digits_after(std::string(1, a0), frac_between(ar, br, incl_a, incl_b));
+  out = digits_after(std::string(1, a0), frac_ge(ar, incl_a));
+  out = digits_union(out, digits_after(std::string(1, b0), frac_le(br, incl_b)));
+  if (a0 + 1 < b0)
+    out = digits_union(out, {digit_class(static_cast<char>(a0 + 1), static_cast<char>(b0 - 1)) +
+                                 std::string(kAnyDigits),
+                             false});
+  return out;
+}
+
+// Integer part `ip` then a fraction from `f` ("" = no fraction part).
+Re with_fraction(const std::string& ip, const Digits& f) {
+  if (!f.more && !f.empty) return std::nullopt;
+  if (!f.more) return ip;
+  return ip + group("\\." + group(*f.more)) + (f.empty ? "?" : "");
+}
+
+// Non-negative decimal strings (JSON's form without sign and exponent)
+// whose value x has lo <= x <= hi (lo < x, x < hi per flags); hi nullopt:
+// unbounded. lo, hi non-negative.
+Re nonneg_decimal_range(const Decimal& lo, bool incl_lo, const std::optional<Decimal>& hi,
+                        bool incl_hi) {
+  if (hi) {
+    const int c = cmp_abs(lo, *hi);
+    if (c > 0 || (c == 0 && !(incl_lo && incl_hi))) return std::nullopt;
+  }
+  std::vector<std::string> parts;
+  auto add = [&](const Re& r) {
+    if (r) parts.push_back(*r);
+  };
+  if (hi && lo.int_digits == hi->int_digits) {
+    add(with_fraction(lo.int_digits,
+                      frac_between(lo.frac_digits, hi->frac_digits, incl_lo, incl_hi)));
+  } else {
+    add(with_fraction(lo.int_digits, frac_ge(lo.frac_digits, incl_lo)));
+    const std::string next = inc_int(lo.int_digits);
+    if (!hi || cmp_int(next, hi->int_digits) < 0) {
+      Re mid = int_digits_range(
+          next, hi ? std::optional<std::string>(dec_int(hi->int_digits)) : std::nullopt);
+      if (mid) parts.push_back(*mid + "(?:\\.[0-9]+)?");
+    }
+    if (hi) add(with_fraction(hi->int_digits, frac_le(hi->frac_digits, incl_hi)));
+  }
+  if (parts.empty()) return std::nullopt;
+  return parts.size() == 1 ? group(parts[0]) : alternation(parts);
+}
+
+// Decimal strings (JSON numbers without an exponent) with values in the
+// bounds (either side may be absent; flags: inclusive).
+Re decimal_range_regex(const std::optional<Decimal>& lo, bool incl_lo,
+                       const std::optional<Decimal>& hi, bool incl_hi) {
+  const Decimal zero;
+  std::vector<std::string> parts;
+  // x >= 0: [max(lo, 0), hi].
+  if (!hi || !hi->neg) {
+    const bool lo_pos = lo && !lo->neg;
+    Re r = nonneg_decimal_range(lo_pos ? *lo : zero, lo_pos ? incl_lo : true, hi, incl_hi);
+    if (r) parts.push_back(*r);
+  }
+  // x = -y, y >= 0: y in [max(-hi, 0), -lo] (so "-0" is in when 0 is).
+  if (!lo || lo->neg || lo->is_zero()) {
+    const bool hi_neg = hi && (hi->neg || hi->is_zero());
+    Decimal ylo = hi_neg ? *hi : zero;
+    ylo.neg = false;
+    std::optional<Decimal> yhi;
+    if (lo) {
+      yhi = *lo;
+      yhi->neg = false;
+    }
+    Re r = nonneg_decimal_range(ylo, hi_neg ? incl_hi : true, yhi, incl_lo);
+    if (r) parts.push_back("-" + *r);
+  }
+  if (parts.empty()) return std::nullopt;
+  return parts.size() == 1 ? parts[0] : alternation(parts);
+}
+
 class Builder {
  public:
   Builder(const json& root, std::string ws, bool no_additional)
@@ -208,26 +451,45 @@ class Builder {
     return std::string(kInteger);
   }
 
+  // Bounded numbers: exactly the decimal strings whose value is within the
+  // bounds (decimal_range_regex; fractional and exclusive bounds are exact).
+  // No exponent then ("1e-1" is never written): an exponent's value cannot
+  // be bounded digit by digit. Unbounded: any JSON number.
   Re number_re(const json& s, const std::string& path) const {
-    if (!s.contains("minimum") && !s.contains("maximum") && !s.contains("exclusiveMinimum") &&
-        !s.contains("exclusiveMaximum"))
-      return std::string(kNumber);
-    std::optional<long long> lo, hi;
-    int_bounds(s, path, lo, hi);
-    // Integers in the bounds, plus a fraction on integer parts at least one
-    // away from both bounds (x.f then stays strictly inside).
-    std::vector<std::string> parts;
-    const long long ilo = lo.value_or(-kMaxBound), ihi = hi.value_or(kMaxBound);
-    if (ilo > ihi) return std::nullopt;
-    Re ints = lo && hi ? Re(integer_range_regex(ilo, ihi)) : integer_re(s, path);
-    parts.push_back(*ints + "(?:\\.0{1,3})?");
-    const long long flo = std::max(ilo + 1, 0LL),
-                    fhi = ihi - 1;  // fractions on non-negative parts only
-    if (flo <= fhi) parts.push_back(integer_range_regex(flo, fhi) + "\\.[0-9]{1,6}");
-    const long long nlo = ilo + 1,
-                    nhi = std::min(ihi - 1, -1LL);  // negative parts: -k.f in (-(k+1), -k)
-    if (nlo <= nhi) parts.push_back(integer_range_regex(nlo, nhi) + "\\.[0-9]{1,6}");
-    return alternation(parts);
+    std::optional<Decimal> lo, hi;
+    bool incl_lo = true, incl_hi = true;
+    auto bound = [&](const char* k, bool lower, bool inclusive) {
+      if (!s.contains(k)) return;
+      const json& v = s[k];
+      if (v.is_boolean())
+        fail(path, fmt::format("'{}' as a boolean (draft 4) is not supported", k));
+      if (!v.is_number()) fail(path, fmt::format("'{}' must be a number", k));
+      const Decimal d = parse_decimal(v.dump());
+      if (d.int_digits.size() > kMaxBoundDigits || d.frac_digits.size() > kMaxBoundDigits)
+        fail(path, fmt::format("'{}' has more than {} digits before or after the point: not "
+                               "supported",
+                               k, kMaxBoundDigits));
+      std::optional<Decimal>& b = lower ? lo : hi;
+      bool& incl = lower ? incl_lo : incl_hi;
+      if (!b) {
+        b = d;
+        incl = inclusive;
+        return;
+      }
+      const int c = cmp_decimal(d, *b);
+      if (lower ? c > 0 : c < 0) {  // the tighter bound wins
+        b = d;
+        incl = inclusive;
+      } else if (c == 0) {
+        incl = incl && inclusive;
+      }
+    };
+    bound("minimum", true, true);
+    bound("exclusiveMinimum", true, false);
+    bound("maximum", false, true);
+    bound("exclusiveMaximum", false, false);
+    if (!lo && !hi) return std::string(kNumber);
+    return decimal_range_regex(lo, incl_lo, hi, incl_hi);
   }
 
   Re string_schema(const json& s, const std::string& path) const {

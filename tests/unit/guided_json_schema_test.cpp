@@ -4,7 +4,10 @@
 // vocabulary (Qwen2's byte-level BPE).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "engine/guided/guide.h"
 #include "engine/guided/json_schema_regex.h"
@@ -12,6 +15,8 @@
 
 namespace pagoda::guided {
 namespace {
+
+using nlohmann::json;
 
 ByteDfa schema_dfa(const std::string& schema, const std::string& ws = "") {
   return ByteDfa::compile(json_schema_to_regex(schema, ws));
@@ -121,6 +126,116 @@ TEST(GuidedJsonSchema, NumbersStringsFormatsWhitespace) {
   ByteDfa obj = ByteDfa::compile(json_object_regex(""));
   EXPECT_TRUE(obj.matches(R"({"k": [1, {"z": "q"}], "t": true})"));
   EXPECT_FALSE(obj.matches(R"([1])"));
+}
+
+// Bounded numbers are exact: for random bounds (fractional, negative,
+// inclusive or exclusive, one side absent) and random decimal strings, the
+// pattern matches exactly the strings whose value is within the bounds,
+// compared as scaled integers (no doubles).
+TEST(GuidedJsonSchema, BoundedNumbersAreExact) {
+  constexpr int kScale = 6;                          // values are multiples of 10^-6 here
+  auto text_of = [](long long v, int frac_digits) {  // v in units of 10^-6
+    const bool neg = v < 0;
+    const unsigned long long a = static_cast<unsigned long long>(neg ? -v : v);
+    std::string f = std::to_string(a % 1000000);
+    f = std::string(6 - f.size(), '0') + f;
+    std::string out = (neg ? "-" : "") + std::to_string(a / 1000000);
+    while (!f.empty() && f.back() == '0') f.pop_back();
+    if (frac_digits > static_cast<int>(f.size())) f.append(frac_digits - f.size(), '0');
+    if (!f.empty()) out += "." + f;
+    return out;
+  };
+  std::mt19937_64 rng(20240611);
+  auto random_value = [&](int max_int) {
+    const long long ip = static_cast<long long>(rng() % static_cast<unsigned>(max_int + 1));
+    const int digits = static_cast<int>(rng() % 4);  // fraction digits 0..3
+    long long frac = 0;
+    for (int k = 0; k < digits; ++k) frac = frac * 10 + static_cast<long long>(rng() % 10);
+    for (int k = digits; k < kScale; ++k) frac *= 10;
+    const long long v = ip * 1000000 + frac;
+    return rng() % 2 ? -v : v;
+  };
+  int checked = 0;
+  for (int round = 0; round < 300; ++round) {
+    const int max_int = round % 3 == 0 ? 2 : round % 3 == 1 ? 30 : 1200;
+    long long a = random_value(max_int), b = random_value(max_int);
+    if (a > b) std::swap(a, b);
+    if (round % 7 == 0) b = a;  // equal bounds
+    const bool has_lo = round % 11 != 5, has_hi = round % 13 != 6;
+    const bool excl_lo = rng() % 2, excl_hi = rng() % 2;
+    json schema = {{"type", "number"}};
+    if (has_lo) schema[excl_lo ? "exclusiveMinimum" : "minimum"] = json::parse(text_of(a, 0));
+    if (has_hi) schema[excl_hi ? "exclusiveMaximum" : "maximum"] = json::parse(text_of(b, 0));
+    auto inside = [&](long long v) {
+      return (!has_lo || (excl_lo ? v > a : v >= a)) && (!has_hi || (excl_hi ? v < b : v <= b));
+    };
+    std::string re;
+    try {
+      re = json_schema_to_regex(schema.dump(), "");
+    } catch (const SchemaError& e) {
+      // Unsatisfiable: no value may be inside.
+      EXPECT_NE(std::string(e.what()).find("no document"), std::string::npos) << e.what();
+      EXPECT_TRUE(has_lo && has_hi && (b < a || (a == b && (excl_lo || excl_hi)))) << schema.dump();
+      continue;
+    }
+    const ByteDfa d = ByteDfa::compile(re);
+    EXPECT_LT(d.num_states(), 400u) << schema.dump();
+    std::vector<long long> probes = {a, b, a - 1, a + 1, b - 1, b + 1, 0};
+    for (int k = 0; k < 200; ++k) probes.push_back(random_value(max_int));
+    for (int k = 0; k < 50; ++k)
+      probes.push_back(a + static_cast<long long>(rng() % 2000001) - 1000000);
+    for (long long v : probes)
+      for (int extra : {0, 1, 4}) {  // trailing zeros do not change the value
+        const std::string t = text_of(v, extra);
+        ASSERT_EQ(d.matches(t), inside(v)) << schema.dump() << " on " << t;
+        if (v == 0) {  // "-0" is 0, as JSON reads it
+          ASSERT_EQ(d.matches("-" + t), inside(0)) << schema.dump() << " on -" << t;
+        }
+        ++checked;
+      }
+    EXPECT_EQ(d.matches("1e2"), !has_lo && !has_hi);  // bounded: no exponent
+    EXPECT_FALSE(d.matches("01"));
+    EXPECT_FALSE(d.matches("1."));
+    EXPECT_FALSE(d.matches(".5"));
+  }
+  EXPECT_GT(checked, 100000);
+}
+
+// The tester's cases: [0, 1] has 0.37; fractional and exclusive bounds
+// compile (they had been refused as unsatisfiable).
+TEST(GuidedJsonSchema, FractionalNumberBounds) {
+  ByteDfa unit = schema_dfa(R"({"type":"number","minimum":0,"maximum":1})");
+  for (const char* ok : {"0", "1", "0.37", "0.999999", "1.000", "0.0"})
+    EXPECT_TRUE(unit.matches(ok)) << ok;
+  for (const char* bad : {"1.01", "-0.1", "2", "1e-1"}) EXPECT_FALSE(unit.matches(bad)) << bad;
+  ByteDfa mid = schema_dfa(R"({"type":"number","minimum":0.1,"maximum":0.9})");
+  EXPECT_TRUE(mid.matches("0.1"));
+  EXPECT_TRUE(mid.matches("0.5"));
+  EXPECT_TRUE(mid.matches("0.9000"));
+  EXPECT_FALSE(mid.matches("0.09"));
+  EXPECT_FALSE(mid.matches("0.90001"));
+  ByteDfa open = schema_dfa(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})");
+  EXPECT_TRUE(open.matches("0.5"));
+  EXPECT_FALSE(open.matches("0"));
+  EXPECT_FALSE(open.matches("0.000"));
+  EXPECT_FALSE(open.matches("1"));
+  ByteDfa neg = schema_dfa(R"({"type":"number","minimum":-2.5,"maximum":-2.25})");
+  EXPECT_TRUE(neg.matches("-2.3"));
+  EXPECT_TRUE(neg.matches("-2.5"));
+  EXPECT_FALSE(neg.matches("-2.2"));
+  ByteDfa tiny = schema_dfa(R"({"type":"number","minimum":0.001,"maximum":0.002})");
+  EXPECT_TRUE(tiny.matches("0.0015"));
+  EXPECT_FALSE(tiny.matches("0.0021"));
+  ByteDfa point = schema_dfa(R"({"type":"number","minimum":0.25,"maximum":0.25})");
+  EXPECT_TRUE(point.matches("0.25"));
+  EXPECT_TRUE(point.matches("0.2500"));
+  EXPECT_FALSE(point.matches("0.251"));
+  ByteDfa big = schema_dfa(R"({"type":"number","exclusiveMinimum":1e20})");
+  EXPECT_TRUE(big.matches("100000000000000000000.5"));
+  EXPECT_FALSE(big.matches("100000000000000000000"));
+  ByteDfa small = schema_dfa(R"({"type":"number","exclusiveMaximum":1e-5,"minimum":0})");
+  EXPECT_TRUE(small.matches("0.000009"));
+  EXPECT_FALSE(small.matches("0.00001"));
 }
 
 TEST(GuidedJsonSchema, UnsupportedAndInvalidSchemasAreErrors) {
