@@ -154,6 +154,11 @@ int cmp_decimal(const Decimal& a, const Decimal& b) {
 }
 // A bound's digits before / after the point (each digit nests a group).
 constexpr size_t kMaxBoundDigits = 60;
+// A bounded number's fraction digits, at most (decimal_range_regex). Without
+// a limit a model can write "3.3333..." until max_tokens (the random test
+// model of GuidedAcceptance did, in several cases); 16 digits is past a
+// double's precision.
+constexpr size_t kMaxFractionDigits = 16;
 
 // The digit string one more / one less than a non-negative integer.
 std::string inc_int(std::string s) {
@@ -215,50 +220,63 @@ Digits digits_after(const std::string& first, const Digits& rest) {
   if (!rest.more) return {first, false};
   return {first + (rest.empty ? group(*rest.more) + "?" : group(*rest.more)), false};
 }
-constexpr std::string_view kAnyDigits = "[0-9]*";
+// Fractions are at most n digits long (n >= 0 below): up to n more digits.
+std::string up_to(size_t n) { return n == 0 ? "" : fmt::format("[0-9]{{0,{}}}", n); }
+// Non-empty digit strings of at most n digits, not all zeros.
+Digits not_all_zeros(size_t n) {
+  std::vector<std::string> parts;  // by the position of the first non-zero digit
+  for (size_t k = 0; k < n; ++k)
+    parts.push_back((k ? fmt::format("0{{{}}}", k) : "") + "[1-9]" + up_to(n - 1 - k));
+  if (parts.empty()) return {};
+  return {parts.size() == 1 ? parts[0] : alternation(parts), false};
+}
 
-// Fractions F (digit strings, maybe empty) with 0.F >= 0.c (> when !incl);
-// c without trailing zeros.
-Digits frac_ge(std::string_view c, bool incl) {
+// Fractions F (digit strings, maybe empty, at most n digits) with
+// 0.F >= 0.c (> when !incl); c without trailing zeros.
+Digits frac_ge(std::string_view c, bool incl, size_t n) {
   if (c.empty()) {
-    if (incl) return {"[0-9]+", true};
-    return {"[0-9]*[1-9][0-9]*", false};  // not all zeros
+    if (incl) return {n ? Re(fmt::format("[0-9]{{1,{}}}", n)) : std::nullopt, true};
+    return not_all_zeros(n);
   }
-  Digits out = digits_after(std::string(1, c[0]), frac_ge(c.substr(1), incl));
+  if (n == 0) return {};
+  Digits out = digits_after(std::string(1, c[0]), frac_ge(c.substr(1), incl, n - 1));
   if (c[0] < '9')
-    out = digits_union(
-        out, {digit_class(static_cast<char>(c[0] + 1), '9') + std::string(kAnyDigits), false});
+    out = digits_union(out, {digit_class(static_cast<char>(c[0] + 1), '9') + up_to(n - 1), false});
   return out;
 }
-// Fractions F with 0.F <= 0.c (< when !incl).
-Digits frac_le(std::string_view c, bool incl) {
+// Fractions F (at most n digits) with 0.F <= 0.c (< when !incl).
+Digits frac_le(std::string_view c, bool incl, size_t n) {
   if (c.empty()) {
-    if (incl) return {"0+", true};
+    if (incl) return {n ? Re(fmt::format("0{{1,{}}}", n)) : std::nullopt, true};
     return {};
   }
   // "" (0 < 0.c: c has a non-zero digit), a smaller first digit, or c[0]
   // and the rest.
-  Digits out = digits_after(std::string(1, c[0]), frac_le(c.substr(1), incl));
+  if (n == 0) return {std::nullopt, true};
+  Digits out = digits_after(std::string(1, c[0]), frac_le(c.substr(1), incl, n - 1));
   out.empty = true;
   if (c[0] > '0')
-    out = digits_union(
-        out, {digit_class('0', static_cast<char>(c[0] - 1)) + std::string(kAnyDigits), false});
+    out = digits_union(out, {digit_class('0', static_cast<char>(c[0] - 1)) + up_to(n - 1), false});
   return out;
 }
-// Fractions F with 0.a <= 0.F <= 0.b (strict per flag); 0.a <= 0.b.
-Digits frac_between(std::string_view a, std::string_view b, bool incl_a, bool incl_b) {
-  if (a.empty() && b.empty()) return incl_a && incl_b ? Digits{"0+", true} : Digits{};
-  if (a.empty() && incl_a) return frac_le(b, incl_b);
+// Fractions F (at most n digits) with 0.a <= 0.F <= 0.b (strict per flag);
+// 0.a <= 0.b.
+Digits frac_between(std::string_view a, std::string_view b, bool incl_a, bool incl_b, size_t n) {
+  if (a.empty() && b.empty())
+    return incl_a && incl_b ? Digits{n ? Re(fmt::format("0{{1,{}}}", n)) : std::nullopt, true}
+                            : Digits{};
+  if (a.empty() && incl_a) return frac_le(b, incl_b, n);
+  if (n == 0) return {};                              // F = "" is 0 < 0.a, or 0 with 0 excluded
   const char a0 = a.empty() ? '0' : a[0], b0 = b[0];  // b is not empty here
   const std::string_view ar = a.empty() ? a : a.substr(1), br = b.substr(1);
-  Digits out;
-  if (a0 == b0) return digits_after(std::string(1, a0), frac_between(ar, br, incl_a, incl_b));
-  out = digits_after(std::string(1, a0), frac_ge(ar, incl_a));
-  out = digits_union(out, digits_after(std::string(1, b0), frac_le(br, incl_b)));
+  if (a0 == b0)
+    return digits_after(std::string(1, a0), frac_between(ar, br, incl_a, incl_b, n - 1));
+  Digits out = digits_after(std::string(1, a0), frac_ge(ar, incl_a, n - 1));
+  out = digits_union(out, digits_after(std::string(1, b0), frac_le(br, incl_b, n - 1)));
   if (a0 + 1 < b0)
-    out = digits_union(out, {digit_class(static_cast<char>(a0 + 1), static_cast<char>(b0 - 1)) +
-                                 std::string(kAnyDigits),
-                             false});
+    out = digits_union(
+        out,
+        {digit_class(static_cast<char>(a0 + 1), static_cast<char>(b0 - 1)) + up_to(n - 1), false});
   return out;
 }
 
@@ -273,7 +291,7 @@ Re with_fraction(const std::string& ip, const Digits& f) {
 // whose value x has lo <= x <= hi (lo < x, x < hi per flags); hi nullopt:
 // unbounded. lo, hi non-negative.
 Re nonneg_decimal_range(const Decimal& lo, bool incl_lo, const std::optional<Decimal>& hi,
-                        bool incl_hi) {
+                        bool incl_hi, size_t n) {
   if (hi) {
     const int c = cmp_abs(lo, *hi);
     if (c > 0 || (c == 0 && !(incl_lo && incl_hi))) return std::nullopt;
@@ -284,16 +302,16 @@ Re nonneg_decimal_range(const Decimal& lo, bool incl_lo, const std::optional<Dec
   };
   if (hi && lo.int_digits == hi->int_digits) {
     add(with_fraction(lo.int_digits,
-                      frac_between(lo.frac_digits, hi->frac_digits, incl_lo, incl_hi)));
+                      frac_between(lo.frac_digits, hi->frac_digits, incl_lo, incl_hi, n)));
   } else {
-    add(with_fraction(lo.int_digits, frac_ge(lo.frac_digits, incl_lo)));
+    add(with_fraction(lo.int_digits, frac_ge(lo.frac_digits, incl_lo, n)));
     const std::string next = inc_int(lo.int_digits);
     if (!hi || cmp_int(next, hi->int_digits) < 0) {
       Re mid = int_digits_range(
           next, hi ? std::optional<std::string>(dec_int(hi->int_digits)) : std::nullopt);
-      if (mid) parts.push_back(*mid + "(?:\\.[0-9]+)?");
+      if (mid) parts.push_back(*mid + fmt::format("(?:\\.[0-9]{{1,{}}})?", n));
     }
-    if (hi) add(with_fraction(hi->int_digits, frac_le(hi->frac_digits, incl_hi)));
+    if (hi) add(with_fraction(hi->int_digits, frac_le(hi->frac_digits, incl_hi, n)));
   }
   if (parts.empty()) return std::nullopt;
   return parts.size() == 1 ? group(parts[0]) : alternation(parts);
@@ -303,12 +321,18 @@ Re nonneg_decimal_range(const Decimal& lo, bool incl_lo, const std::optional<Dec
 // bounds (either side may be absent; flags: inclusive).
 Re decimal_range_regex(const std::optional<Decimal>& lo, bool incl_lo,
                        const std::optional<Decimal>& hi, bool incl_hi) {
+  // Fraction digits, at most: kMaxFractionDigits, or more where a bound
+  // has more (two past its last digit, so that an open range stays
+  // non-empty).
+  size_t n = kMaxFractionDigits;
+  if (lo) n = std::max(n, lo->frac_digits.size() + 2);
+  if (hi) n = std::max(n, hi->frac_digits.size() + 2);
   const Decimal zero;
   std::vector<std::string> parts;
   // x >= 0: [max(lo, 0), hi].
   if (!hi || !hi->neg) {
     const bool lo_pos = lo && !lo->neg;
-    Re r = nonneg_decimal_range(lo_pos ? *lo : zero, lo_pos ? incl_lo : true, hi, incl_hi);
+    Re r = nonneg_decimal_range(lo_pos ? *lo : zero, lo_pos ? incl_lo : true, hi, incl_hi, n);
     if (r) parts.push_back(*r);
   }
   // x = -y, y >= 0: y in [max(-hi, 0), -lo] (so "-0" is in when 0 is).
@@ -321,7 +345,7 @@ Re decimal_range_regex(const std::optional<Decimal>& lo, bool incl_lo,
       yhi = *lo;
       yhi->neg = false;
     }
-    Re r = nonneg_decimal_range(ylo, hi_neg ? incl_hi : true, yhi, incl_lo);
+    Re r = nonneg_decimal_range(ylo, hi_neg ? incl_hi : true, yhi, incl_lo, n);
     if (r) parts.push_back("-" + *r);
   }
   if (parts.empty()) return std::nullopt;
@@ -454,7 +478,8 @@ class Builder {
   // Bounded numbers: exactly the decimal strings whose value is within the
   // bounds (decimal_range_regex; fractional and exclusive bounds are exact).
   // No exponent then ("1e-1" is never written): an exponent's value cannot
-  // be bounded digit by digit. Unbounded: any JSON number.
+  // be bounded digit by digit; at most kMaxFractionDigits fraction digits
+  // (or two more than a bound has). Unbounded: any JSON number, as before.
   Re number_re(const json& s, const std::string& path) const {
     std::optional<Decimal> lo, hi;
     bool incl_lo = true, incl_hi = true;

@@ -233,6 +233,15 @@ TEST(GuidedJsonSchema, FractionalNumberBounds) {
   ByteDfa big = schema_dfa(R"({"type":"number","exclusiveMinimum":1e20})");
   EXPECT_TRUE(big.matches("100000000000000000000.5"));
   EXPECT_FALSE(big.matches("100000000000000000000"));
+  // At most 16 fraction digits (a model cannot write 0.3333... forever),
+  // more when a bound has more.
+  EXPECT_TRUE(unit.matches("0." + std::string(16, '3')));
+  EXPECT_FALSE(unit.matches("0." + std::string(17, '3')));
+  EXPECT_FALSE(unit.matches("1." + std::string(17, '0')));
+  ByteDfa fine = schema_dfa(R"({"type":"number","exclusiveMinimum":0,"maximum":1e-20})");
+  EXPECT_TRUE(fine.matches("0.00000000000000000001"));
+  EXPECT_TRUE(fine.matches("0.0000000000000000000050"));
+  EXPECT_FALSE(fine.matches("0.000000000000000000011"));
   ByteDfa small = schema_dfa(R"({"type":"number","exclusiveMaximum":1e-5,"minimum":0})");
   EXPECT_TRUE(small.matches("0.000009"));
   EXPECT_FALSE(small.matches("0.00001"));
