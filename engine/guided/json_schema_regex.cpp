@@ -352,6 +352,36 @@ Re decimal_range_regex(const std::optional<Decimal>& lo, bool incl_lo,
   return parts.size() == 1 ? parts[0] : alternation(parts);
 }
 
+// The top-level alternatives of a regex, as [begin, end) offsets: '|'
+// outside groups, classes and escapes splits.
+std::vector<std::pair<size_t, size_t>> top_level_branches(std::string_view p) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t start = 0;
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+      if (i + 1 < p.size() && p[i + 1] == '^') ++i;
+      if (i + 1 < p.size() && p[i + 1] == ']') ++i;  // a leading ']' is literal
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else if (c == '|' && depth == 0) {
+      out.emplace_back(start, i);
+      start = i + 1;
+    }
+  }
+  out.emplace_back(start, p.size());
+  return out;
+}
+
 class Builder {
  public:
   Builder(const json& root, std::string ws, bool no_additional)
@@ -517,6 +547,42 @@ class Builder {
     return decimal_range_regex(lo, incl_lo, hi, incl_hi);
   }
 
+  // A JSON-schema `pattern` as the regex of a whole string's content.
+  // JSON Schema patterns are unanchored (ECMA-262 search semantics, as
+  // vLLM's backends read them): "^abc" means "starts with abc", "xyz$" "ends
+  // with xyz", "abc" "contains abc". Each top-level alternative keeps its
+  // own anchors ("^a|b$"); an unanchored side gets any string characters.
+  // Errors name offsets in the pattern as the schema wrote it.
+  std::string pattern_body(const std::string& p, const std::string& path) const {
+    const std::string any = group(std::string(kStringChar)) + "*";
+    std::vector<std::string> branches;
+    for (auto [begin, end] : top_level_branches(p)) {
+      std::string_view b(p.data() + begin, end - begin);
+      const bool head = b.starts_with('^');
+      if (head) b.remove_prefix(1);
+      size_t slashes = 0;  // a '$' after an odd number of backslashes is a literal
+      while (b.size() >= 2 + slashes && b[b.size() - 2 - slashes] == '\\') ++slashes;
+      const bool tail = b.ends_with('$') && slashes % 2 == 0;
+      if (tail) b.remove_suffix(1);
+      ByteDfa d;
+      try {
+        d = ByteDfa::compile(b);
+      } catch (const RegexError& e) {
+        if (e.offset() == std::string::npos) fail(path, fmt::format("'pattern': {}", e.what()));
+        fail(path, fmt::format("'pattern': invalid regex at offset {}: {}",
+                               begin + (head ? 1 : 0) + e.offset(), e.detail()));
+      }
+      for (int c = 0; c < 0x20; ++c)
+        if (d.uses_byte(static_cast<uint8_t>(c)))
+          fail(path,
+               "'pattern' may match control characters (JSON needs them escaped): not supported");
+      if (d.uses_byte('"') || d.uses_byte('\\'))
+        fail(path, "'pattern' may match '\"' or '\\' (JSON needs them escaped): not supported");
+      branches.push_back((head ? "" : any) + group(std::string(b)) + (tail ? "" : any));
+    }
+    return branches.size() == 1 ? branches[0] : alternation(branches);
+  }
+
   Re string_schema(const json& s, const std::string& path) const {
     auto get_len = [&](const char* k, int def) {
       if (!s.contains(k)) return def;
@@ -532,24 +598,7 @@ class Builder {
     if (s.contains("pattern")) {
       if (has_len) fail(path, "'pattern' together with minLength/maxLength is not supported");
       if (!s["pattern"].is_string()) fail(path, "'pattern' must be a string");
-      std::string p = s["pattern"].get<std::string>();
-      const bool anchored = p.starts_with("^") && p.ends_with("$") && !p.ends_with("\\$");
-      std::string inner = anchored ? p.substr(1, p.size() - 2)
-                                   : group(std::string(kStringChar)) + "*" + group(p) +
-                                         group(std::string(kStringChar)) + "*";
-      ByteDfa d;
-      try {
-        d = ByteDfa::compile(anchored ? inner : p);
-      } catch (const RegexError& e) {
-        fail(path, fmt::format("'pattern': {}", e.what()));
-      }
-      for (int b = 0; b < 0x20; ++b)
-        if (d.uses_byte(static_cast<uint8_t>(b)))
-          fail(path,
-               "'pattern' may match control characters (JSON needs them escaped): not supported");
-      if (d.uses_byte('"') || d.uses_byte('\\'))
-        fail(path, "'pattern' may match '\"' or '\\' (JSON needs them escaped): not supported");
-      return "\"" + group(inner) + "\"";
+      return "\"" + group(pattern_body(s["pattern"].get<std::string>(), path)) + "\"";
     }
     if (s.contains("format")) {
       if (has_len) fail(path, "'format' together with minLength/maxLength is not supported");

@@ -81,9 +81,7 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void fail(std::string_view what) const {
-    throw RegexError(fmt::format("invalid regex at offset {}: {}", pos_, what));
-  }
+  [[noreturn]] void fail(std::string_view what) const { throw RegexError(pos_, std::string(what)); }
   bool at_end() const { return pos_ >= p_.size(); }
   char peek() const { return p_[pos_]; }
 

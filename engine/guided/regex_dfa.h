@@ -34,6 +34,19 @@ namespace pagoda::guided {
 class RegexError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
+  // A syntax error at `offset` in the pattern: what() is "invalid regex at
+  // offset N: detail"; offset() and detail() let a caller that compiled a
+  // piece of a larger text report the offset in that text.
+  RegexError(size_t offset, const std::string& detail)
+      : std::invalid_argument("invalid regex at offset " + std::to_string(offset) + ": " + detail),
+        offset_(offset),
+        detail_(detail) {}
+  size_t offset() const { return offset_; }  // npos: not a syntax error
+  const std::string& detail() const { return detail_; }
+
+ private:
+  size_t offset_ = std::string::npos;
+  std::string detail_;
 };
 
 // A pattern past one of the size / work limits below (what() says "too

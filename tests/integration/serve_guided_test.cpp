@@ -13,6 +13,7 @@
 // invalid ones are 400s naming the field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -263,6 +264,30 @@ TEST_F(ServeGuided, RequiredPropertyOutsideClosedPropertiesIsA400) {
   EXPECT_EQ(bad["error"]["param"], "guided_json");
   EXPECT_NE(bad["error"]["message"].get<std::string>().find("no document"), std::string::npos)
       << bad;
+}
+
+// A half-anchored schema pattern ("^ab": starts with ab) is accepted and
+// followed; a bad one is a 400 giving the offset in the pattern as sent and
+// the schema path (it had named an offset in the internal wrapped regex).
+TEST_F(ServeGuided, HalfAnchoredSchemaPatterns) {
+  json r = post_json(port(), "/v1/completions",
+                     {{"prompt", "x"},
+                      {"max_tokens", 12},
+                      {"temperature", 0},
+                      {"guided_json", {{"type", "string"}, {"pattern", "^ab"}}}});
+  const std::string text = r["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text.substr(0, 3), std::string("\"ab").substr(0, std::min<size_t>(3, text.size())))
+      << text;
+  json bad = post_json(port(), "/v1/completions",
+                       {{"prompt", "x"},
+                        {"guided_json",
+                         {{"type", "object"},
+                          {"properties", {{"code", {{"type", "string"}, {"pattern", "^ab(c"}}}}}}}},
+                       400);
+  EXPECT_EQ(bad["error"]["param"], "guided_json");
+  const std::string msg = bad["error"]["message"].get<std::string>();
+  EXPECT_NE(msg.find("#/properties/code"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("invalid regex at offset 5: missing ')'"), std::string::npos) << msg;
 }
 
 // The generated object's keys come in the schema's properties order as the

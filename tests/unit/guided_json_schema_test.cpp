@@ -247,6 +247,57 @@ TEST(GuidedJsonSchema, FractionalNumberBounds) {
   EXPECT_FALSE(small.matches("0.00001"));
 }
 
+// JSON Schema patterns search (ECMA-262): "^abc" is "starts with abc",
+// "xyz$" "ends with xyz", each top-level alternative with its own anchors.
+// Half-anchored patterns had been refused with an offset into the internal
+// wrapped regex; errors now give the offset in the schema's pattern and the
+// schema path.
+TEST(GuidedJsonSchema, PatternAnchorsArePerSide) {
+  auto str = [](const std::string& pattern) {
+    return schema_dfa(json{{"type", "string"}, {"pattern", pattern}}.dump());
+  };
+  ByteDfa head = str("^abc");
+  EXPECT_TRUE(head.matches(R"("abc")"));
+  EXPECT_TRUE(head.matches(R"("abcdef")"));
+  EXPECT_FALSE(head.matches(R"("xabc")"));
+  ByteDfa tail = str("xyz$");
+  EXPECT_TRUE(tail.matches(R"("xyz")"));
+  EXPECT_TRUE(tail.matches(R"("wxyz")"));
+  EXPECT_FALSE(tail.matches(R"("xyzw")"));
+  ByteDfa plus = str("^(a|b)+");
+  EXPECT_TRUE(plus.matches(R"("abz")"));
+  EXPECT_FALSE(plus.matches(R"("zab")"));
+  ByteDfa digits = str("\\d{3}$");
+  EXPECT_TRUE(digits.matches(R"("id-123")"));
+  EXPECT_FALSE(digits.matches(R"("123-id")"));
+  ByteDfa both = str("^a|b$");  // starts with a, or ends with b
+  EXPECT_TRUE(both.matches(R"("ax")"));
+  EXPECT_TRUE(both.matches(R"("xb")"));
+  EXPECT_FALSE(both.matches(R"("xa")"));
+  ByteDfa literal_dollar = str("^a\\$");  // an escaped '$' is a character
+  EXPECT_TRUE(literal_dollar.matches(R"("a$")"));
+  EXPECT_TRUE(literal_dollar.matches(R"("a$x")"));
+  EXPECT_FALSE(literal_dollar.matches(R"("a")"));
+  ByteDfa full = str("^[a-z]{2}$");
+  EXPECT_TRUE(full.matches(R"("ab")"));
+  EXPECT_FALSE(full.matches(R"("abc")"));
+  auto err = [](const std::string& schema) {
+    try {
+      json_schema_to_regex(schema, "");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string e =
+      err(R"({"type":"object","properties":{"code":{"type":"string","pattern":"^ab(c"}}})");
+  EXPECT_NE(e.find("#/properties/code"), std::string::npos) << e;
+  EXPECT_NE(e.find("invalid regex at offset 5: missing ')'"), std::string::npos) << e;
+  const std::string mid = err(R"({"type":"string","pattern":"xy|a^b"})");
+  EXPECT_NE(mid.find("invalid regex at offset 4: '^' inside the pattern"), std::string::npos)
+      << mid;
+}
+
 TEST(GuidedJsonSchema, UnsupportedAndInvalidSchemasAreErrors) {
   auto err = [](const std::string& schema) {
     try {
