@@ -95,23 +95,21 @@ bool launch_moe_gemm_mma(DType dt, const void* a, int64_t a_div, const void* w, 
                          int64_t num_slots, int64_t N, int64_t K, cudaStream_t stream);
 
 // Decode-sized batches: at most this many tokens run the experts' linears
-// on launch_moe_gemv (moe_use_gemv), more on the grouped GEMM. Why 8:
-//  * a token picks an expert once, so an expert gets at most T slots: at
-//    T <= 8 a warp keeps <= 8 fp32 sums and reads <= 8 16-byte input chunks
-//    (L1 hits) per 16-byte weight chunk from DRAM. The dense gemv.cu is
-//    weight-stream bound at 1-2 rows (LtGemm uses it at M <= 2; at more the
-//    L1 re-reads cost), and 1-2 slots an expert is the usual case here
-//    (Mixtral, T = 8: 16 slots over 8 experts; Qwen2-MoE, T = 8: 32 over
-//    60); 8 slots on one expert is the worst case, still correct;
-//  * 8 is a decode CUDA-graph batch size (DecodeGraphs::capture_sizes: 1,
+// on launch_moe_gemv (moe_use_gemv), more on the grouped GEMM. Why 4:
+//  * a token picks an expert once, so an expert gets at most T slots: a
+//    warp keeps <= T fp32 sums and reads <= T 16-byte input chunks (L1
+//    hits) per 16-byte weight chunk from DRAM;
+//  * measured on the H200 (pagoda_gpu_bench --only moe, Mixtral-8x7B's
+//    experts, docs/PERFORMANCE.md 2026-12-03): gate_up / down at 97 / 80 %
+//    of the copy bandwidth at T = 1 against the grouped GEMM's 56 / 25 %,
+//    86 / 67 % against 55 / 45 % at T = 4, but 51 / 45 % against 55 / 53 %
+//    at T = 8 (up to 6 slots an expert: the L1 re-reads cost);
+//  * 4 is a decode CUDA-graph batch size (DecodeGraphs::capture_sizes: 1,
 //    2, 4, then multiples of 8), so a batch and the graph batch it is
 //    padded to are on the same side of the threshold and take the same
 //    kernel (graph replays equal the eager op bit for bit: the GEMV's sum
-//    for a slot does not depend on the other slots of the step);
-//  * past it the grouped GEMM's 16-row tiles fill up (Mixtral, T = 16: 4
-//    slots an expert on average) and tensor cores pay off; the crossover is
-//    not measured yet (H200: to tune with pagoda_gpu_bench).
-constexpr int64_t kMoeGemvMaxTokens = 8;
+//    for a slot does not depend on the other slots of the step).
+constexpr int64_t kMoeGemvMaxTokens = 4;
 bool moe_use_gemv(int64_t num_tokens);  // 1 <= num_tokens <= kMoeGemvMaxTokens
 
 // The grouped GEMM of launch_moe_gemm (same arguments and result: for every

@@ -7,7 +7,7 @@
 //    I 384), Qwen2-MoE-like (E 60, top-4 not renormalised, a sigmoid-gated
 //    shared expert; Qwen1.5-MoE-A2.7B's H 2048 / I 1408 / Is 5632 over 8),
 //    three experts that no token picks, and shapes the tensor-core GEMM
-//    declines (K % 8 != 0: the CUDA-core kernel); T in {1, 3, 8, 17, 300}
+//    declines (K % 8 != 0: the CUDA-core kernel); T in {1, 3, 4, 8, 17, 300}
 //    (<= 8: the expert-indexed GEMV for bf16 / f16; 300: several tiles per
 //    expert, uneven counts), F32 / F16 / BF16. The output within a relative L2 bound, the routing
 //    (topk ids) equal to a double-precision host routing wherever the probabilities' gaps exceed
@@ -248,13 +248,13 @@ class CudaMoe : public ::testing::Test {
   void SetUp() override { PAGODA_REQUIRE_GPU(); }
 };
 
-// T <= cuda::kMoeGemvMaxTokens (1, 3, 8; kIdle 4) runs the experts on the
-// expert-indexed GEMV for bf16 / f16 (T 8 of Mixtral-like: 16 slots over 8
-// experts, so some expert has several; kIdle T 4: 8 slots over 5 experts,
-// experts 0-2 with none); 17 and 300 on the grouped GEMM; F32 and kOdd on
+// T <= cuda::kMoeGemvMaxTokens (1, 3, 4; kIdle 4) runs the experts on the
+// expert-indexed GEMV for bf16 / f16 (T 4 of Mixtral-like: 8 slots over 8
+// experts, some expert with several; kIdle T 4: 8 slots over 5 experts,
+// experts 0-2 with none); 8, 17 and 300 on the grouped GEMM; F32 and kOdd on
 // the CUDA-core grouped GEMM at every T (the GEMV declines them).
 TEST_F(CudaMoe, MatchesCpuBackend) {
-  const std::vector<int64_t> tokens = {1, 3, 8, 17, 300};
+  const std::vector<int64_t> tokens = {1, 3, 4, 8, 17, 300};
   for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
     check_against_cpu(kMixtralLike, dt, tokens);
     check_against_cpu(kQwenLike, dt, tokens);
@@ -403,7 +403,7 @@ TEST_F(CudaMoe, CapturedGraphMatchesEager) {
     const HostMoe h = make_weights(s, dt, rng);
     MoeWeights w = upload_weights(*gpu, dt, h);
     const MoeOptions opts{s.k, s.renormalize};
-    for (const int64_t T : {int64_t{1}, int64_t{8}, int64_t{17}, int64_t{300}}) {
+    for (const int64_t T : {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{17}, int64_t{300}}) {
       SCOPED_TRACE("T = " + std::to_string(T));
       const std::vector<float> x1 = make_x(s, T, dt, rng), x2 = make_x(s, T, dt, rng);
       Tensor x = upload(*gpu, dt, {T, s.H}, x1);
