@@ -129,7 +129,19 @@ std::string request_body(Backend b, const SampleRequest& sample, const RequestOp
   }
   body["temperature"] = 0.0;
   body["max_tokens"] = sample.expected_output_len;
-  if (opt.logprobs) body["logprobs"] = *opt.logprobs;
+  if (opt.logprobs) {
+    // /v1/chat/completions takes a boolean `logprobs` and the count as
+    // `top_logprobs` (an integer `logprobs` there is a 400 on every request);
+    // /v1/completions and the WebSocket's completion take the count itself.
+    // vLLM's benchmark chat client drops --logprobs altogether; this asks
+    // the chat server for the same work the completions request does.
+    if (b == Backend::kOpenAIChat) {
+      body["logprobs"] = true;
+      body["top_logprobs"] = *opt.logprobs;
+    } else {
+      body["logprobs"] = *opt.logprobs;
+    }
+  }
   if (opt.ignore_eos) body["ignore_eos"] = true;
   if (b == Backend::kPagodaWs) {
     body["type"] = "completion";

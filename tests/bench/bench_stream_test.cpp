@@ -206,5 +206,32 @@ TEST(BenchStream, RequestBodies) {
   EXPECT_FALSE(ws.contains("stream"));
 }
 
+// --logprobs N: /v1/completions (and the WebSocket's completion) take the
+// count as `logprobs`; /v1/chat/completions requires a boolean `logprobs`
+// with the count in `top_logprobs` (an integer there fails every request).
+TEST(BenchStream, RequestBodiesLogprobs) {
+  SampleRequest s;
+  s.prompt = "Once upon";
+  s.expected_output_len = 7;
+  RequestOptions o;
+  o.model = "m";
+  for (Backend b : {Backend::kOpenAI, Backend::kOpenAIChat, Backend::kPagodaWs}) {
+    json body = json::parse(request_body(b, s, o, "bench-1"));
+    EXPECT_FALSE(body.contains("logprobs"));
+    EXPECT_FALSE(body.contains("top_logprobs"));
+  }
+  for (int n : {0, 2}) {
+    o.logprobs = n;
+    json c = json::parse(request_body(Backend::kOpenAI, s, o));
+    EXPECT_EQ(c["logprobs"], n);
+    EXPECT_FALSE(c.contains("top_logprobs"));
+    json ws = json::parse(request_body(Backend::kPagodaWs, s, o, "bench-1"));
+    EXPECT_EQ(ws["logprobs"], n);
+    json chat = json::parse(request_body(Backend::kOpenAIChat, s, o));
+    EXPECT_EQ(chat["logprobs"], true);
+    EXPECT_EQ(chat["top_logprobs"], n);
+  }
+}
+
 }  // namespace
 }  // namespace pagoda::bench
