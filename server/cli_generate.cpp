@@ -137,15 +137,18 @@ std::string flag_of(const std::string& field) {
 }
 
 // Every prompt's SamplingParams defaults: --sampling-params, then the
-// flags over it, checked as vLLM's SamplingParams(**kwargs) checks them
-// (types, ranges, names; what needs the model waits for the prompts).
-// Throws UsageError naming the flag.
+// flags over it, checked as vLLM's SamplingParams(**kwargs) checks them,
+// by check_sampling_fields (the request pipeline's own checks that need no
+// model: types, ranges, names, stop strings, logit_bias, min_tokens <=
+// max_tokens, truncate_prompt_tokens; token ids against the vocabulary and
+// the context wait for the prompts). The values checked are the merged
+// ones (a flag may fix what --sampling-params alone got wrong). Throws
+// UsageError naming the flag, or --sampling-params for a value from there.
 json sampling_defaults(const GenerateArgs& a) {
   json d = json::object();
   if (!a.sampling_params.empty()) {
     d = parse_object_flag("--sampling-params", a.sampling_params);
     openai_fields::keep_schema_key_order(d, a.sampling_params);
-    if (auto e = check_sampling_fields(d)) throw UsageError("--sampling-params: " + e->message);
   }
   const json from_params = d;
   auto set = [&d](const char* k, const auto& v) {

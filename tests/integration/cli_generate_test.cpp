@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -443,6 +444,50 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
   for (const json& l : help.lines) out += l.get<std::string>() + "\n";
   EXPECT_NE(out.find("Exit status: 0 every prompt completed; 1 a prompt failed"), std::string::npos)
       << out;
+}
+
+// Every SamplingParams check that needs no model runs before the model
+// loads (exit 2, the flag named), by the request pipeline's own checks:
+// these used to fail each prompt after the load (exit 1). MODEL_DIR is an
+// empty directory, so a run that got as far as loading would fail there.
+TEST(CliGenerate, ModelIndependentSamplingChecksExitTwoBeforeTheModelLoads) {
+  const std::string empty_dir = ::testing::TempDir() + "pagoda_generate_not_a_model";
+  std::filesystem::create_directories(empty_dir);
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--stop ''", "--stop: stop cannot contain an empty string."},
+      {"--stop a --stop ''", "--stop: stop cannot contain an empty string."},
+      {R"(--sampling-params '{"stop": [""]}')",
+       "--sampling-params: stop cannot contain an empty string."},
+      {"--min-tokens 5 --max-tokens 2",
+       "--min-tokens: min_tokens must be less than or equal to max_tokens=2, got 5."},
+      {"--min-tokens 20", "--min-tokens: min_tokens must be less than or equal to max_tokens=16"},
+      {"--truncate-prompt-tokens 0",
+       "--truncate-prompt-tokens: truncate_prompt_tokens must be an integer >= 1 or -1, got 0"},
+      {R"(--logit-bias '{"5":200}')", "--logit-bias: logit_bias['5'] must be in [-100, 100]"},
+      {R"(--logit-bias '{"x":1}')",
+       "--logit-bias: logit_bias keys must be token ids (integers as strings), got 'x'"},
+      {R"(--sampling-params '{"logit_bias": {"-1": 1}}')",
+       "--sampling-params: logit_bias token id -1 is outside the vocabulary"},
+      {R"(--sampling-params '{"allowed_token_ids": []}')",
+       "--sampling-params: allowed_token_ids is not None and empty!"},
+  };
+  for (const Case& c : cases) {
+    GenerateRun r = run_generate_args("model_free", "'" + empty_dir + "' --prompt Once " + c.args,
+                                      /*parse_stdout=*/false);
+    EXPECT_EQ(r.exit_status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.lines.empty()) << c.args;
+  }
+  // A flag mends what --sampling-params alone would get wrong: the merged
+  // values are checked (min_tokens 20 with --max-tokens 30).
+  GenerateRun ok = run_generate_args(
+      "model_free_ok", R"(--prompt Once --sampling-params '{"min_tokens": 20}' --max-tokens 30)");
+  EXPECT_EQ(ok.exit_status, 0) << ok.err;
+  ASSERT_EQ(ok.lines.size(), 1u) << ok.err;
+  EXPECT_GE(ok.lines[0]["outputs"][0]["token_ids"].size(), 20u) << ok.lines[0].dump();
 }
 
 // A guided_json schema in a JSON line or --sampling-params keeps its
