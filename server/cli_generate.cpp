@@ -13,12 +13,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <variant>
 
 #include "server/cli.h"
 #include "server/cli_checks.h"
 #include "server/guided_fields.h"
 #include "server/llm.h"
 #include "server/openai_request.h"
+#include "server/strict_json.h"
 
 namespace pagoda {
 
@@ -112,18 +114,14 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A flag's JSON object value ("--sampling-params", "--logit-bias").
+// A flag's JSON object value ("--sampling-params", "--logit-bias"), read
+// as the server reads a request body (parse_strict_json: never throws, so a
+// number beyond double range, 1e400, is a usage error naming the flag, not
+// nlohmann's out_of_range escaping as a failed run; a key twice is refused).
 json parse_object_flag(const char* flag, const std::string& text) {
-  json v;
-  try {
-    v = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() begins "[json.exception.parse_error.101] ": keep what follows.
-    std::string why = e.what();
-    const size_t at = why.find("] ");
-    if (at != std::string::npos) why.erase(0, at + 2);
-    throw UsageError(fmt::format("{} is not valid JSON ({})", flag, why));
-  }
+  std::variant<json, JsonParseFailure> parsed = parse_strict_json(text, flag);
+  if (auto* f = std::get_if<JsonParseFailure>(&parsed)) throw UsageError(f->message);
+  json v = std::move(std::get<json>(parsed));
   if (!v.is_object())
     throw UsageError(fmt::format("{} must be a JSON object, got {}", flag, v.type_name()));
   return v;
@@ -188,10 +186,20 @@ json sampling_defaults(const GenerateArgs& a) {
   return d;
 }
 
+// A JSON-lines line, as parse_strict_json reads it: the object, or why not.
+std::variant<json, JsonParseFailure> parse_line(const std::string& line) {
+  return parse_strict_json(line, "the line");
+}
+
+// Whether the line is meant as a JSON object: it parses as one, or it is
+// JSON that the strict reading refuses (a number beyond double range, a
+// key twice), which the line's prompt then reports.
 bool looks_like_json_object(const std::string& line) {
   const size_t i = line.find_first_not_of(" \t\r");
   if (i == std::string::npos || line[i] != '{') return false;
-  return json::parse(line, nullptr, false).is_object();
+  const auto parsed = parse_line(line);
+  if (const json* v = std::get_if<json>(&parsed)) return v->is_object();
+  return !std::get<JsonParseFailure>(parsed).not_json;
 }
 
 // The file's prompts: plain lines (empty ones skipped) or JSON lines.
@@ -214,12 +222,15 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
     if (!jsonl) {
       p.request = json{{"prompt", line}};
     } else {
-      json v = json::parse(line, nullptr, false);
-      if (v.is_object()) {
+      auto parsed = parse_line(line);
+      if (auto* f = std::get_if<JsonParseFailure>(&parsed)) {
+        p.error = std::move(f->message);
+      } else if (json& v = std::get<json>(parsed); v.is_object()) {
         openai_fields::keep_schema_key_order(v, line);
         p.request = std::move(v);
-      } else
-        p.error = v.is_discarded() ? "not valid JSON" : "not a JSON object";
+      } else {
+        p.error = "not a JSON object";
+      }
     }
     out.push_back(std::move(p));
   }

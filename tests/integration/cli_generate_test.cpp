@@ -490,6 +490,45 @@ TEST(CliGenerate, ModelIndependentSamplingChecksExitTwoBeforeTheModelLoads) {
   EXPECT_GE(ok.lines[0]["outputs"][0]["token_ids"].size(), 20u) << ok.lines[0].dump();
 }
 
+// A number beyond double range (1e400) in --sampling-params or
+// --logit-bias is a usage error naming the flag and the field (nlohmann's
+// out_of_range escaped as "[json.exception.out_of_range.406] ..." and exit
+// 1); in a JSON line it is that line's error, and the file is still read as
+// JSON lines.
+TEST(CliGenerate, NumbersBeyondDoubleRangeAreNamedNotThrown) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {R"(--sampling-params '{"n":1e400}')",
+       "--sampling-params has a number beyond the range of a double in 'n'"},
+      {R"(--logit-bias '{"5":-1e400}')",
+       "--logit-bias has a number beyond the range of a double in '5'"},
+      {R"(--sampling-params '{"n":1,"n":2}')", "--sampling-params has the key 'n' twice"},
+      {R"(--sampling-params '{"n":')", "--sampling-params is not valid JSON: "},
+  };
+  for (const Case& c : cases) {
+    GenerateRun r =
+        run_generate_args("overflow", "--prompt Once " + c.args, /*parse_stdout=*/false);
+    EXPECT_EQ(r.exit_status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.lines.empty()) << c.args;
+  }
+  GenerateRun f = run_generate_cli(
+      "overflow_line", {R"({"prompt": "Once", "temperature": 1e400})", R"({"prompt": "Hi"})"},
+      "--max-tokens 2");
+  EXPECT_EQ(f.exit_status, 1) << f.err;
+  ASSERT_EQ(f.lines.size(), 2u) << f.err;
+  EXPECT_EQ(f.lines[0]["line"], 1);
+  EXPECT_NE(f.lines[0]["error"].get<std::string>().find(
+                "has a number beyond the range of a double in 'temperature'"),
+            std::string::npos)
+      << f.lines[0].dump();
+  EXPECT_EQ(f.lines[1]["prompt"], "Hi") << f.lines[1].dump();  // JSON lines, not text
+  EXPECT_EQ(f.err.find("json.exception"), std::string::npos) << f.err;
+}
+
 // A guided_json schema in a JSON line or --sampling-params keeps its
 // properties' order in the output (the line, parsed as nlohmann::json, had
 // them sorted).
