@@ -290,6 +290,12 @@ void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingP
   // Ranges were checked on the number as sent (request_model.cpp): checked
   // after the conversion to float, 1e-300 would read as 0 and 1.0000000001
   // as 1.
+  // A temperature past the largest float (1e308 is a valid JSON number, and
+  // vLLM takes it) samples as the largest float, not as inf: logits / inf
+  // would turn a masked -inf logit into nan.
+  sp.temperature =
+      static_cast<float>(std::min(f.number("temperature").value_or(gc.temperature.value_or(1.0f)),
+                                  static_cast<double>(std::numeric_limits<float>::max())));
   // A top_p below the smallest float keeps only the most likely token, as
   // the smallest float does.
   sp.top_p = std::max(static_cast<float>(f.number("top_p").value_or(gc.top_p.value_or(1.0f))),

@@ -529,6 +529,36 @@ TEST(CliGenerate, NumbersBeyondDoubleRangeAreNamedNotThrown) {
   EXPECT_EQ(f.err.find("json.exception"), std::string::npos) << f.err;
 }
 
+// --temperature inf / nan (and any number flag) is refused up front, as
+// the Python SamplingParams and the request pipeline refuse it; a large
+// finite value is taken (vLLM takes it).
+TEST(CliGenerate, NonFiniteSamplingFlagsExitTwo) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--temperature inf", "--temperature: temperature must be a finite number, got inf"},
+      {"--temperature nan", "--temperature: temperature must be a finite number, got nan"},
+      {"--repetition-penalty inf",
+       "--repetition-penalty: repetition_penalty must be a finite number, got inf"},
+      {"--presence-penalty -inf",
+       "--presence-penalty: presence_penalty must be a finite number, got -inf"},
+  };
+  for (const Case& c : cases) {
+    GenerateRun r =
+        run_generate_args("nonfinite", "--prompt Once " + c.args, /*parse_stdout=*/false);
+    EXPECT_EQ(r.exit_status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.lines.empty()) << c.args;
+  }
+  GenerateRun big = run_generate_args("big_temperature",
+                                      "--prompt Once --temperature 1e308 "
+                                      "--max-tokens 3 --sampling-seed 1");
+  EXPECT_EQ(big.exit_status, 0) << big.err;
+  ASSERT_EQ(big.lines.size(), 1u) << big.err;
+  EXPECT_EQ(big.lines[0]["outputs"][0]["token_ids"].size(), 3u) << big.lines[0].dump();
+}
+
 // A guided_json schema in a JSON line or --sampling-params keeps its
 // properties' order in the output (the line, parsed as nlohmann::json, had
 // them sorted).

@@ -277,6 +277,11 @@ def test_params_list_must_match_the_prompts(llm):
 def test_non_finite_and_mistyped_values_are_value_errors_naming_them():
     with pytest.raises(ValueError, match="temperature"):
         SamplingParams(temperature=float("nan")).to_dict()
+    # The message `pagoda generate --temperature inf` and the C++ LLM give;
+    # a large finite temperature is taken, as vLLM takes it.
+    with pytest.raises(ValueError, match="temperature must be a finite number, got inf"):
+        SamplingParams(temperature=float("inf"))
+    SamplingParams(temperature=1e308)
     with pytest.raises(ValueError, match="max_model_len"):
         LLM(model=MODEL, device="cpu", max_model_len="abc")
     with pytest.raises(ValueError, match="gpu_memory_utilization"):

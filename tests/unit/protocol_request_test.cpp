@@ -1,4 +1,5 @@
 // Protocol layer, request side: JSON body → ParsedRequest or OpenAI error.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -461,6 +462,40 @@ TEST(ProtocolOffline, ModelIndependentSamplingChecksNeedNoModel) {
     const std::optional<OpenAIError> checked = check_sampling_fields(json::parse(fields));
     EXPECT_FALSE(checked.has_value()) << checked->message;
   }
+}
+
+// temperature (and every number field) must be finite in every front end:
+// JSON cannot carry inf or nan, but `pagoda generate --temperature inf` and
+// the C++ LLM build the object directly (the Python SamplingParams refused
+// them already). A large finite temperature (1e308, which vLLM takes) is
+// accepted and samples as the largest float, not as inf.
+TEST(ProtocolOffline, NonFiniteNumbersAreRefusedEverywhere) {
+  const ServingModel m = make_test_model();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const char* field : {"temperature", "top_p", "min_p", "presence_penalty",
+                            "frequency_penalty", "repetition_penalty", "length_penalty"}) {
+    for (double v : {inf, -inf, nan}) {
+      SCOPED_TRACE(fmt::format("{} {}", field, v));
+      const std::optional<OpenAIError> checked = check_sampling_fields(json{{field, v}});
+      ASSERT_TRUE(checked.has_value());
+      EXPECT_EQ(checked->param, field);
+      EXPECT_EQ(checked->message, fmt::format("{} must be a finite number, got {}", field, v));
+      const ParseResult offline = parse_offline_object(json{{"prompt", "x"}, {field, v}}, m);
+      ASSERT_TRUE(std::holds_alternative<OpenAIError>(offline));
+      EXPECT_EQ(std::get<OpenAIError>(offline).param, field);
+      const ParseResult http = parse_completion_object(json{{"prompt", "x"}, {field, v}}, m);
+      ASSERT_TRUE(std::holds_alternative<OpenAIError>(http));
+      EXPECT_EQ(std::get<OpenAIError>(http).message, checked->message);
+    }
+  }
+  EXPECT_EQ(check_sampling_fields(json{{"temperature", inf}})->message,
+            "temperature must be a finite number, got inf");
+  EXPECT_FALSE(check_sampling_fields(json{{"temperature", 1e308}}));
+  const ParsedRequest r = ok_completion(R"({"prompt": "x", "temperature": 1e308})", m);
+  EXPECT_EQ(r.sampling.temperature, std::numeric_limits<float>::max());
+  // 1e999 is not a double: refused while the body is parsed (its own test).
+  EXPECT_EQ(err_completion(R"({"prompt": "x", "temperature": 1e999})", m).param, "temperature");
 }
 
 TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
