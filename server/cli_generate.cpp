@@ -97,7 +97,8 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
       "error; the others still run) or the run did (model load, engine); 2 a usage error, "
       "nothing run: a bad flag or value (the sampling flags and --sampling-params are checked as "
       "vLLM's SamplingParams, before the model loads), --sampling-params / --logit-bias not a "
-      "JSON object, an unreadable --prompts-file, no prompts, a MODEL_DIR that does not exist.");
+      "JSON object, an unreadable --prompts-file, no prompts, a MODEL_DIR that does not exist or "
+      "is not a directory.");
 }
 
 namespace {
@@ -256,7 +257,7 @@ int run_generate(GenerateArgs a) {
     }
     std::error_code ec;
     if (!a.engine.model_dir.empty() && !std::filesystem::is_directory(a.engine.model_dir, ec)) {
-      spdlog::error("model directory '{}' does not exist", a.engine.model_dir);
+      spdlog::error("{}", model_dir_problem(a.engine.model_dir));
       return 2;
     }
     std::vector<Input> inputs;

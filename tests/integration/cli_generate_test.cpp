@@ -559,6 +559,15 @@ TEST(CliGenerate, NonFiniteSamplingFlagsExitTwo) {
   EXPECT_EQ(big.lines[0]["outputs"][0]["token_ids"].size(), 3u) << big.lines[0].dump();
 }
 
+// A MODEL_DIR that is a file is "not a directory", not "does not exist".
+TEST(CliGenerate, AModelDirThatIsAFileIsNotADirectory) {
+  GenerateRun r = run_generate_args("model_file", "'" PAGODA_SOURCE_DIR "/README.md' --prompt Once",
+                                    /*parse_stdout=*/false);
+  EXPECT_EQ(r.exit_status, 2) << r.err;
+  EXPECT_NE(r.err.find("README.md' is not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("does not exist"), std::string::npos) << r.err;
+}
+
 // A guided_json schema in a JSON line or --sampling-params keeps its
 // properties' order in the output (the line, parsed as nlohmann::json, had
 // them sorted).

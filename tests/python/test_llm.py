@@ -366,6 +366,11 @@ def test_model_independent_checks_raise_at_construction():
     SamplingParams(logit_bias={100000: 1.0})
 
 
+def test_a_model_path_that_is_a_file_is_not_a_directory():
+    with pytest.raises(RuntimeError, match="is not a directory"):
+        LLM(model=os.path.join(ROOT, "README.md"), device="cpu")
+
+
 def test_detokenize_false_leaves_text_empty(llm):
     (out,) = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=4,
                                                              detokenize=False), use_tqdm=False)
