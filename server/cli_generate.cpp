@@ -13,12 +13,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <variant>
 
 #include "server/cli.h"
 #include "server/cli_checks.h"
 #include "server/guided_fields.h"
 #include "server/llm.h"
 #include "server/openai_request.h"
+#include "server/strict_json.h"
 
 namespace pagoda {
 
@@ -95,7 +97,8 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
       "error; the others still run) or the run did (model load, engine); 2 a usage error, "
       "nothing run: a bad flag or value (the sampling flags and --sampling-params are checked as "
       "vLLM's SamplingParams, before the model loads), --sampling-params / --logit-bias not a "
-      "JSON object, an unreadable --prompts-file, no prompts, a MODEL_DIR that does not exist.");
+      "JSON object, an unreadable --prompts-file, no prompts, a MODEL_DIR that does not exist or "
+      "is not a directory.");
 }
 
 namespace {
@@ -112,18 +115,14 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A flag's JSON object value ("--sampling-params", "--logit-bias").
+// A flag's JSON object value ("--sampling-params", "--logit-bias"), read
+// as the server reads a request body (parse_strict_json: never throws, so a
+// number beyond double range, 1e400, is a usage error naming the flag, not
+// nlohmann's out_of_range escaping as a failed run; a key twice is refused).
 json parse_object_flag(const char* flag, const std::string& text) {
-  json v;
-  try {
-    v = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() begins "[json.exception.parse_error.101] ": keep what follows.
-    std::string why = e.what();
-    const size_t at = why.find("] ");
-    if (at != std::string::npos) why.erase(0, at + 2);
-    throw UsageError(fmt::format("{} is not valid JSON ({})", flag, why));
-  }
+  std::variant<json, JsonParseFailure> parsed = parse_strict_json(text, flag);
+  if (auto* f = std::get_if<JsonParseFailure>(&parsed)) throw UsageError(f->message);
+  json v = std::move(std::get<json>(parsed));
   if (!v.is_object())
     throw UsageError(fmt::format("{} must be a JSON object, got {}", flag, v.type_name()));
   return v;
@@ -137,15 +136,18 @@ std::string flag_of(const std::string& field) {
 }
 
 // Every prompt's SamplingParams defaults: --sampling-params, then the
-// flags over it, checked as vLLM's SamplingParams(**kwargs) checks them
-// (types, ranges, names; what needs the model waits for the prompts).
-// Throws UsageError naming the flag.
+// flags over it, checked as vLLM's SamplingParams(**kwargs) checks them,
+// by check_sampling_fields (the request pipeline's own checks that need no
+// model: types, ranges, names, stop strings, logit_bias, min_tokens <=
+// max_tokens, truncate_prompt_tokens; token ids against the vocabulary and
+// the context wait for the prompts). The values checked are the merged
+// ones (a flag may fix what --sampling-params alone got wrong). Throws
+// UsageError naming the flag, or --sampling-params for a value from there.
 json sampling_defaults(const GenerateArgs& a) {
   json d = json::object();
   if (!a.sampling_params.empty()) {
     d = parse_object_flag("--sampling-params", a.sampling_params);
     openai_fields::keep_schema_key_order(d, a.sampling_params);
-    if (auto e = check_sampling_fields(d)) throw UsageError("--sampling-params: " + e->message);
   }
   const json from_params = d;
   auto set = [&d](const char* k, const auto& v) {
@@ -185,10 +187,20 @@ json sampling_defaults(const GenerateArgs& a) {
   return d;
 }
 
+// A JSON-lines line, as parse_strict_json reads it: the object, or why not.
+std::variant<json, JsonParseFailure> parse_line(const std::string& line) {
+  return parse_strict_json(line, "the line");
+}
+
+// Whether the line is meant as a JSON object: it parses as one, or it is
+// JSON that the strict reading refuses (a number beyond double range, a
+// key twice), which the line's prompt then reports.
 bool looks_like_json_object(const std::string& line) {
   const size_t i = line.find_first_not_of(" \t\r");
   if (i == std::string::npos || line[i] != '{') return false;
-  return json::parse(line, nullptr, false).is_object();
+  const auto parsed = parse_line(line);
+  if (const json* v = std::get_if<json>(&parsed)) return v->is_object();
+  return !std::get<JsonParseFailure>(parsed).not_json;
 }
 
 // The file's prompts: plain lines (empty ones skipped) or JSON lines.
@@ -211,12 +223,15 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
     if (!jsonl) {
       p.request = json{{"prompt", line}};
     } else {
-      json v = json::parse(line, nullptr, false);
-      if (v.is_object()) {
+      auto parsed = parse_line(line);
+      if (auto* f = std::get_if<JsonParseFailure>(&parsed)) {
+        p.error = std::move(f->message);
+      } else if (json& v = std::get<json>(parsed); v.is_object()) {
         openai_fields::keep_schema_key_order(v, line);
         p.request = std::move(v);
-      } else
-        p.error = v.is_discarded() ? "not valid JSON" : "not a JSON object";
+      } else {
+        p.error = "not a JSON object";
+      }
     }
     out.push_back(std::move(p));
   }
@@ -242,7 +257,7 @@ int run_generate(GenerateArgs a) {
     }
     std::error_code ec;
     if (!a.engine.model_dir.empty() && !std::filesystem::is_directory(a.engine.model_dir, ec)) {
-      spdlog::error("model directory '{}' does not exist", a.engine.model_dir);
+      spdlog::error("{}", model_dir_problem(a.engine.model_dir));
       return 2;
     }
     std::vector<Input> inputs;

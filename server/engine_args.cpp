@@ -216,10 +216,20 @@ std::string chat_template_source(const EngineArgs& a, const TokenizerConfig& tc)
 
 }  // namespace
 
+std::string model_dir_problem(const std::string& given) {
+  std::error_code ec;
+  if (fs::exists(given, ec))
+    return fmt::format(
+        "model directory '{}' is not a directory (a model is a directory holding "
+        "config.json and the weights)",
+        given);
+  return fmt::format("model directory '{}' does not exist", given);
+}
+
 std::string resolve_model_dir(const std::string& given) {
   if (!given.empty()) {
-    if (!fs::is_directory(given))
-      throw std::runtime_error(fmt::format("model directory '{}' does not exist", given));
+    std::error_code ec;
+    if (!fs::is_directory(given, ec)) throw std::runtime_error(model_dir_problem(given));
     return given;
   }
   const fs::path rel = "models/stories260K";

@@ -102,6 +102,9 @@ std::function<bool(const std::string&)> cli_takes_value(const CLI::App& app);
 // relative to the current directory, then the executable, then
 // PAGODA_SOURCE_DIR. Throws std::runtime_error listing where it looked.
 std::string resolve_model_dir(const std::string& given);
+// Why `given` is not a model directory: "model directory 'x' does not
+// exist", or "... is not a directory ..." for a file.
+std::string model_dir_problem(const std::string& given);
 
 // Everything loaded from EngineArgs. The Engine is created, not started.
 struct LoadedModel {

@@ -126,31 +126,46 @@ void parse_stop(const RequestFields& f, SamplingParams& sp) {
   if (!v) return;
   // vLLM's SamplingParams: "stop cannot contain an empty string."
   if (v->is_string()) {
-    if (v->get_ref<const std::string&>().empty()) fail("stop cannot contain an empty string.", "stop");
+    if (v->get_ref<const std::string&>().empty())
+      fail("stop cannot contain an empty string.", "stop");
     sp.stop.push_back(v->get<std::string>());
     return;
   }
   for (const json& s : *v) {
     if (!s.is_string()) fail("'stop' must be a string or a list of strings", "stop");
-    if (s.get_ref<const std::string&>().empty()) fail("stop cannot contain an empty string.", "stop");
+    if (s.get_ref<const std::string&>().empty())
+      fail("stop cannot contain an empty string.", "stop");
     sp.stop.push_back(s.get<std::string>());
   }
 }
 
-int64_t vocab_size(const ServingModel& model) {
-  return model.tokenizer ? model.tokenizer->vocab_size() : std::numeric_limits<int32_t>::max();
+// The vocabulary token ids are checked against: the model's, or with no
+// model (Vocab{}: SamplingParams' own checks) only that ids are >= 0 and
+// fit an int32.
+struct Vocab {
+  std::optional<int64_t> size;
+  bool contains(int64_t id) const {
+    return id >= 0 && id < size.value_or(std::numeric_limits<int32_t>::max());
+  }
+  std::string range() const {
+    return size ? fmt::format("[0, {})", *size) : std::string("[0, vocab_size)");
+  }
+};
+
+Vocab vocab_of(const ServingModel& model) {
+  return {model.tokenizer ? std::optional<int64_t>(model.tokenizer->vocab_size())
+                          : std::optional<int64_t>(std::numeric_limits<int32_t>::max())};
 }
 
-void parse_stop_token_ids(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
+void parse_stop_token_ids(const RequestFields& f, const Vocab& vocab, SamplingParams& sp) {
   const json* v = f.value("stop_token_ids");
   if (!v) return;
-  const int64_t vocab = vocab_size(model);
   for (const json& t : *v) {
     const std::optional<int64_t> i = as_integer(t);
     if (!i) fail("'stop_token_ids' must be a list of integers", "stop_token_ids");
     const int64_t id = *i;
-    if (id < 0 || id >= vocab)
-      fail(fmt::format("stop_token_ids contains {}, outside the vocabulary [0, {})", id, vocab),
+    if (!vocab.contains(id))
+      fail(fmt::format("stop_token_ids contains {}, outside the vocabulary {}", id, vocab.range()),
            "stop_token_ids");
     sp.stop_token_ids.push_back(static_cast<int32_t>(id));
   }
@@ -158,23 +173,23 @@ void parse_stop_token_ids(const RequestFields& f, const ServingModel& model, Sam
 
 // vLLM's Processor._validate_allowed_token_ids: a list, not empty, every id
 // in the vocabulary.
-void parse_allowed_token_ids(const RequestFields& f, const ServingModel& model,
-                             SamplingParams& sp) {
+void parse_allowed_token_ids(const RequestFields& f, const Vocab& vocab, SamplingParams& sp) {
   const json* v = f.value("allowed_token_ids");
   if (!v) return;
   if (v->empty()) fail("allowed_token_ids is not None and empty!", "allowed_token_ids");
-  const int64_t vocab = vocab_size(model);
   for (const json& t : *v) {
     const std::optional<int64_t> i = as_integer(t);
     if (!i) fail("'allowed_token_ids' must be a list of integers", "allowed_token_ids");
     const int64_t id = *i;
-    if (id < 0 || id >= vocab)
+    if (!vocab.contains(id))
       fail("allowed_token_ids contains out-of-vocab token id!", "allowed_token_ids");
     sp.allowed_token_ids.push_back(static_cast<int32_t>(id));
   }
 }
 
-void parse_bad_words(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
+// The words (strings, bounded in size); their token ids need the model
+// (tokenize_bad_words).
+void parse_bad_words(const RequestFields& f, SamplingParams& sp) {
   const json* v = f.value("bad_words");
   if (!v) return;
   // Bounded before it is tokenized (issue 12): 256 KiB of words in all
@@ -189,6 +204,9 @@ void parse_bad_words(const RequestFields& f, const ServingModel& model, Sampling
            "bad_words");
     sp.bad_words.push_back(w.get<std::string>());
   }
+}
+
+void tokenize_bad_words(const ServingModel& model, SamplingParams& sp) {
   if (!sp.bad_words.empty() && model.tokenizer) {
     // A word of max_model_len tokens or more can never be generated (the
     // output is shorter than the context), so it is not tokenized: what it
@@ -206,10 +224,9 @@ void parse_bad_words(const RequestFields& f, const ServingModel& model, Sampling
   }
 }
 
-void parse_logit_bias(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
+void parse_logit_bias(const RequestFields& f, const Vocab& vocab, SamplingParams& sp) {
   const json* lb = f.value("logit_bias");
   if (!lb) return;
-  const int64_t vocab = vocab_size(model);
   for (const auto& [key, value] : lb->items()) {
     int64_t id = -1;
     size_t used = 0;
@@ -221,8 +238,8 @@ void parse_logit_bias(const RequestFields& f, const ServingModel& model, Samplin
     if (used == 0 || used != key.size())
       fail(fmt::format("logit_bias keys must be token ids (integers as strings), got '{}'", key),
            "logit_bias");
-    if (id < 0 || id >= vocab)
-      fail(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, vocab),
+    if (!vocab.contains(id))
+      fail(fmt::format("logit_bias token id {} is outside the vocabulary {}", id, vocab.range()),
            "logit_bias");
     if (!value.is_number())
       fail(fmt::format("logit_bias['{}'] must be a number, got {}", key, type_name(value)),
@@ -243,8 +260,19 @@ void parse_logit_bias(const RequestFields& f, const ServingModel& model, Samplin
 
 }  // namespace
 
+void check_sampling_without_model(const RequestFields& f) {
+  SamplingParams sp;
+  const Vocab unknown;
+  parse_logit_bias(f, unknown, sp);
+  parse_stop(f, sp);
+  parse_stop_token_ids(f, unknown, sp);
+  parse_allowed_token_ids(f, unknown, sp);
+  parse_bad_words(f, sp);
+}
+
 void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
   const GenerationConfig& gc = model.generation_config;
+  const Vocab vocab = vocab_of(model);
 
   // n and best_of: vLLM's limits (n >= 1, best_of >= n); the ranges (n <=
   // 128, best_of <= 128) are checked by the request model.
@@ -257,13 +285,17 @@ void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingP
            "best_of");
     sp.best_of = static_cast<int>(*best_of);
   }
-  parse_logit_bias(f, model, sp);
+  parse_logit_bias(f, vocab, sp);
 
   // Ranges were checked on the number as sent (request_model.cpp): checked
   // after the conversion to float, 1e-300 would read as 0 and 1.0000000001
   // as 1.
+  // A temperature past the largest float (1e308 is a valid JSON number, and
+  // vLLM takes it) samples as the largest float, not as inf: logits / inf
+  // would turn a masked -inf logit into nan.
   sp.temperature =
-      static_cast<float>(f.number("temperature").value_or(gc.temperature.value_or(1.0f)));
+      static_cast<float>(std::min(f.number("temperature").value_or(gc.temperature.value_or(1.0f)),
+                                  static_cast<double>(std::numeric_limits<float>::max())));
   // A top_p below the smallest float keeps only the most likely token, as
   // the smallest float does.
   sp.top_p = std::max(static_cast<float>(f.number("top_p").value_or(gc.top_p.value_or(1.0f))),
@@ -281,14 +313,15 @@ void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingP
                std::numeric_limits<float>::denorm_min());
 
   parse_stop(f, sp);
-  parse_stop_token_ids(f, model, sp);
+  parse_stop_token_ids(f, vocab, sp);
   sp.ignore_eos = *f.boolean("ignore_eos");
   sp.min_tokens = *f.integer("min_tokens");
   sp.skip_special_tokens = *f.boolean("skip_special_tokens");
   sp.spaces_between_special_tokens = *f.boolean("spaces_between_special_tokens");
   sp.include_stop_str_in_output = *f.boolean("include_stop_str_in_output");
-  parse_allowed_token_ids(f, model, sp);
-  parse_bad_words(f, model, sp);
+  parse_allowed_token_ids(f, vocab, sp);
+  parse_bad_words(f, sp);
+  tokenize_bad_words(model, sp);
   parse_guided(f, model, sp);
   if (auto k = f.integer("prompt_logprobs")) sp.prompt_logprobs = static_cast<int>(*k);
 }

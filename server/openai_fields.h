@@ -50,6 +50,15 @@ const nlohmann::json* get(const nlohmann::json& obj, const char* name);
 void parse_sampling(const request_model::RequestFields& fields, const ServingModel& model,
                     SamplingParams& sp);
 
+// The checks of parse_sampling that need no model, by the same code (vLLM's
+// SamplingParams(...) makes them at construction): stop (no empty string),
+// logit_bias (keys token ids >= 0, values numbers in [-100, 100], each id
+// once), stop_token_ids and allowed_token_ids (integers >= 0; allowed not
+// empty), bad_words (strings, the size bound). Token ids against the
+// vocabulary, bad_words' tokens and the context wait for the model.
+// Throws RequestFieldError naming the field.
+void check_sampling_without_model(const request_model::RequestFields& fields);
+
 // Checks the model name: absent → the served one; another → 404
 // "The model `x` does not exist.".
 std::string check_model(const nlohmann::json& obj, const ServingModel& model);

@@ -195,14 +195,30 @@ namespace {
 
 using request_model::RequestFields;
 
-// truncate_prompt_tokens as vLLM validates it (SamplingParams: >= 1 or -1;
-// the renderer: -1 is max_model_len, more than max_model_len is an error).
-std::optional<int64_t> truncation(const RequestFields& f, const ServingModel& model) {
+// truncate_prompt_tokens as vLLM's SamplingParams validates it: >= 1 or -1
+// (no model needed).
+std::optional<int64_t> checked_truncation(const RequestFields& f) {
   auto k = f.integer("truncate_prompt_tokens");
-  if (!k) return std::nullopt;
-  if (*k == 0 || *k < -1)
+  if (k && (*k == 0 || *k < -1))
     fail(fmt::format("truncate_prompt_tokens must be an integer >= 1 or -1, got {}", *k),
          "truncate_prompt_tokens");
+  return k;
+}
+
+// vLLM's SamplingParams: min_tokens <= max_tokens (the requested count, or
+// the one the context leaves).
+void check_min_tokens(int64_t min_tokens, int64_t max_tokens) {
+  if (min_tokens > max_tokens)
+    fail(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.", max_tokens,
+                     min_tokens),
+         "min_tokens");
+}
+
+// truncate_prompt_tokens against the model (the renderer: -1 is
+// max_model_len, more than max_model_len is an error).
+std::optional<int64_t> truncation(const RequestFields& f, const ServingModel& model) {
+  auto k = checked_truncation(f);
+  if (!k) return std::nullopt;
   if (*k == -1) return model.max_model_len;
   if (*k > model.max_model_len)
     fail(fmt::format("truncate_prompt_tokens ({}) cannot be greater than max_length ({}). Please "
@@ -347,11 +363,7 @@ void finish_checks(ParsedRequest& req) {
          "best_of");
   if (req.stream && req.sampling.prompt_logprobs && *req.sampling.prompt_logprobs > 0)
     fail("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
-  for (const PromptInput& p : req.prompts)
-    if (req.sampling.min_tokens > p.max_tokens)
-      fail(fmt::format("min_tokens must be less than or equal to max_tokens={}, got {}.",
-                       p.max_tokens, req.sampling.min_tokens),
-           "min_tokens");
+  for (const PromptInput& p : req.prompts) check_min_tokens(req.sampling.min_tokens, p.max_tokens);
   req.prompt_token_ids = req.prompts.front().token_ids;
   req.sampling.max_tokens = req.prompts.front().max_tokens;
   req.created = unix_now();
@@ -669,6 +681,13 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields) {
     for (const char* prompt : {"prompt", "prompt_token_ids", "messages"})
       if (fields.contains(prompt))
         fail(fmt::format("'{}' is not a SamplingParams field", prompt), prompt);
+    // What parse_sampling and parse_offline_object check that needs no
+    // model, by the same functions.
+    openai_fields::check_sampling_without_model(f);
+    checked_truncation(f);
+    // max_tokens as SamplingParams has it: 16 unset, None (null) unbounded.
+    if (const auto mt = fields.find("max_tokens"); mt == fields.end() || !mt->is_null())
+      check_min_tokens(*f.integer("min_tokens"), *f.integer("max_tokens"));
     // Greedy as SamplingParams(temperature=0) is: the engine's own check
     // (parse_beam_search) sees the temperature generation_config supplies.
     if (!*f.boolean("use_beam_search")) {

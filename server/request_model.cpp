@@ -437,6 +437,11 @@ void check_field(const FieldSpec& f, const json& obj) {
     std::string_view what = f.type_text.empty() ? default_type_text(f.type) : f.type_text;
     fail(fmt::format("'{}' must be {}, got {}", name, what, type_name(v)), name);
   } else if (f.type == JsonType::kNumber) {
+    // JSON has no inf or nan (and 1e999 is refused as it is parsed), but the
+    // C++ LLM and `pagoda generate --temperature inf` build the object
+    // directly: every front end refuses them, as the Python SamplingParams.
+    if (!std::isfinite(v.get<double>()))
+      fail(fmt::format("{} must be a finite number, got {}", name, v.get<double>()), name);
     check_range(f, v.get<double>());
   }
   if (f.status == Status::kNotSupportedYet && !(f.accepts && f.accepts(v)))

@@ -81,7 +81,8 @@ class StrictSax {
                                             what_, key),
                   std::move(param));
     }
-    return fail(fmt::format("{} is not valid JSON: {}", what_, without_tag(ex.what())));
+    return fail(fmt::format("{} is not valid JSON: {}", what_, without_tag(ex.what())), "",
+                /*not_json=*/true);
   }
 
   const std::optional<JsonParseFailure>& failure() const { return failure_; }
@@ -93,8 +94,8 @@ class StrictSax {
       return fail(fmt::format("{} nests JSON deeper than {} levels", what_, kMaxJsonDepth));
     return true;
   }
-  bool fail(std::string message, std::string param = "") {
-    if (!failure_) failure_ = JsonParseFailure{std::move(message), std::move(param)};
+  bool fail(std::string message, std::string param = "", bool not_json = false) {
+    if (!failure_) failure_ = JsonParseFailure{std::move(message), std::move(param), not_json};
     return false;
   }
 
@@ -119,7 +120,7 @@ std::variant<json, JsonParseFailure> parse_strict_json(std::string_view text,
   StrictSax sax(result, what);
   const bool ok = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);
   if (sax.failure()) return *sax.failure();
-  if (!ok) return JsonParseFailure{fmt::format("{} is not valid JSON", what), ""};
+  if (!ok) return JsonParseFailure{fmt::format("{} is not valid JSON", what), "", true};
   return result;
 }
 

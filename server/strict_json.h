@@ -10,11 +10,10 @@
 //   - nesting at most kMaxJsonDepth levels (keeps recursive walks of the
 //     value off the end of a network thread's stack).
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include <nlohmann/json.hpp>
 
 namespace pagoda {
 
@@ -27,6 +26,9 @@ inline constexpr int kMaxJsonDepth = 64;
 struct JsonParseFailure {
   std::string message;
   std::string param;
+  // The text is not JSON at all (a syntax error), as opposed to JSON this
+  // reading refuses (a number beyond double range, a key twice, too deep).
+  bool not_json = false;
 };
 
 // Parses `text` (any JSON value). On failure returns a message for the

@@ -7,7 +7,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/websocket.hpp>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "loadtest/common/http_client.h"
@@ -129,7 +131,19 @@ std::string request_body(Backend b, const SampleRequest& sample, const RequestOp
   }
   body["temperature"] = 0.0;
   body["max_tokens"] = sample.expected_output_len;
-  if (opt.logprobs) body["logprobs"] = *opt.logprobs;
+  if (opt.logprobs) {
+    // /v1/chat/completions takes a boolean `logprobs` and the count as
+    // `top_logprobs` (an integer `logprobs` there is a 400 on every request);
+    // /v1/completions and the WebSocket's completion take the count itself.
+    // vLLM's benchmark chat client drops --logprobs altogether; this asks
+    // the chat server for the same work the completions request does.
+    if (b == Backend::kOpenAIChat) {
+      body["logprobs"] = true;
+      body["top_logprobs"] = *opt.logprobs;
+    } else {
+      body["logprobs"] = *opt.logprobs;
+    }
+  }
   if (opt.ignore_eos) body["ignore_eos"] = true;
   if (b == Backend::kPagodaWs) {
     body["type"] = "completion";
@@ -181,13 +195,27 @@ bool StreamFolder::add(const std::string& payload, double t, RequestResult& r) {
     last_ = t;
     r.generated_text += text;
   };
+  // A usage count is taken only when it is a count: an integer from 0 to
+  // int64's max. Anything else (a string, 2.5, -3: a broken server) leaves
+  // the field unset, so the tokenizer's count (output) or the dataset's
+  // (prompt) is used instead of a negative total and throughput.
+  auto usage_count = [](const json& u, const char* key) -> std::optional<int64_t> {
+    auto v = u.find(key);
+    if (v == u.end()) return std::nullopt;
+    if (v->is_number_unsigned()) {
+      const uint64_t n = v->get<uint64_t>();
+      if (n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return static_cast<int64_t>(n);
+    } else if (v->is_number_integer() && v->get<int64_t>() >= 0) {
+      return v->get<int64_t>();
+    }
+    return std::nullopt;
+  };
   auto take_usage = [&](const json& msg) {
     auto u = msg.find("usage");
     if (u != msg.end() && u->is_object()) {
-      auto c = u->find("completion_tokens");
-      if (c != u->end() && c->is_number_integer()) r.output_tokens = c->get<int64_t>();
-      auto p = u->find("prompt_tokens");
-      if (p != u->end() && p->is_number_integer()) r.prompt_tokens = p->get<int64_t>();
+      if (auto c = usage_count(*u, "completion_tokens")) r.output_tokens = c;
+      if (auto p = usage_count(*u, "prompt_tokens")) r.prompt_tokens = p;
     }
   };
   if (backend_ == Backend::kPagodaWs) {

@@ -63,23 +63,30 @@ std::vector<SampleRequest> sample_sharegpt(const json& data, const Tokenizer& to
                                            std::optional<int64_t> output_len) {
   if (!data.is_array())
     throw std::runtime_error("ShareGPT data must be a JSON list of conversations");
-  std::vector<const json*> entries;
-  for (const json& e : data) {
-    if (!e.is_object() || !e.contains("conversations")) continue;
+  // Entries that are not a conversation (not an object with a
+  // "conversations" list of at least two turns, the first two objects with
+  // a string "value") are skipped, as vLLM's filter skips them, and counted
+  // for the error when nothing is left.
+  const auto usable = [](const json& e) {
+    if (!e.is_object() || !e.contains("conversations")) return false;
     const json& c = e["conversations"];
-    if (c.is_array() && c.size() >= 2) entries.push_back(&e);
-  }
+    if (!c.is_array() || c.size() < 2) return false;
+    for (size_t i = 0; i < 2; ++i)
+      if (!c[i].is_object() || !c[i].contains("value") || !c[i]["value"].is_string()) return false;
+    return true;
+  };
+  std::vector<const json*> entries;
+  for (const json& e : data)
+    if (usable(e)) entries.push_back(&e);
+  const size_t malformed = data.size() - entries.size();
   std::mt19937_64 rng(seed);
   std::shuffle(entries.begin(), entries.end(), rng);
   std::vector<SampleRequest> out;
   for (const json* e : entries) {
     if (static_cast<int64_t>(out.size()) >= num_requests) break;
     const json& c = (*e)["conversations"];
-    const json* p = c[0].is_object() ? &c[0] : nullptr;
-    const json* r = c[1].is_object() ? &c[1] : nullptr;
-    if (!p || !r || !p->contains("value") || !r->contains("value") || !(*p)["value"].is_string() ||
-        !(*r)["value"].is_string())
-      continue;
+    const json* p = &c[0];
+    const json* r = &c[1];
     SampleRequest s;
     s.prompt = (*p)["value"].get<std::string>();
     s.prompt_token_ids = server_prompt_ids(tokenizer, s.prompt);
@@ -91,7 +98,21 @@ std::vector<SampleRequest> sample_sharegpt(const json& data, const Tokenizer& to
     if (!is_valid_sequence(s.prompt_len, s.expected_output_len, output_len.has_value())) continue;
     out.push_back(std::move(s));
   }
-  if (out.empty()) throw std::runtime_error("no ShareGPT conversation passes the length filter");
+  if (out.empty()) {
+    const std::string skipped =
+        malformed == 0 ? std::string()
+                       : fmt::format(
+                             "; {} of the {} entries are not conversations (an object whose "
+                             "\"conversations\" list has at least two turns, each an object with "
+                             "a string \"value\") and were skipped",
+                             malformed, data.size());
+    if (entries.empty())
+      throw std::runtime_error(fmt::format("no ShareGPT entry is a conversation{}", skipped));
+    throw std::runtime_error(fmt::format(
+        "no ShareGPT conversation passes the length filter ({} conversations, none with a prompt "
+        "of 4 to 1024 tokens, an output of at least 4 and both within 2048{})",
+        entries.size(), skipped));
+  }
   if (static_cast<int64_t>(out.size()) < num_requests) {
     std::mt19937_64 again(seed);
     std::uniform_int_distribution<size_t> pick(0, out.size() - 1);

@@ -71,7 +71,9 @@ _SAMPLING_SEND_NONE = {"max_tokens"}
 
 def _check_finite(name: str, value: Any) -> None:
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"SamplingParams.{name} must be a finite number, got {value!r}")
+        # The engine's own message (request_model.cpp) for what JSON cannot
+        # carry: every front end refuses inf and nan alike.
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
 class SamplingParams:

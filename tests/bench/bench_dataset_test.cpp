@@ -135,6 +135,40 @@ TEST(BenchDataset, ShareGptRejectsDataWithoutValidConversations) {
   EXPECT_THROW(sample_sharegpt(json::array(), stories(), 1, 0, std::nullopt), std::runtime_error);
 }
 
+// Entries that are not conversations are counted in the error, not reported
+// as conversations that failed the length filter.
+TEST(BenchDataset, MalformedShareGptEntriesAreCountedInTheError) {
+  const json turn = {{"from", "human"}, {"value", "Once upon a time there was a little dog"}};
+  const json malformed = json::array({
+      json(5),
+      json{{"id", "no conversations"}},
+      json{{"conversations", "not a list"}},
+      json{{"conversations", json::array({turn})}},  // one turn
+      json{{"conversations", json::array({turn, json{{"value", 3}}})}},
+  });
+  auto message = [](const json& data) {
+    try {
+      sample_sharegpt(data, stories(), 1, 0, std::nullopt);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string m = message(malformed);
+  EXPECT_NE(m.find("no ShareGPT entry is a conversation"), std::string::npos) << m;
+  EXPECT_NE(m.find("5 of the 5 entries are not conversations"), std::string::npos) << m;
+  EXPECT_EQ(m.find("length filter"), std::string::npos) << m;
+  // Well-formed conversations that all fail the length filter (a 1-token
+  // reply), beside 5 malformed entries: both counts.
+  json data = malformed;
+  data.push_back(json{{"conversations", json::array({turn, json{{"value", "a"}}})}});
+  m = message(data);
+  EXPECT_NE(m.find("no ShareGPT conversation passes the length filter (1 conversations"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("5 of the 6 entries are not conversations"), std::string::npos) << m;
+}
+
 TEST(BenchDataset, RandomLengthsStayInTheirRanges) {
   RandomSpec spec;
   spec.input_len = 100;

@@ -204,4 +204,27 @@ TEST(BenchServe, WebSocketBackendAndTokenIdPrompts) {
   fs::remove(log);
 }
 
+// --backend openai-chat --logprobs N: /v1/chat/completions takes a boolean
+// `logprobs` and the count as `top_logprobs`; an integer `logprobs` there
+// was a 400 on every request.
+TEST(BenchServe, ChatBackendWithLogprobs) {
+  const std::string log = temp_path("chat_logprobs.log"), result = temp_path("chat_logprobs.json");
+  auto server = start_server(
+      log, {"--chat-template", PAGODA_SHARED_DIR "/chat_templates/llama-2-chat.jinja"});
+  int status = -1;
+  const std::string out =
+      BenchRun(server->port(),
+               {"--backend", "openai-chat", "--dataset-name", "random", "--random-input-len", "16",
+                "--random-output-len", "8", "--ignore-eos", "--logprobs", "2", "--num-prompts", "4",
+                "--result-filename", result})
+          .finish(&status);
+  ASSERT_EQ(status, 0) << out;
+  const json r = json::parse(read_file(result));
+  EXPECT_EQ(r["completed"], 4) << out;
+  EXPECT_EQ(r["failed"], 0) << out;
+  EXPECT_EQ(r["total_output_tokens"], 32) << out;
+  fs::remove(log);
+  fs::remove(result);
+}
+
 }  // namespace

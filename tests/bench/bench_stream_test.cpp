@@ -3,9 +3,11 @@
 // count comes from — vLLM's rules per backend — and the request bodies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "loadtest/bench/backends.h"
+#include "loadtest/bench/metrics.h"
 
 namespace pagoda::bench {
 namespace {
@@ -99,6 +101,54 @@ TEST(BenchStream, UsagePromptTokensAreKept) {
       0.2, w);
   EXPECT_EQ(w.prompt_tokens, 7);
   EXPECT_EQ(w.request_id, "x");  // the client's message id: /v1/ws sends no server id
+}
+
+// A server's usage counts are taken only when they are counts (integers
+// >= 0): negative ones, like non-integers, are ignored, so the tokenizer's
+// output count and the dataset's prompt length are used and the totals and
+// throughput stay positive (they came out negative).
+TEST(BenchStream, NegativeOrNonIntegerUsageFallsBackToTheTokenizer) {
+  const char* bad_usages[] = {
+      R"({"prompt_tokens":-5,"completion_tokens":-3})",
+      R"({"prompt_tokens":2.5,"completion_tokens":"3"})",
+      R"({"prompt_tokens":18446744073709551615,"completion_tokens":-9223372036854775808})",
+  };
+  for (Backend b : {Backend::kOpenAI, Backend::kPagodaWs}) {
+    for (const char* usage : bad_usages) {
+      SCOPED_TRACE(usage);
+      RequestResult r;
+      r.prompt_len = 10;
+      StreamFolder f(b, 0.0);
+      if (b == Backend::kPagodaWs) {
+        f.add(R"({"type":"delta","id":"x","seq":1,"index":0,"text":"a b"})", 0.1, r);
+        EXPECT_TRUE(
+            f.add(std::string(R"({"type":"done","id":"x","finish_reason":"length","usage":)") +
+                      usage + "}",
+                  0.2, r));
+      } else {
+        f.add(R"({"id":"c","choices":[{"text":"a b"}]})", 0.1, r);
+        f.add(std::string(R"({"id":"c","choices":[],"usage":)") + usage + "}", 0.2, r);
+      }
+      EXPECT_FALSE(r.output_tokens.has_value()) << *r.output_tokens;
+      EXPECT_FALSE(r.prompt_tokens.has_value()) << *r.prompt_tokens;
+      r.success = true;
+      r.ttft = 0.1;
+      r.latency = 0.2;
+      const auto words = [](const std::string& text) {
+        return static_cast<int64_t>(std::count(text.begin(), text.end(), ' ') + 1);
+      };
+      const BenchmarkMetrics m = calculate_metrics({r}, 1.0, words, {99}, {});
+      EXPECT_EQ(m.total_input, 10);
+      EXPECT_EQ(m.total_output, 2);
+      EXPECT_GT(m.output_throughput, 0);
+    }
+  }
+  // Zero is a count.
+  RequestResult z;
+  StreamFolder f(Backend::kOpenAI, 0.0);
+  f.add(R"({"id":"c","choices":[],"usage":{"prompt_tokens":0,"completion_tokens":0}})", 0.2, z);
+  EXPECT_EQ(z.output_tokens, 0);
+  EXPECT_EQ(z.prompt_tokens, 0);
 }
 
 bool valid_utf8(const std::string& s) {
@@ -204,6 +254,33 @@ TEST(BenchStream, RequestBodies) {
   EXPECT_EQ(ws["type"], "completion");
   EXPECT_EQ(ws["id"], "bench-1");
   EXPECT_FALSE(ws.contains("stream"));
+}
+
+// --logprobs N: /v1/completions (and the WebSocket's completion) take the
+// count as `logprobs`; /v1/chat/completions requires a boolean `logprobs`
+// with the count in `top_logprobs` (an integer there fails every request).
+TEST(BenchStream, RequestBodiesLogprobs) {
+  SampleRequest s;
+  s.prompt = "Once upon";
+  s.expected_output_len = 7;
+  RequestOptions o;
+  o.model = "m";
+  for (Backend b : {Backend::kOpenAI, Backend::kOpenAIChat, Backend::kPagodaWs}) {
+    json body = json::parse(request_body(b, s, o, "bench-1"));
+    EXPECT_FALSE(body.contains("logprobs"));
+    EXPECT_FALSE(body.contains("top_logprobs"));
+  }
+  for (int n : {0, 2}) {
+    o.logprobs = n;
+    json c = json::parse(request_body(Backend::kOpenAI, s, o));
+    EXPECT_EQ(c["logprobs"], n);
+    EXPECT_FALSE(c.contains("top_logprobs"));
+    json ws = json::parse(request_body(Backend::kPagodaWs, s, o, "bench-1"));
+    EXPECT_EQ(ws["logprobs"], n);
+    json chat = json::parse(request_body(Backend::kOpenAIChat, s, o));
+    EXPECT_EQ(chat["logprobs"], true);
+    EXPECT_EQ(chat["top_logprobs"], n);
+  }
 }
 
 }  // namespace

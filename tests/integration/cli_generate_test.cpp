@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -443,6 +444,128 @@ TEST(CliGenerate, UsageErrorsExitTwoBeforeAnythingRuns) {
   for (const json& l : help.lines) out += l.get<std::string>() + "\n";
   EXPECT_NE(out.find("Exit status: 0 every prompt completed; 1 a prompt failed"), std::string::npos)
       << out;
+}
+
+// Every SamplingParams check that needs no model runs before the model
+// loads (exit 2, the flag named), by the request pipeline's own checks:
+// these used to fail each prompt after the load (exit 1). MODEL_DIR is an
+// empty directory, so a run that got as far as loading would fail there.
+TEST(CliGenerate, ModelIndependentSamplingChecksExitTwoBeforeTheModelLoads) {
+  const std::string empty_dir = ::testing::TempDir() + "pagoda_generate_not_a_model";
+  std::filesystem::create_directories(empty_dir);
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--stop ''", "--stop: stop cannot contain an empty string."},
+      {"--stop a --stop ''", "--stop: stop cannot contain an empty string."},
+      {R"(--sampling-params '{"stop": [""]}')",
+       "--sampling-params: stop cannot contain an empty string."},
+      {"--min-tokens 5 --max-tokens 2",
+       "--min-tokens: min_tokens must be less than or equal to max_tokens=2, got 5."},
+      {"--min-tokens 20", "--min-tokens: min_tokens must be less than or equal to max_tokens=16"},
+      {"--truncate-prompt-tokens 0",
+       "--truncate-prompt-tokens: truncate_prompt_tokens must be an integer >= 1 or -1, got 0"},
+      {R"(--logit-bias '{"5":200}')", "--logit-bias: logit_bias['5'] must be in [-100, 100]"},
+      {R"(--logit-bias '{"x":1}')",
+       "--logit-bias: logit_bias keys must be token ids (integers as strings), got 'x'"},
+      {R"(--sampling-params '{"logit_bias": {"-1": 1}}')",
+       "--sampling-params: logit_bias token id -1 is outside the vocabulary"},
+      {R"(--sampling-params '{"allowed_token_ids": []}')",
+       "--sampling-params: allowed_token_ids is not None and empty!"},
+  };
+  for (const Case& c : cases) {
+    GenerateRun r = run_generate_args("model_free", "'" + empty_dir + "' --prompt Once " + c.args,
+                                      /*parse_stdout=*/false);
+    EXPECT_EQ(r.exit_status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.lines.empty()) << c.args;
+  }
+  // A flag mends what --sampling-params alone would get wrong: the merged
+  // values are checked (min_tokens 20 with --max-tokens 30).
+  GenerateRun ok = run_generate_args(
+      "model_free_ok", R"(--prompt Once --sampling-params '{"min_tokens": 20}' --max-tokens 30)");
+  EXPECT_EQ(ok.exit_status, 0) << ok.err;
+  ASSERT_EQ(ok.lines.size(), 1u) << ok.err;
+  EXPECT_GE(ok.lines[0]["outputs"][0]["token_ids"].size(), 20u) << ok.lines[0].dump();
+}
+
+// A number beyond double range (1e400) in --sampling-params or
+// --logit-bias is a usage error naming the flag and the field (nlohmann's
+// out_of_range escaped as "[json.exception.out_of_range.406] ..." and exit
+// 1); in a JSON line it is that line's error, and the file is still read as
+// JSON lines.
+TEST(CliGenerate, NumbersBeyondDoubleRangeAreNamedNotThrown) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {R"(--sampling-params '{"n":1e400}')",
+       "--sampling-params has a number beyond the range of a double in 'n'"},
+      {R"(--logit-bias '{"5":-1e400}')",
+       "--logit-bias has a number beyond the range of a double in '5'"},
+      {R"(--sampling-params '{"n":1,"n":2}')", "--sampling-params has the key 'n' twice"},
+      {R"(--sampling-params '{"n":')", "--sampling-params is not valid JSON: "},
+  };
+  for (const Case& c : cases) {
+    GenerateRun r =
+        run_generate_args("overflow", "--prompt Once " + c.args, /*parse_stdout=*/false);
+    EXPECT_EQ(r.exit_status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.lines.empty()) << c.args;
+  }
+  GenerateRun f = run_generate_cli(
+      "overflow_line", {R"({"prompt": "Once", "temperature": 1e400})", R"({"prompt": "Hi"})"},
+      "--max-tokens 2");
+  EXPECT_EQ(f.exit_status, 1) << f.err;
+  ASSERT_EQ(f.lines.size(), 2u) << f.err;
+  EXPECT_EQ(f.lines[0]["line"], 1);
+  EXPECT_NE(f.lines[0]["error"].get<std::string>().find(
+                "has a number beyond the range of a double in 'temperature'"),
+            std::string::npos)
+      << f.lines[0].dump();
+  EXPECT_EQ(f.lines[1]["prompt"], "Hi") << f.lines[1].dump();  // JSON lines, not text
+  EXPECT_EQ(f.err.find("json.exception"), std::string::npos) << f.err;
+}
+
+// --temperature inf / nan (and any number flag) is refused up front, as
+// the Python SamplingParams and the request pipeline refuse it; a large
+// finite value is taken (vLLM takes it).
+TEST(CliGenerate, NonFiniteSamplingFlagsExitTwo) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--temperature inf", "--temperature: temperature must be a finite number, got inf"},
+      {"--temperature nan", "--temperature: temperature must be a finite number, got nan"},
+      {"--repetition-penalty inf",
+       "--repetition-penalty: repetition_penalty must be a finite number, got inf"},
+      {"--presence-penalty -inf",
+       "--presence-penalty: presence_penalty must be a finite number, got -inf"},
+  };
+  for (const Case& c : cases) {
+    GenerateRun r =
+        run_generate_args("nonfinite", "--prompt Once " + c.args, /*parse_stdout=*/false);
+    EXPECT_EQ(r.exit_status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.lines.empty()) << c.args;
+  }
+  GenerateRun big = run_generate_args("big_temperature",
+                                      "--prompt Once --temperature 1e308 "
+                                      "--max-tokens 3 --sampling-seed 1");
+  EXPECT_EQ(big.exit_status, 0) << big.err;
+  ASSERT_EQ(big.lines.size(), 1u) << big.err;
+  EXPECT_EQ(big.lines[0]["outputs"][0]["token_ids"].size(), 3u) << big.lines[0].dump();
+}
+
+// A MODEL_DIR that is a file is "not a directory", not "does not exist".
+TEST(CliGenerate, AModelDirThatIsAFileIsNotADirectory) {
+  GenerateRun r = run_generate_args("model_file", "'" PAGODA_SOURCE_DIR "/README.md' --prompt Once",
+                                    /*parse_stdout=*/false);
+  EXPECT_EQ(r.exit_status, 2) << r.err;
+  EXPECT_NE(r.err.find("README.md' is not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("does not exist"), std::string::npos) << r.err;
 }
 
 // A guided_json schema in a JSON line or --sampling-params keeps its

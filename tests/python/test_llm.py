@@ -277,6 +277,11 @@ def test_params_list_must_match_the_prompts(llm):
 def test_non_finite_and_mistyped_values_are_value_errors_naming_them():
     with pytest.raises(ValueError, match="temperature"):
         SamplingParams(temperature=float("nan")).to_dict()
+    # The message `pagoda generate --temperature inf` and the C++ LLM give;
+    # a large finite temperature is taken, as vLLM takes it.
+    with pytest.raises(ValueError, match="temperature must be a finite number, got inf"):
+        SamplingParams(temperature=float("inf"))
+    SamplingParams(temperature=1e308)
     with pytest.raises(ValueError, match="max_model_len"):
         LLM(model=MODEL, device="cpu", max_model_len="abc")
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
@@ -335,6 +340,35 @@ def test_sampling_params_validate_at_construction_clone_and_eq():
     assert c != sp
     with pytest.raises(ValueError, match="detokenize"):
         SamplingParams(detokenize=False, stop=["x"])
+
+
+def test_model_independent_checks_raise_at_construction():
+    # vLLM's SamplingParams raises these in __post_init__; they used to wait
+    # for generate(). The request pipeline's own checks, without a model.
+    cases = [
+        (dict(stop=""), "stop cannot contain an empty string."),
+        (dict(stop=["a", ""]), "stop cannot contain an empty string."),
+        (dict(min_tokens=5, max_tokens=2),
+         "min_tokens must be less than or equal to max_tokens=2, got 5."),
+        (dict(min_tokens=20), "min_tokens must be less than or equal to max_tokens=16, got 20."),
+        (dict(truncate_prompt_tokens=0),
+         "truncate_prompt_tokens must be an integer >= 1 or -1, got 0"),
+        (dict(logit_bias={5: 200}), r"logit_bias\['5'\] must be in \[-100, 100\], got 200"),
+        (dict(logit_bias={"x": 1}), "logit_bias keys must be token ids"),
+        (dict(allowed_token_ids=[]), "allowed_token_ids is not None and empty!"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            SamplingParams(**kwargs)
+    # Accepted: max_tokens None lifts the bound; ids are checked against the
+    # vocabulary when a model is known.
+    SamplingParams(min_tokens=20, max_tokens=None)
+    SamplingParams(logit_bias={100000: 1.0})
+
+
+def test_a_model_path_that_is_a_file_is_not_a_directory():
+    with pytest.raises(RuntimeError, match="is not a directory"):
+        LLM(model=os.path.join(ROOT, "README.md"), device="cpu")
 
 
 def test_detokenize_false_leaves_text_empty(llm):

@@ -1,4 +1,5 @@
 // Protocol layer, request side: JSON body → ParsedRequest or OpenAI error.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -394,6 +395,107 @@ TEST(ProtocolCompletion, NAboveOneIsRefusedWithGreedySampling) {
   ok_completion(R"({"prompt": "x", "n": 2, "temperature": 0, "use_beam_search": true})", m);
   ok_completion(R"({"prompt": "x", "n": 1, "temperature": 0})", m);
   EXPECT_FALSE(check_sampling_fields(json::parse(R"({"n": 2, "temperature": 0.7})")));
+}
+
+// vLLM's SamplingParams(...) raises at construction for every check that
+// needs no model; check_sampling_fields (the Python SamplingParams and
+// `pagoda generate`'s flags, before any model loads) runs the request
+// pipeline's own code for them: the same message and field as
+// parse_offline_object with the model. Only what needs the model (ids
+// against the vocabulary, the context) waits.
+TEST(ProtocolOffline, ModelIndependentSamplingChecksNeedNoModel) {
+  const ServingModel m = make_test_model();
+  const char* refused[][2] = {
+      {R"({"stop": ""})", "stop"},
+      {R"({"stop": ["a", ""]})", "stop"},
+      {R"({"min_tokens": 5, "max_tokens": 2})", "min_tokens"},
+      {R"({"min_tokens": 20})", "min_tokens"},  // SamplingParams' max_tokens 16
+      {R"({"truncate_prompt_tokens": 0})", "truncate_prompt_tokens"},
+      {R"({"logit_bias": {"5": 200}})", "logit_bias"},
+      {R"({"logit_bias": {"x": 1}})", "logit_bias"},
+      {R"({"logit_bias": {"-1": 1}})", "logit_bias"},
+      {R"({"logit_bias": {"5": "1"}})", "logit_bias"},
+      {R"({"logit_bias": {"13": 1, "013": 1}})", "logit_bias"},
+      {R"({"stop_token_ids": [-1]})", "stop_token_ids"},
+      {R"({"allowed_token_ids": []})", "allowed_token_ids"},
+      {R"({"allowed_token_ids": [-3]})", "allowed_token_ids"},
+      {R"({"bad_words": [1]})", "bad_words"},
+  };
+  for (const auto& [fields, param] : refused) {
+    SCOPED_TRACE(fields);
+    const std::optional<OpenAIError> checked = check_sampling_fields(json::parse(fields));
+    ASSERT_TRUE(checked.has_value());
+    EXPECT_EQ(checked->param, param);
+    json request = json::parse(fields);
+    request["prompt"] = "x";
+    const ParseResult with_model = parse_offline_object(request, m);
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(with_model));
+    if (std::string_view(param) == "logit_bias" &&
+        std::string_view(fields).find("-1") != std::string_view::npos) {
+      // The vocabulary is named only where it is known.
+      EXPECT_EQ(checked->message,
+                "logit_bias token id -1 is outside the vocabulary [0, vocab_size)");
+      EXPECT_EQ(std::get<OpenAIError>(with_model).message,
+                "logit_bias token id -1 is outside the vocabulary [0, 259)");
+    } else if (std::string_view(param) != "stop_token_ids") {
+      EXPECT_EQ(checked->message, std::get<OpenAIError>(with_model).message);
+    }
+    EXPECT_EQ(std::get<OpenAIError>(with_model).param, param);
+  }
+  EXPECT_EQ(check_sampling_fields(json::parse(R"({"stop": ""})"))->message,
+            "stop cannot contain an empty string.");
+  EXPECT_EQ(check_sampling_fields(json::parse(R"({"min_tokens": 5, "max_tokens": 2})"))->message,
+            "min_tokens must be less than or equal to max_tokens=2, got 5.");
+  EXPECT_EQ(check_sampling_fields(json::parse(R"({"truncate_prompt_tokens": 0})"))->message,
+            "truncate_prompt_tokens must be an integer >= 1 or -1, got 0");
+  EXPECT_EQ(check_sampling_fields(json::parse(R"({"logit_bias": {"5": 200}})"))->message,
+            "logit_bias['5'] must be in [-100, 100], got 200");
+  // Accepted without a model: ids past this test model's 259 (checked when
+  // a model is known), min_tokens with max_tokens None, the bounds.
+  for (const char* fields :
+       {R"({"logit_bias": {"1000": 100}})", R"({"stop_token_ids": [1000]})",
+        R"({"allowed_token_ids": [1000]})", R"({"min_tokens": 100, "max_tokens": null})",
+        R"({"min_tokens": 16})", R"({"min_tokens": 2, "max_tokens": 2})",
+        R"({"truncate_prompt_tokens": -1})", R"({"stop": ["a"], "bad_words": ["b"]})",
+        R"({"logit_bias": {"5": -100, "6": 100}})"}) {
+    SCOPED_TRACE(fields);
+    const std::optional<OpenAIError> checked = check_sampling_fields(json::parse(fields));
+    EXPECT_FALSE(checked.has_value()) << checked->message;
+  }
+}
+
+// temperature (and every number field) must be finite in every front end:
+// JSON cannot carry inf or nan, but `pagoda generate --temperature inf` and
+// the C++ LLM build the object directly (the Python SamplingParams refused
+// them already). A large finite temperature (1e308, which vLLM takes) is
+// accepted and samples as the largest float, not as inf.
+TEST(ProtocolOffline, NonFiniteNumbersAreRefusedEverywhere) {
+  const ServingModel m = make_test_model();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const char* field : {"temperature", "top_p", "min_p", "presence_penalty",
+                            "frequency_penalty", "repetition_penalty", "length_penalty"}) {
+    for (double v : {inf, -inf, nan}) {
+      SCOPED_TRACE(fmt::format("{} {}", field, v));
+      const std::optional<OpenAIError> checked = check_sampling_fields(json{{field, v}});
+      ASSERT_TRUE(checked.has_value());
+      EXPECT_EQ(checked->param, field);
+      EXPECT_EQ(checked->message, fmt::format("{} must be a finite number, got {}", field, v));
+      const ParseResult offline = parse_offline_object(json{{"prompt", "x"}, {field, v}}, m);
+      ASSERT_TRUE(std::holds_alternative<OpenAIError>(offline));
+      EXPECT_EQ(std::get<OpenAIError>(offline).param, field);
+      const ParseResult http = parse_completion_object(json{{"prompt", "x"}, {field, v}}, m);
+      ASSERT_TRUE(std::holds_alternative<OpenAIError>(http));
+      EXPECT_EQ(std::get<OpenAIError>(http).message, checked->message);
+    }
+  }
+  EXPECT_EQ(check_sampling_fields(json{{"temperature", inf}})->message,
+            "temperature must be a finite number, got inf");
+  EXPECT_FALSE(check_sampling_fields(json{{"temperature", 1e308}}));
+  const ParsedRequest r = ok_completion(R"({"prompt": "x", "temperature": 1e308})", m);
+  EXPECT_EQ(r.sampling.temperature, std::numeric_limits<float>::max());
+  // 1e999 is not a double: refused while the body is parsed (its own test).
+  EXPECT_EQ(err_completion(R"({"prompt": "x", "temperature": 1e999})", m).param, "temperature");
 }
 
 TEST(ProtocolChat, RendersTemplateWithoutDoubleBos) {
