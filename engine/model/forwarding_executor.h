@@ -31,6 +31,7 @@ class ForwardingExecutor : public ModelExecutor {
     inner_->execute(b, logits);
   }
   int64_t num_cuda_graphs() const override { return inner_->num_cuda_graphs(); }
+  int64_t num_graph_replays() const override { return inner_->num_graph_replays(); }
   bool can_sample_on_device() const override { return inner_->can_sample_on_device(); }
   void execute_and_sample(const ForwardBatch& b, const DeviceSamplingBatch& s,
                           std::vector<TokenLogprob>& out) override {

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <stdexcept>
@@ -276,6 +277,9 @@ class BackendModelExecutor final : public ModelExecutor {
     });
   }
   int64_t num_cuda_graphs() const override { return ranks_[0].graphs ? ranks_[0].graphs->num_graphs() : 0; }
+  int64_t num_graph_replays() const override {
+    return graph_replays_.load(std::memory_order_relaxed);
+  }
 #endif
 
  private:
@@ -313,7 +317,10 @@ class BackendModelExecutor final : public ModelExecutor {
 #ifdef PAGODA_HAVE_CUDA
     if (k.graphs) {
       const int64_t size = k.graphs->padded_size(batch);
-      if (size > 0) return k.graphs->replay(k.graphs->pad(batch, size)).first_rows(batch.num_seqs());
+      if (size > 0) {
+        if (r == 0) graph_replays_.fetch_add(1, std::memory_order_relaxed);
+        return k.graphs->replay(k.graphs->pad(batch, size)).first_rows(batch.num_seqs());
+      }
     }
 #endif
     return k.model->forward(k.backend->upload_batch(batch));
@@ -325,6 +332,7 @@ class BackendModelExecutor final : public ModelExecutor {
   std::string description_;
   std::vector<std::unique_ptr<Communicator>> comms_;  // outlive the models that use them
   std::vector<Rank> ranks_;
+  std::atomic<int64_t> graph_replays_{0};  // rank 0's replays (every rank replays alike)
 #ifdef PAGODA_HAVE_CUDA
   std::unique_ptr<cuda::GpuSampler> sampler_;
   DeviceSamplingBatch sliced_;  // execute_and_sample's rows of one logits slice

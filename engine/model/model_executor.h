@@ -56,6 +56,9 @@ class ModelExecutor {
   virtual void execute(const ForwardBatch& batch, std::vector<float>& logits) = 0;
   // Decode batch sizes captured as CUDA graphs (0: eager only, or CPU).
   virtual int64_t num_cuda_graphs() const { return 0; }
+  // Steps run by replaying a captured CUDA graph since the executor was made
+  // (the rest ran eagerly); 0 on the CPU. Read from the engine thread.
+  virtual int64_t num_graph_replays() const { return 0; }
   // True when execute_and_sample works (the CUDA backend).
   virtual bool can_sample_on_device() const { return false; }
   // One step, then every row of `sampling` sampled on the device

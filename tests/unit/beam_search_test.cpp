@@ -1,13 +1,8 @@
 // Beam search (engine/beam_search.h) against HF transformers' own beam
-// search: tests/data/beam_search_reference.json (made on the device machine
-// by tests/data/beam_search_reference.py; its "how" says how) holds, for
-// stories260K and tiny-random-llama, 3 prompts × early_stopping true / false
-// / "never" × length_penalty 1.0 / 0.5, num_beams 4, 12 new tokens, two eos
-// ids: HF's 4 returned beams (tokens up to the first eos) and their
-// sequences_scores. Ours, through the CPU engine (fp32): the same tokens, the
-// same order, scores within 1e-4. Also: the beams share the prompt's blocks
-// through the prefix cache (each step computes one token per beam), and the
-// errors.
+// search (tests/support/beam_reference.h) through the CPU engine (fp32): the
+// same tokens, the same order, scores within 1e-4; the beams share the
+// prompt's blocks through the prefix cache (each step computes one token per
+// beam). Also the stopping rules on a fixed table, and the errors.
 #include "engine/beam_search.h"
 
 #include <gtest/gtest.h>
@@ -17,22 +12,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/support/beam_reference.h"
 #include "tests/support/test_engine.h"
 #include "tests/unit/model_test_helpers.h"
 
 namespace pagoda {
 namespace {
-
-nlohmann::json reference() {
-  std::ifstream in(std::string(PAGODA_SOURCE_DIR) + "/tests/data/beam_search_reference.json");
-  if (!in) throw std::runtime_error("tests/data/beam_search_reference.json missing");
-  return nlohmann::json::parse(in);
-}
-
-EarlyStopping early_stopping(const nlohmann::json& v) {
-  if (v.is_string()) return EarlyStopping::kNever;
-  return v.get<bool>() ? EarlyStopping::kTrue : EarlyStopping::kFalse;
-}
 
 void check_model(const std::string& name, const std::string& dir) {
   ExecutorOptions o = test::stories_options();
@@ -47,46 +32,7 @@ void check_model(const std::string& name, const std::string& dir) {
   cfg.log_stats = false;
   auto engine = std::make_unique<Engine>(cfg, make_model_executor(ModelConfig::from_dir(dir), o),
                                          load_tokenizer(test::stories_dir()));
-  const nlohmann::json ref = reference();
-  int checked = 0;
-  for (const auto& c : ref["cases"]) {
-    if (c["model"] != name) continue;
-    BeamSearchParams p;
-    p.beam_width = c["num_beams"];
-    p.max_tokens = c["max_new_tokens"];
-    p.length_penalty = c["length_penalty"];
-    p.early_stopping = early_stopping(c["early_stopping"]);
-    p.eos_token_ids = c["eos_token_ids"].get<std::vector<int32_t>>();
-    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-    SCOPED_TRACE(name + " prompt of " + std::to_string(prompt.size()) + " early_stopping " +
-                 c["early_stopping"].dump() + " length_penalty " + c["length_penalty"].dump());
-    const EngineStats before = engine->stats();
-    const NextTokenLogprobs inner =
-        engine_next_token_logprobs(*engine, "beam" + std::to_string(checked), true);
-    int64_t requests = 0;
-    const NextTokenLogprobs counted = [&](const std::vector<std::vector<int32_t>>& seqs, int k) {
-      requests += static_cast<int64_t>(seqs.size());
-      return inner(seqs, k);
-    };
-    const std::vector<BeamHypothesis> got = beam_search(prompt, p, counted);
-    // Each request after the first continues its beam's previous one: the
-    // full blocks and the copied partial block hold all but its new token.
-    const EngineStats after = engine->stats();
-    const int64_t computed =
-        (after.prefix_cache_queries_total - before.prefix_cache_queries_total) -
-        (after.prefix_cache_hits_total - before.prefix_cache_hits_total);
-    EXPECT_LE(computed, static_cast<int64_t>(prompt.size()) - 1 + requests);
-    const auto& want = c["beams"];
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t b = 0; b < got.size(); ++b) {
-      EXPECT_EQ(got[b].token_ids, want[b]["token_ids"].get<std::vector<int32_t>>()) << "beam " << b;
-      EXPECT_NEAR(got[b].score, want[b]["score"].get<double>(), 1e-4) << "beam " << b;
-      const double len = static_cast<double>(got[b].token_ids.size());
-      EXPECT_NEAR(got[b].score, got[b].cumulative_logprob / std::pow(len, p.length_penalty), 1e-5);
-    }
-    ++checked;
-  }
-  EXPECT_EQ(checked, 18);
+  EXPECT_EQ(test::check_beam_reference(*engine, name, 1e-4), 18);
   // Every step after the first re-sent the prompt: its full blocks came
   // from the prefix cache.
   EXPECT_GT(engine->stats().prefix_cache_hits_total, 0);
