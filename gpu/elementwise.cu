@@ -7,6 +7,7 @@
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
+#include "gpu/gated_mul.cuh"
 #include "gpu/kernels.h"
 
 namespace pagoda::cuda {
@@ -149,18 +150,10 @@ void launch_norm_t(const void* x, void* residual, const void* w, float eps, void
   }
 }
 
-template <typename T>
-__global__ void silu_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t T_,
-                                int64_t I) {
-  const int64_t n = T_ * I;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = e / I, i = e % I;
-    const float g = to_f32(gu[t * 2 * I + i]);
-    const float u = to_f32(gu[t * 2 * I + I + i]);
-    out[e] = from_f32<T>(g / (1.f + __expf(-g)) * u);
-  }
-}
+// silu(g) = g / (1 + e^-g) (SwiGLU).
+struct SiluAct {
+  __device__ float operator()(float g) const { return g / (1.f + __expf(-g)); }
+};
 
 __global__ void gather_rows_kernel(const char* __restrict__ x, const int32_t* __restrict__ idx,
                                    char* __restrict__ out, int64_t row_bytes, int64_t T) {
@@ -247,9 +240,9 @@ void launch_silu_mul(DType dt, const void* gate_up, void* out, int64_t T, int64_
                      cudaStream_t stream) {
   if (T * I == 0) return;
   PAGODA_DISPATCH_FLOAT(dt, "silu_mul",
-      silu_mul_kernel<scalar_t><<<grid_for(T * I, 256), 256, 0, stream>>>(
-          static_cast<const scalar_t*>(gate_up), static_cast<scalar_t*>(out), T, I));
-  PAGODA_CUDA_CHECK_LAUNCH("silu_mul_kernel");
+                        launch_gated_mul_t(static_cast<const scalar_t*>(gate_up),
+                                           static_cast<scalar_t*>(out), T, I, SiluAct{}, stream));
+  PAGODA_CUDA_CHECK_LAUNCH("gated_mul_kernel (silu)");
 }
 
 void launch_gather_rows(const void* x, const int32_t* idx, void* out, int64_t L,

@@ -13,6 +13,7 @@
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
+#include "gpu/gated_mul.cuh"
 #include "gpu/kernels.h"
 
 namespace pagoda::cuda {
@@ -36,18 +37,9 @@ __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.f + er
 // What map_kernel applies to each element.
 enum class MapOp { Scale, Softcap, Gelu, GeluTanh };
 
-template <typename T>
-__global__ void gelu_tanh_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t T_,
-                                     int64_t I) {
-  const int64_t n = T_ * I;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = e / I, i = e % I;
-    const float g = to_f32(gu[t * 2 * I + i]);
-    const float u = to_f32(gu[t * 2 * I + I + i]);
-    out[e] = from_f32<T>(gelu_tanh(g) * u);
-  }
-}
+struct GeluTanhAct {
+  __device__ float operator()(float g) const { return gelu_tanh(g); }
+};
 
 // out[e] = op(x[e]); out may alias x (each element is read, then written,
 // by one thread). a: the scale factor or the cap.
@@ -141,10 +133,11 @@ void launch_map(DType dt, const void* x, void* out, int64_t n, float a, const ch
 void launch_gelu_tanh_mul(DType dt, const void* gate_up, void* out, int64_t T, int64_t I,
                           cudaStream_t stream) {
   if (T * I == 0) return;
-  PAGODA_DISPATCH_FLOAT(dt, "gelu_tanh_mul",
-                        gelu_tanh_mul_kernel<scalar_t><<<grid_for(T * I), kThreads, 0, stream>>>(
-                            static_cast<const scalar_t*>(gate_up), static_cast<scalar_t*>(out), T, I));
-  PAGODA_CUDA_CHECK_LAUNCH("gelu_tanh_mul_kernel");
+  PAGODA_DISPATCH_FLOAT(
+      dt, "gelu_tanh_mul",
+      launch_gated_mul_t(static_cast<const scalar_t*>(gate_up), static_cast<scalar_t*>(out), T, I,
+                         GeluTanhAct{}, stream));
+  PAGODA_CUDA_CHECK_LAUNCH("gated_mul_kernel (gelu_tanh)");
 }
 
 void launch_scale(DType dt, void* x, int64_t n, float s, cudaStream_t stream) {
