@@ -247,17 +247,12 @@ __global__ void decode_combine_kernel(AttentionArgs a, int part, int nsplits, co
 int group_chunk(int G) { return G <= 1 ? 1 : G <= 2 ? 2 : G <= 4 ? 4 : 8; }
 
 template <typename T, int D>
-void launch_decode_d(const AttentionArgs& a, float* ws, cudaStream_t stream) {
+void launch_decode_d(const AttentionArgs& a, int part, int nsplits, float* ws_out, float* ws_max,
+                     float* ws_sum, cudaStream_t stream) {
   const int G = a.num_heads / a.num_kv_heads;
   const int GC = group_chunk(G);
   const int nchunks = (G + GC - 1) / GC;
-  const int part = decode_partition_for(a.num_seqs, a.num_heads);
-  const int nsplits = std::max(1, (a.max_context_len + part - 1) / part);
   const dim3 grid(a.num_kv_heads * nchunks, a.num_seqs, nsplits);
-  const size_t rows = static_cast<size_t>(a.num_seqs) * a.num_heads * nsplits;
-  float* ws_out = ws;
-  float* ws_max = ws + rows * D;
-  float* ws_sum = ws_max + rows;
   switch (GC) {
     case 1: decode_attention_kernel<T, D, 1><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
     case 2: decode_attention_kernel<T, D, 2><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
@@ -265,12 +260,25 @@ void launch_decode_d(const AttentionArgs& a, float* ws, cudaStream_t stream) {
     default: decode_attention_kernel<T, D, 8><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
   }
   PAGODA_CUDA_CHECK_LAUNCH("decode_attention_kernel");
+}
+
+// The partitions' attention (the tensor-core kernel when `mma`, which the
+// caller sets only where decode_attention_mma_applies), then their merge.
+template <typename T, int D>
+void run_d(DType dt, const AttentionArgs& a, bool mma, int part, int nsplits, float* ws_out,
+           float* ws_max, float* ws_sum, cudaStream_t stream) {
+  if (mma)
+    launch_decode_attention_mma(dt, a, part, nsplits, ws_out, ws_max, ws_sum, stream);
+  else
+    launch_decode_d<T, D>(a, part, nsplits, ws_out, ws_max, ws_sum, stream);
   if (nsplits > 1) {
     decode_combine_kernel<T, D><<<dim3(a.num_heads, a.num_seqs), D, 0, stream>>>(a, part, nsplits, ws_out,
                                                                                  ws_max, ws_sum);
     PAGODA_CUDA_CHECK_LAUNCH("decode_combine_kernel");
   }
 }
+
+DecodeAttentionKernel g_decode_kernel = DecodeAttentionKernel::kAuto;
 
 }  // namespace
 
@@ -297,18 +305,38 @@ size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int ma
   return rows * (static_cast<size_t>(head_dim) + 2);
 }
 
+void set_decode_attention_kernel(DecodeAttentionKernel k) { g_decode_kernel = k; }
+
 void launch_decode_attention(DType dt, const AttentionArgs& a, float* workspace,
                              cudaStream_t stream) {
   if (a.num_seqs == 0) return;
+  if (!attention_head_dim_supported(a.head_dim))
+    throw std::invalid_argument("attention: unsupported head_dim " + std::to_string(a.head_dim));
+  const int part = decode_partition_for(a.num_seqs, a.num_heads);
+  const int nsplits = std::max(1, (a.max_context_len + part - 1) / part);
+  const size_t rows = static_cast<size_t>(a.num_seqs) * a.num_heads * nsplits;
+  float* ws_out = workspace;
+  float* ws_max = workspace + rows * a.head_dim;
+  float* ws_sum = ws_max + rows;
+  const bool mma =
+      g_decode_kernel != DecodeAttentionKernel::kSimt && decode_attention_mma_applies(dt, a);
   PAGODA_DISPATCH_FLOAT(dt, "decode attention", {
     switch (a.head_dim) {
-      case 8: launch_decode_d<scalar_t, 8>(a, workspace, stream); break;
-      case 16: launch_decode_d<scalar_t, 16>(a, workspace, stream); break;
-      case 32: launch_decode_d<scalar_t, 32>(a, workspace, stream); break;
-      case 64: launch_decode_d<scalar_t, 64>(a, workspace, stream); break;
-      case 128: launch_decode_d<scalar_t, 128>(a, workspace, stream); break;
+      case 8:
+        run_d<scalar_t, 8>(dt, a, false, part, nsplits, ws_out, ws_max, ws_sum, stream);
+        break;
+      case 16:
+        run_d<scalar_t, 16>(dt, a, false, part, nsplits, ws_out, ws_max, ws_sum, stream);
+        break;
+      case 32:
+        run_d<scalar_t, 32>(dt, a, false, part, nsplits, ws_out, ws_max, ws_sum, stream);
+        break;
+      case 64:
+        run_d<scalar_t, 64>(dt, a, mma, part, nsplits, ws_out, ws_max, ws_sum, stream);
+        break;
       default:
-        throw std::invalid_argument("attention: unsupported head_dim " + std::to_string(a.head_dim));
+        run_d<scalar_t, 128>(dt, a, mma, part, nsplits, ws_out, ws_max, ws_sum, stream);
+        break;
     }
   });
 }

@@ -152,8 +152,24 @@ bool attention_head_dim_supported(int head_dim);
 // captured graph (padded) and the same batch run eagerly compute alike.
 int decode_partition_for(int num_seqs, int num_heads);
 size_t decode_workspace_floats(int num_seqs, int num_heads, int head_dim, int max_context_len);
+// Picks the partitions' kernel: the tensor-core one (attention_decode_mma.cu)
+// where decode_attention_mma_applies, else the fp32 CUDA-core one.
 void launch_decode_attention(DType dt, const AttentionArgs& a, float* workspace,
                              cudaStream_t stream);
+// Which kernel launch_decode_attention may use, process-wide (tests and
+// pagoda_gpu_bench compare the two; the engine never changes it): kAuto (the
+// default) uses the tensor-core kernel where it applies, kSimt never.
+enum class DecodeAttentionKernel { kAuto, kSimt };
+void set_decode_attention_kernel(DecodeAttentionKernel k);
+// The tensor-core decode kernel applies to bf16/f16, head_dim 64 or 128 and
+// at most 16 query heads per KV head.
+bool decode_attention_mma_applies(DType dt, const AttentionArgs& a);
+// One CTA per (KV head, sequence, partition of `part` keys) into the
+// partition workspace (ws_out [rows, D], ws_max / ws_sum [rows] for
+// rows = num_seqs * num_heads * nsplits) or, for a sequence with one
+// partition, straight into a.out; launch_decode_attention merges.
+void launch_decode_attention_mma(DType dt, const AttentionArgs& a, int part, int nsplits,
+                                 float* ws_out, float* ws_max, float* ws_sum, cudaStream_t stream);
 
 // Any batch (prefill, chunked prefill, decode, mixed): causal attention of
 // each sequence's queries (positions ctx-qlen .. ctx-1) over its cache.

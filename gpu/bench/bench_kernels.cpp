@@ -3,7 +3,7 @@
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
 //   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only
-//   kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-table]
+//   kernels|skinny|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-table]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -108,18 +108,31 @@ void free_attn(cuda::CudaBackend& b, AttnSetup& s) {
   for (Tensor* t : {&s.cache.k, &s.cache.v, &s.q, &s.out}) b.free(*t);
 }
 
+// Decode attention over B sequences of ctx keys; `kernels` also times the
+// fp32 CUDA-core kernel where the tensor-core one is the default.
 void bench_decode(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& rows, int B, int ctx,
-                  int Hq, int Hk) {
+                  int Hq, int Hk, bool kernels = false) {
   const int D = 128, bs = 16;
   AttnSetup s = make_attn(b, B, 1, ctx, Hq, Hk, D, bs);
   const DeviceBatch& db = b.upload_batch(s.fb);
   const float scale = 1.f / std::sqrt(float(D));
-  const double ms = time_ms(b.stream(), [&](int) { b.attention(s.q, s.cache, db, Hq, Hk, D, scale, s.out); });
   const double bytes = 2.0 * B * ctx * Hk * D * 2;  // K and V, bf16
-  const double gbs = bytes / (ms * 1e-3) / 1e9;
-  char name[128];
-  std::snprintf(name, sizeof(name), "decode attn %d seq x %d ctx, %d/%d heads D128 bf16", B, ctx, Hq, Hk);
-  rows.push_back({name, ms, fmt("%.0f GB/s", gbs), fmt("%.0f%% of copy BW", 100.0 * gbs / c.copy_gbs)});
+  std::vector<cuda::DecodeAttentionKernel> which = {cuda::DecodeAttentionKernel::kAuto};
+  if (kernels) which.push_back(cuda::DecodeAttentionKernel::kSimt);
+  for (const cuda::DecodeAttentionKernel k : which) {
+    cuda::set_decode_attention_kernel(k);
+    const double ms =
+        time_ms(b.stream(), [&](int) { b.attention(s.q, s.cache, db, Hq, Hk, D, scale, s.out); });
+    const double gbs = bytes / (ms * 1e-3) / 1e9;
+    char name[160];
+    std::snprintf(name, sizeof(name), "decode attn %d seq x %d ctx, %d/%d heads D128 bf16%s", B,
+                  ctx, Hq, Hk,
+                  k == cuda::DecodeAttentionKernel::kSimt ? " [CUDA-core kernel]" : "");
+    rows.push_back({name, ms, fmt("%.0f GB/s", gbs),
+                    fmt("%.0f%% of copy BW", 100.0 * gbs / c.copy_gbs) +
+                        (bytes < 40e6 ? " (KV fits in L2)" : "")});
+  }
+  cuda::set_decode_attention_kernel(cuda::DecodeAttentionKernel::kAuto);
   free_attn(b, s);
 }
 
@@ -244,9 +257,14 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--out FILE] [--model-dir DIR] [--only "
-          "kernels|skinny|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-table]\n"
+          "kernels|skinny|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-"
+          "table]\n"
           "  skinny: Llama-2-7B's linears at M = 1 .. 64 through the GEMV, skinny tensor-core and\n"
           "          cuBLASLt kernels\n"
+          "  decode-attn: one layer's decode attention, Llama-2-7B and Qwen2-7B heads, batch 1 .. "
+          "256,\n"
+          "          contexts 512 and 2048, tensor-core and CUDA-core kernels, against the copy "
+          "bandwidth\n"
           "  decode-table: --model-dir DIR [--label NAME]: the served decode step at batch "
           "1..256,\n"
           "          contexts 512 and 2048, against weight + KV bytes / copy bandwidth\n"
@@ -329,6 +347,12 @@ int main(int argc, char** argv) {
     Ceilings c = measure_ceilings(b, rows);
     if (only == "skinny") {
       bench_skinny(b, c, rows);
+    } else if (only == "decode-attn") {
+      // Issue 14: decode attention, Llama-2-7B (32 MHA heads) and Qwen2-7B
+      // (28 query heads on 4 KV heads) per layer, both kernels.
+      for (const auto& [Hq, Hk] : {std::pair{32, 32}, std::pair{28, 4}})
+        for (int ctx : {512, 2048})
+          for (int B : {1, 8, 64, 256}) bench_decode(b, c, rows, B, ctx, Hq, Hk, true);
     } else if (only != "model") {
       bench_decode(b, c, rows, 32, 2048, 32, 32);
       bench_decode(b, c, rows, 1, 8192, 32, 32);

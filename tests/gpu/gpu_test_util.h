@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -18,6 +18,7 @@
 #include "engine/model/backend.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/device_info.h"
+#include "gpu/kernels.h"
 
 #define PAGODA_REQUIRE_GPU()                                                        \
   do {                                                                              \
@@ -114,5 +115,36 @@ inline std::vector<double> to_double(const std::vector<float>& v) {
 // intermediate (residual sum, attention's bf16 q/k/v are exact inputs).
 // f16 (u = 2^-11) gets the same bound, 4x looser than it needs.
 inline double tol_for(DType dt) { return dt == DType::F32 ? 1e-5 : 4e-3; }
+
+// The attention kernels a test runs its batch through: the one the batch
+// selects; for a decode batch also the prefill kernel (it serves mixed
+// batches, so it must be right on decodes too) and, where the tensor-core
+// decode kernel is the default, the fp32 CUDA-core decode kernel.
+struct AttentionMode {
+  bool decode;                         // DeviceBatch::decode_only as run
+  cuda::DecodeAttentionKernel kernel;  // set for the run, kAuto after
+  const char* name;
+};
+inline std::vector<AttentionMode> attention_modes(bool decode_only, DType dt, int D, int Hq,
+                                                  int Hk) {
+  if (!decode_only) return {{false, cuda::DecodeAttentionKernel::kAuto, "prefill"}};
+  cuda::AttentionArgs a;
+  a.head_dim = D;
+  a.num_heads = Hq;
+  a.num_kv_heads = Hk;
+  const bool mma = cuda::decode_attention_mma_applies(dt, a);
+  std::vector<AttentionMode> m = {
+      {true, cuda::DecodeAttentionKernel::kAuto, mma ? "decode-mma" : "decode"},
+      {false, cuda::DecodeAttentionKernel::kAuto, "prefill"}};
+  if (mma) m.push_back({true, cuda::DecodeAttentionKernel::kSimt, "decode-simt"});
+  return m;
+}
+// Sets the decode kernel for a scope.
+struct ScopedDecodeKernel {
+  explicit ScopedDecodeKernel(cuda::DecodeAttentionKernel k) {
+    cuda::set_decode_attention_kernel(k);
+  }
+  ~ScopedDecodeKernel() { cuda::set_decode_attention_kernel(cuda::DecodeAttentionKernel::kAuto); }
+};
 
 }  // namespace pagoda::gputest

@@ -133,13 +133,10 @@ void run_attention_case(const AttnCase& c) {
   Tensor dq = upload(*b, c.dt, {T, Hq * D}, q);
   Tensor out = b->alloc(c.dt, {T, Hq * D});
   const DeviceBatch& db = b->upload_batch(fb);
-  // The kernel the batch selects, and for decode batches also the prefill
-  // kernel (it serves mixed batches, so it must be right on decodes too).
-  std::vector<bool> modes = {db.decode_only};
-  if (db.decode_only) modes.push_back(false);
-  for (bool decode : modes) {
+  for (const AttentionMode& mode : attention_modes(db.decode_only, c.dt, D, Hq, Hk)) {
+    const ScopedDecodeKernel kernel(mode.kernel);
     DeviceBatch dbm = db;
-    dbm.decode_only = decode;
+    dbm.decode_only = mode.decode;
     poison(*b, out);
     b->attention(dq, cache, dbm, Hq, Hk, D, scale, out);
     // bf16: exact bf16 q/k/v, fp32 softmax and sums, one rounding of the
@@ -152,10 +149,10 @@ void run_attention_case(const AttnCase& c) {
     b->attention(dq, cache, dbm, Hq, Hk, D, scale, out);
     const std::vector<float> again = download(*b, out);
     EXPECT_EQ(0, std::memcmp(got.data(), again.data(), got.size() * sizeof(float)))
-        << (decode ? "decode" : "prefill") << " kernel is not bitwise reproducible";
+        << mode.name << " kernel is not bitwise reproducible";
     std::printf("[ rel L2 ] %-8s %s %s kernel: %.3g (tolerance %.0e)\n", c.name, dtype_name(c.dt),
-                decode ? "decode" : "prefill", err, tol_for(c.dt));
-    EXPECT_LT(err, tol_for(c.dt)) << (decode ? "decode kernel" : "prefill kernel");
+                mode.name, err, tol_for(c.dt));
+    EXPECT_LT(err, tol_for(c.dt)) << mode.name << " kernel";
   }
   for (Tensor* t : {&cache.k, &cache.v, &dq, &out}) b->free(*t);
 }
@@ -182,6 +179,20 @@ TEST_F(CudaAttention, DecodeGQA4_bf16_bs16_D128) {
 }
 TEST_F(CudaAttention, DecodeGQA7_bf16_bs32_D128) {
   run_attention_case({"gqa7", DType::BF16, 32, 128, 14, 2, decodes({1, 511, 1025, 8192})});
+}
+// The tensor-core decode kernel's edges: 16 query heads per KV head (its M
+// rows full), a group that is not a power of two, head_dim 64, and a batch
+// of 40 sequences (512-key partitions, several per long sequence).
+TEST_F(CudaAttention, DecodeGQA16_bf16_D64_and_GQA12_f16_D128) {
+  run_attention_case({"gqa16", DType::BF16, 16, 64, 32, 2, decodes({1, 16, 17, 700, 4100})});
+  run_attention_case({"gqa12", DType::F16, 16, 128, 24, 2, decodes({2, 63, 64, 65, 1500})});
+}
+TEST_F(CudaAttention, DecodeGQA7_bf16_40Sequences) {
+  std::vector<int> ctxs;
+  for (int i = 0; i < 40; ++i) ctxs.push_back(1 + (i * 997) % 1900);
+  std::vector<SeqSpec> seqs;
+  for (int c : ctxs) seqs.push_back({1, c});
+  run_attention_case({"gqa7x40", DType::BF16, 16, 128, 28, 4, seqs});
 }
 TEST_F(CudaAttention, DecodeGQA8_f32_bs16_D128) {
   run_attention_case({"gqa8", DType::F32, 16, 128, 32, 4, decodes({3000, 1, 8192})});

@@ -150,18 +150,17 @@ void run_ext_case(const ExtCase& c) {
   o.logit_softcap = c.softcap;
   if (c.alibi) o.alibi_slopes = upload(*b, DType::F32, {Hq}, slopes);
   const DeviceBatch& db = b->upload_batch(fb);
-  std::vector<bool> modes = {db.decode_only};
-  if (db.decode_only) modes.push_back(false);
-  for (bool decode : modes) {
+  for (const AttentionMode& mode : attention_modes(db.decode_only, c.dt, D, Hq, Hk)) {
+    const ScopedDecodeKernel kernel(mode.kernel);
     DeviceBatch dbm = db;
-    dbm.decode_only = decode;
+    dbm.decode_only = mode.decode;
     poison(*b, out);
     b->attention_ext(dq, cache, dbm, Hq, Hk, D, scale, o, out);
     const std::vector<float> got = download(*b, out);
     const double err = rel_l2(got, want);
     std::printf("[ rel L2 ] %-12s %s %s kernel: %.3g (tolerance %.0e)\n", c.name, dtype_name(c.dt),
-                decode ? "decode" : "prefill", err, tol_for(c.dt));
-    EXPECT_LT(err, tol_for(c.dt)) << (decode ? "decode kernel" : "prefill kernel");
+                mode.name, err, tol_for(c.dt));
+    EXPECT_LT(err, tol_for(c.dt)) << mode.name << " kernel";
   }
   for (Tensor* t : {&cache.k, &cache.v, &dq, &out, &o.alibi_slopes})
     if (!t->empty()) b->free(*t);
