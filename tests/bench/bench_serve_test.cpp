@@ -130,15 +130,18 @@ TEST(BenchServe, TimingsAgreeWithTheServersOwnAnd400sAreCounted) {
   // the engine stamps a step's time after pushing its tokens, so a
   // preempted engine thread can stamp after the client read. Typically
   // under 1 ms either way; a busy 2-core CI machine's scheduling delays
-  // bound the worst case.
+  // bound the worst case (a median of 3.8 ms was seen with a compile
+  // running beside the tests). The bounds catch a client that times other
+  // events (the request's queueing, a later token, the response's end),
+  // which is off by whole steps or requests, not by scheduling noise.
   std::sort(ttft_diffs.begin(), ttft_diffs.end());
   std::sort(e2e_diffs.begin(), e2e_diffs.end());
   std::printf("|client - server|, ms: TTFT median %.3f max %.3f; E2E median %.3f max %.3f\n",
               ttft_diffs[10], ttft_diffs.back(), e2e_diffs[10], e2e_diffs.back());
-  EXPECT_LT(ttft_diffs[10], 3.0);
-  EXPECT_LT(e2e_diffs[10], 3.0);
-  EXPECT_LT(ttft_diffs.back(), 20.0);
-  EXPECT_LT(e2e_diffs.back(), 20.0);
+  EXPECT_LT(ttft_diffs[10], 10.0);
+  EXPECT_LT(e2e_diffs[10], 10.0);
+  EXPECT_LT(ttft_diffs.back(), 50.0);
+  EXPECT_LT(e2e_diffs.back(), 50.0);
   fs::remove(log);
   fs::remove(result);
 }
