@@ -7,7 +7,8 @@
 // the running output, and S's accumulator fragments are re-packed in place as
 // the A operand of P·V (V's B fragments via ldmatrix.trans). K/V tiles are
 // gathered from the paged cache into padded shared memory (row stride D+8
-// elements: conflict-free fragment loads).
+// elements: conflict-free fragment loads) by cp.async, double-buffered: the
+// next tile is in flight while the current one is computed.
 // AttentionOptions (AttentionArgs) as in attention_prefill.cu: sliding
 // window mask (key > qpos - W; tiles start at the CTA's first visible key,
 // rows with no visible key yet keep m = -inf and take exponentials against
@@ -56,8 +57,11 @@ prefill_mma_kernel(AttentionArgs a) {
   constexpr int KS = D / 16; // k-steps over head_dim
   constexpr int NT = kKeys / 8;
   constexpr int OT = D / 8;  // output n-tiles
-  __shared__ __align__(16) T s_k[kKeys * LD];
-  __shared__ __align__(16) T s_v[kKeys * LD];
+  // Two buffers of the K and V tiles (dynamic: prefill_mma_smem_bytes): the
+  // next tile's asynchronous copies run while this one is computed.
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const s_kb = reinterpret_cast<T*>(smem_raw);  // [2][kKeys * LD]
+  T* const s_vb = s_kb + 2 * kKeys * LD;           // [2][kKeys * LD]
 
   const int seq = blockIdx.z, kvh = blockIdx.y;
   const int G = a.num_heads / a.num_kv_heads;
@@ -119,21 +123,37 @@ prefill_mma_kernel(AttentionArgs a) {
   constexpr int VEC = 8;  // 16-byte chunks
   constexpr int CHUNKS = kKeys * D / VEC;
 
-  for (int k0 = key_lo; k0 < n_keys; k0 += kKeys) {
+  // Tile k0's keys into buffer buf (cp.async, one commit group); keys past
+  // n_keys are zero-filled without a read.
+  const auto load_tile = [&](int k0, int buf) {
+    T* sk = s_kb + buf * kKeys * LD;
+    T* sv = s_vb + buf * kKeys * LD;
     for (int c = tid; c < CHUNKS; c += kWarps * 32) {
       const int kj = c / (D / VEC), dv = (c % (D / VEC)) * VEC;
       const int key = k0 + kj;
-      uint4 kv4 = {0, 0, 0, 0}, vv4 = {0, 0, 0, 0};
-      if (key < n_keys) {
+      const bool ok = key < n_keys;
+      int64_t off = 0;
+      if (ok) {
         const int64_t blk = bt[key / bs];
-        const int64_t off = ((blk * bs + key % bs) * Hk + kvh) * D + dv;
-        kv4 = *reinterpret_cast<const uint4*>(kc + off);
-        vv4 = *reinterpret_cast<const uint4*>(vc + off);
+        off = ((blk * bs + key % bs) * Hk + kvh) * D + dv;
       }
-      *reinterpret_cast<uint4*>(s_k + kj * LD + dv) = kv4;
-      *reinterpret_cast<uint4*>(s_v + kj * LD + dv) = vv4;
+      cp_async16(sk + kj * LD + dv, kc + off, ok);
+      cp_async16(sv + kj * LD + dv, vc + off, ok);
+    }
+    cp_async_commit();
+  };
+  if (key_lo < n_keys) load_tile(key_lo, 0);
+  int buf = 0;
+  for (int k0 = key_lo; k0 < n_keys; k0 += kKeys, buf ^= 1) {
+    if (k0 + kKeys < n_keys) {
+      load_tile(k0 + kKeys, buf ^ 1);  // its buffer was last read before the previous barrier
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
     __syncthreads();
+    const T* const s_k = s_kb + buf * kKeys * LD;
+    const T* const s_v = s_vb + buf * kKeys * LD;
 
     // S = Q Kᵀ (16 x 64 per warp).
     float s[NT][4];
@@ -233,12 +253,24 @@ prefill_mma_kernel(AttentionArgs a) {
   }
 }
 
+// Dynamic shared memory of prefill_mma_kernel<T, D>: two K and two V tiles.
+template <typename T, int D>
+constexpr int prefill_mma_smem_bytes() {
+  return 4 * kKeys * (D + 8) * static_cast<int>(sizeof(T));
+}
+
 template <typename T, int D>
 void launch_mma_d(const AttentionArgs& a, cudaStream_t stream) {
   const int G = a.num_heads / a.num_kv_heads;
   const int tiles = (a.max_query_len * G + kRows - 1) / kRows;
   if (tiles == 0) return;
-  prefill_mma_kernel<T, D><<<dim3(tiles, a.num_kv_heads, a.num_seqs), kWarps * 32, 0, stream>>>(a);
+  constexpr int smem = prefill_mma_smem_bytes<T, D>();
+  // Over 48 KB needs the opt-in, once per kernel (thread-safe static init).
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      prefill_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  PAGODA_CUDA_CHECK(attr);
+  prefill_mma_kernel<T, D>
+      <<<dim3(tiles, a.num_kv_heads, a.num_seqs), kWarps * 32, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH("prefill_mma_kernel");
 }
 

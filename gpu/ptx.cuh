@@ -18,6 +18,21 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
   return v;
 }
 
+// 16 bytes global -> shared, asynchronously; zeros when !pred (nothing read).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int src_bytes = pred ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // d += A · B with mma.sync.aligned.m16n8k16, fp32 accumulation; T is __half
 // or __nv_bfloat16. Fragments as the PTX ISA's "Matrix Fragments for
 // mma.m16n8k16": a[4] the 16x16 A (row), b0/b1 the 16x8 B (col), d the
