@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/guided/guide.h"
@@ -18,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-ByteDfa schema_dfa(const std::string& schema, const std::string& ws = "") {
+ByteDfa schema_dfa(const std::string& schema, std::string_view ws = kDefaultWhitespace) {
   return ByteDfa::compile(json_schema_to_regex(schema, ws));
 }
 
@@ -71,7 +72,8 @@ TEST(GuidedJsonSchema, RequiredPropertiesOutsidePropertiesFollowAdditionalProper
   // disable_additional_properties (tools' parameters) keeps a schema's own
   // required key allowed.
   ByteDfa tools = ByteDfa::compile(json_schema_to_regex(
-      R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", "", true));
+      R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})",
+      kDefaultWhitespace, true));
   EXPECT_TRUE(tools.matches(R"({"b": 1})"));
 }
 
@@ -123,9 +125,29 @@ TEST(GuidedJsonSchema, NumbersStringsFormatsWhitespace) {
   ByteDfa ws = schema_dfa(
       R"({"type":"object","properties":{"a":{"type":"null"}},"required":["a"]})", "[\\n ]{0,2}");
   EXPECT_TRUE(ws.matches("{\n \"a\" : null\n}"));
-  ByteDfa obj = ByteDfa::compile(json_object_regex(""));
+  ByteDfa obj = ByteDfa::compile(json_object_regex(kDefaultWhitespace));
   EXPECT_TRUE(obj.matches(R"({"k": [1, {"z": "q"}], "t": true})"));
   EXPECT_FALSE(obj.matches(R"([1])"));
+}
+
+// An empty whitespace pattern allows no whitespace between JSON tokens
+// (outlines' meaning of whitespace_pattern=""), in schemas, arrays and
+// json_object alike; it is not the default pattern.
+TEST(GuidedJsonSchema, EmptyWhitespacePatternAllowsNone) {
+  const std::string schema =
+      R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"array",)"
+      R"("items":{"type":"boolean"}}},"required":["a","b"]})";
+  ByteDfa tight = schema_dfa(schema, "");
+  EXPECT_TRUE(tight.matches(R"({"a":1,"b":[true,false]})"));
+  for (const char* spaced : {R"({"a": 1,"b":[true,false]})", R"({ "a":1,"b":[true,false]})",
+                             R"({"a":1, "b":[true,false]})", R"({"a":1,"b":[true, false]})",
+                             R"({"a":1,"b":[true,false] })"})
+    EXPECT_FALSE(tight.matches(spaced)) << spaced;
+  ByteDfa spaced_default = schema_dfa(schema);
+  EXPECT_TRUE(spaced_default.matches(R"({"a": 1, "b": [true, false]})"));
+  ByteDfa obj = ByteDfa::compile(json_object_regex(""));
+  EXPECT_TRUE(obj.matches(R"({"k":[1,{"z":"q"}]})"));
+  EXPECT_FALSE(obj.matches(R"({"k": [1]})"));
 }
 
 // Bounded numbers are exact: for random bounds (fractional, negative,
@@ -171,7 +193,7 @@ TEST(GuidedJsonSchema, BoundedNumbersAreExact) {
     };
     std::string re;
     try {
-      re = json_schema_to_regex(schema.dump(), "");
+      re = json_schema_to_regex(schema.dump(), kDefaultWhitespace);
     } catch (const SchemaError& e) {
       // Unsatisfiable: no value may be inside.
       EXPECT_NE(std::string(e.what()).find("no document"), std::string::npos) << e.what();
@@ -283,7 +305,7 @@ TEST(GuidedJsonSchema, PatternAnchorsArePerSide) {
   EXPECT_FALSE(full.matches(R"("abc")"));
   auto err = [](const std::string& schema) {
     try {
-      json_schema_to_regex(schema, "");
+      json_schema_to_regex(schema, kDefaultWhitespace);
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }
@@ -301,7 +323,7 @@ TEST(GuidedJsonSchema, PatternAnchorsArePerSide) {
 TEST(GuidedJsonSchema, UnsupportedAndInvalidSchemasAreErrors) {
   auto err = [](const std::string& schema) {
     try {
-      json_schema_to_regex(schema, "");
+      json_schema_to_regex(schema, kDefaultWhitespace);
     } catch (const SchemaError& e) {
       return std::string(e.what());
     } catch (const RegexError& e) {
