@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -35,6 +36,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/moe_kernels.h"
+#include "gpu/moe_tile_args.h"
 #include "gpu/ptx.cuh"
 
 namespace pagoda::cuda {
@@ -225,25 +227,12 @@ __global__ void __launch_bounds__(kAlignWarps * 32)
 
 // ---- grouped GEMM --------------------------------------------------------------
 
-struct MoeGemmArgs {
-  const void* a = nullptr;
-  const void* w = nullptr;
-  void* out = nullptr;
-  const int32_t* sorted_ids = nullptr;
-  const int32_t* tile_expert = nullptr;
-  const int32_t* num_tiles = nullptr;
-  int a_div = 1;
-  int num_slots = 0;
-  int N = 0;
-  int K = 0;
-};
-
 constexpr int kBN = 64;  // outputs per CTA (both kernels)
 
 // The tile's rows: the input row each reads (-1: padding) and the output
 // row it writes (the slot; -1: padding).
 template <int BM>
-__device__ __forceinline__ void load_tile_rows(const MoeGemmArgs& a, int tile, int* arow,
+__device__ __forceinline__ void load_tile_rows(const MoeTileArgs& a, int tile, int* arow,
                                                int* crow) {
   for (int i = threadIdx.x; i < BM; i += blockDim.x) {
     const int s = a.sorted_ids[static_cast<int64_t>(tile) * BM + i];
@@ -282,7 +271,7 @@ struct MmaTile {
 };
 
 template <typename T, int BM>
-__global__ void __launch_bounds__(MmaTile<BM>::kWarps * 32) moe_gemm_mma_kernel(MoeGemmArgs a) {
+__global__ void __launch_bounds__(MmaTile<BM>::kWarps * 32) moe_gemm_mma_kernel(MoeTileArgs a) {
   using C = MmaTile<BM>;
   constexpr int BK = C::kBK, LDS = C::kLds, S = C::kStages, CH = BK / 8;  // 16-byte chunks a row
   __shared__ __align__(16) T s_a[S][BM * LDS];
@@ -403,7 +392,7 @@ __global__ void __launch_bounds__(MmaTile<BM>::kWarps * 32) moe_gemm_mma_kernel(
 // threads as 16 x 16; thread (ty, tx) computes rows ty + 16 i and columns
 // tx + 16 j of the BM x 64 tile; k in steps of 16 through shared memory.
 template <typename T, int BM>
-__global__ void __launch_bounds__(256) moe_gemm_simt_kernel(MoeGemmArgs a) {
+__global__ void __launch_bounds__(256) moe_gemm_simt_kernel(MoeTileArgs a) {
   constexpr int BK = 16, RM = BM / 16;
   __shared__ float s_a[BK][BM + 1];
   __shared__ float s_b[BK][kBN + 1];
@@ -497,34 +486,22 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
-MoeGemmArgs gemm_args(const void* a, int64_t a_div, const void* w, void* out,
+MoeTileArgs gemm_args(const void* a, int64_t a_div, const void* w, void* out,
                       const int32_t* sorted_ids, const int32_t* tile_expert,
                       const int32_t* num_tiles, int64_t max_tiles, int tile_rows, int64_t num_slots,
                       int64_t N, int64_t K) {
   if (tile_rows != 16 && tile_rows != 64) bad("tile_rows must be 16 or 64");
-  if (N < 1 || K < 1 || N > INT_MAX || K > INT_MAX || a_div < 1 || a_div > INT_MAX ||
-      num_slots < 0 || max_tiles < 0 || max_tiles > 65535LL * 32768 ||
-      max_tiles * tile_rows > INT_MAX || num_slots > max_tiles * tile_rows ||
-      (N + kBN - 1) / kBN > 65535)
+  const std::optional<MoeTileArgs> g = moe_tile_args(
+      a, a_div, w, out, sorted_ids, tile_expert, num_tiles, max_tiles, tile_rows, num_slots, N, K);
+  if (!g || max_tiles > 65535LL * 32768 || (N + kBN - 1) / kBN > 65535)
     bad("grouped GEMM of " + std::to_string(num_slots) + " slots, N " + std::to_string(N) + ", K " +
         std::to_string(K) + ", " + std::to_string(max_tiles) + " tiles of " +
         std::to_string(tile_rows) + " out of range");
-  MoeGemmArgs g;
-  g.a = a;
-  g.w = w;
-  g.out = out;
-  g.sorted_ids = sorted_ids;
-  g.tile_expert = tile_expert;
-  g.num_tiles = num_tiles;
-  g.a_div = static_cast<int>(a_div);
-  g.num_slots = static_cast<int>(num_slots);
-  g.N = static_cast<int>(N);
-  g.K = static_cast<int>(K);
-  return g;
+  return *g;
 }
 
 template <typename T>
-void launch_mma_t(const MoeGemmArgs& g, int64_t max_tiles, int tile_rows, cudaStream_t stream) {
+void launch_mma_t(const MoeTileArgs& g, int64_t max_tiles, int tile_rows, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((g.N + kBN - 1) / kBN));
   if (tile_rows == 16)
     moe_gemm_mma_kernel<T, 16><<<grid, MmaTile<16>::kWarps * 32, 0, stream>>>(g);
@@ -582,7 +559,7 @@ bool launch_moe_gemm_mma(DType dt, const void* a, int64_t a_div, const void* w, 
                          int64_t num_slots, int64_t N, int64_t K, cudaStream_t stream) {
   if ((dt != DType::BF16 && dt != DType::F16) || K % 8 != 0 || !aligned16(a) || !aligned16(w))
     return false;
-  const MoeGemmArgs g = gemm_args(a, a_div, w, out, sorted_ids, tile_expert, num_tiles, max_tiles,
+  const MoeTileArgs g = gemm_args(a, a_div, w, out, sorted_ids, tile_expert, num_tiles, max_tiles,
                                   tile_rows, num_slots, N, K);
   if (max_tiles == 0) return true;
   if (dt == DType::BF16)
@@ -599,7 +576,7 @@ void launch_moe_gemm(DType dt, const void* a, int64_t a_div, const void* w, void
   if (launch_moe_gemm_mma(dt, a, a_div, w, out, sorted_ids, tile_expert, num_tiles, max_tiles,
                           tile_rows, num_slots, N, K, stream))
     return;
-  const MoeGemmArgs g = gemm_args(a, a_div, w, out, sorted_ids, tile_expert, num_tiles, max_tiles,
+  const MoeTileArgs g = gemm_args(a, a_div, w, out, sorted_ids, tile_expert, num_tiles, max_tiles,
                                   tile_rows, num_slots, N, K);
   if (max_tiles == 0) return;
   const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((N + kBN - 1) / kBN));

@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -42,6 +43,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/moe_kernels.h"
+#include "gpu/moe_tile_args.h"
 #include "gpu/ptx.cuh"
 
 namespace pagoda::cuda {
@@ -49,20 +51,6 @@ namespace {
 
 constexpr int kWarpsPerCta = 8;  // output rows per CTA
 constexpr int kMaxTileRows = 64;
-
-struct MoeGemvArgs {
-  const void* a = nullptr;
-  const void* w = nullptr;
-  void* out = nullptr;
-  const int32_t* sorted_ids = nullptr;
-  const int32_t* tile_expert = nullptr;
-  const int32_t* num_tiles = nullptr;
-  int tile_rows = 16;
-  int a_div = 1;
-  int num_slots = 0;
-  int N = 0;
-  int K = 0;
-};
 
 // The 8 elements of a 16-byte chunk as fp32 (bf16: a shift per element).
 template <typename T>
@@ -91,7 +79,7 @@ __device__ __forceinline__ float dot_chunk(const float (&wf)[8], const uint4& xv
 }
 
 template <typename T, int MAXS, int kUnroll>
-__global__ void __launch_bounds__(kWarpsPerCta * 32) moe_gemv_kernel(MoeGemvArgs a) {
+__global__ void __launch_bounds__(kWarpsPerCta * 32) moe_gemv_kernel(MoeTileArgs a) {
   __shared__ int s_slot[kMaxTileRows];
   const int tile = blockIdx.y;
   if (tile >= *a.num_tiles) return;  // the whole CTA: no barrier is reached
@@ -159,7 +147,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) moe_gemv_kernel(MoeGemvArgs
 }
 
 template <typename T, int MAXS>
-void launch_t(const MoeGemvArgs& g, int64_t max_tiles, cudaStream_t stream) {
+void launch_t(const MoeTileArgs& g, int64_t max_tiles, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((g.N + kWarpsPerCta - 1) / kWarpsPerCta),
                   static_cast<unsigned>(max_tiles));
   // More chunks in flight when few slots leave registers to spare.
@@ -169,7 +157,7 @@ void launch_t(const MoeGemvArgs& g, int64_t max_tiles, cudaStream_t stream) {
 }
 
 template <typename T>
-void launch_maxs(const MoeGemvArgs& g, int64_t max_tiles, int64_t maxs, cudaStream_t stream) {
+void launch_maxs(const MoeTileArgs& g, int64_t max_tiles, int64_t maxs, cudaStream_t stream) {
   if (maxs <= 1)
     launch_t<T, 1>(g, max_tiles, stream);
   else if (maxs <= 2)
@@ -191,32 +179,20 @@ bool launch_moe_gemv(DType dt, const void* a, int64_t a_div, const void* w, void
   if ((dt != DType::BF16 && dt != DType::F16) || K % 8 != 0 || !aligned16(a) || !aligned16(w) ||
       max_tiles > 65535)
     return false;
-  if (tile_rows < 1 || tile_rows > kMaxTileRows || N < 1 || K < 1 || N > INT_MAX - kWarpsPerCta ||
-      K > INT_MAX || a_div < 1 || a_div > INT_MAX || num_slots < 0 || max_tiles < 0 ||
-      max_tiles * tile_rows > INT_MAX || num_slots > max_tiles * tile_rows || max_tile_slots < 1)
+  const std::optional<MoeTileArgs> g = moe_tile_args(
+      a, a_div, w, out, sorted_ids, tile_expert, num_tiles, max_tiles, tile_rows, num_slots, N, K);
+  if (!g || tile_rows > kMaxTileRows || N > INT_MAX - kWarpsPerCta || max_tile_slots < 1)
     throw std::invalid_argument("moe kernels: expert GEMV of " + std::to_string(num_slots) +
                                 " slots, N " + std::to_string(N) + ", K " + std::to_string(K) +
                                 ", " + std::to_string(max_tiles) + " tiles of " +
                                 std::to_string(tile_rows) + ", at most " +
                                 std::to_string(max_tile_slots) + " slots a tile: out of range");
   if (max_tiles == 0) return true;
-  MoeGemvArgs g;
-  g.a = a;
-  g.w = w;
-  g.out = out;
-  g.sorted_ids = sorted_ids;
-  g.tile_expert = tile_expert;
-  g.num_tiles = num_tiles;
-  g.tile_rows = tile_rows;
-  g.a_div = static_cast<int>(a_div);
-  g.num_slots = static_cast<int>(num_slots);
-  g.N = static_cast<int>(N);
-  g.K = static_cast<int>(K);
   const int64_t maxs = std::min<int64_t>(max_tile_slots, tile_rows);
   if (dt == DType::BF16)
-    launch_maxs<__nv_bfloat16>(g, max_tiles, maxs, stream);
+    launch_maxs<__nv_bfloat16>(*g, max_tiles, maxs, stream);
   else
-    launch_maxs<__half>(g, max_tiles, maxs, stream);
+    launch_maxs<__half>(*g, max_tiles, maxs, stream);
   return true;
 }
 

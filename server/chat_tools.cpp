@@ -98,7 +98,11 @@ ChatTools parse_chat_tools(const json* tools, const json* tool_choice,
            "tool_choice");
     }
   }
-  if (choice != "none" && !have_tools)
+  // vLLM checks that `tools` is present, not that it is non-empty: an empty
+  // list with a named tool_choice is the name's mismatch below, and with
+  // "auto" it is accepted (no calls are parsed, as vLLM parses them only
+  // when the request has tools).
+  if (choice != "none" && !tools)
     fail("When using `tool_choice`, `tools` must be set.", "tool_choice");
   if (choice == "function") {
     bool found = false;
@@ -121,7 +125,7 @@ ChatTools parse_chat_tools(const json* tools, const json* tool_choice,
           "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
           "set",
           "tool_choice");
-    out.parser = model.tool_call_parser;
+    if (have_tools) out.parser = model.tool_call_parser;
   }
   if (!tools) out.tools = nullptr;
   return out;

@@ -19,7 +19,8 @@
 //                content.
 //     "auto"     needs --enable-auto-tool-choice and --tool-call-parser
 //                (else 400 in vLLM's words); the output is parsed for calls
-//                (server/tool_call_parser.h).
+//                (server/tool_call_parser.h). With an empty tools list it
+//                is content, as without tools (vLLM).
 //     "required", a named function: no server flag needed (vLLM's rule);
 //                the output is constrained with guided decoding to the JSON
 //                schema of server/tool_choice_schema.h

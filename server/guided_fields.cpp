@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,8 +88,8 @@ std::string structural_tag_text(const json& v, const std::string& param) {
   }
 }
 
-void from_structured_outputs(const json& so, std::vector<Candidate>& out, std::string& ws,
-                             bool& no_ws, bool& no_additional) {
+void from_structured_outputs(const json& so, std::vector<Candidate>& out,
+                             std::optional<std::string>& ws, bool& no_ws, bool& no_additional) {
   if (!so.is_object()) fail("'structured_outputs' must be an object", "structured_outputs");
   static const char* kKeys[] = {"json",
                                 "regex",
@@ -222,7 +223,7 @@ void keep_schema_key_order(json& body, std::string_view text) {
 void parse_guided(const request_model::RequestFields& f, const ServingModel& model,
                   SamplingParams& sp) {
   std::vector<Candidate> cands;
-  std::string ws;
+  std::optional<std::string> ws;  // absent: the default pattern; "": no whitespace
   bool no_ws = false, no_additional = false;
   if (const json* v = f.value("guided_json"))
     cands.push_back({"guided_json", {GuideKind::kJson, schema_text(*v, "guided_json")}});
@@ -248,14 +249,12 @@ void parse_guided(const request_model::RequestFields& f, const ServingModel& mod
          cands[1].param);
   Candidate c = std::move(cands[0]);
   if (no_ws) {
-    if (!ws.empty())
+    if (ws && !ws->empty())
       fail("structured_outputs.disable_any_whitespace cannot be combined with a whitespace pattern",
            "structured_outputs");
-    ws = "";  // below: an empty pattern is the default, so use an explicit empty group
-    c.spec.whitespace_pattern = "(?:)";
-  } else {
-    c.spec.whitespace_pattern = ws;
+    ws = "";
   }
+  if (ws) c.spec.whitespace_pattern = std::move(*ws);
   c.spec.disable_additional_properties = no_additional;
   if (!model.tokenizer) fail("guided decoding needs the model's tokenizer", c.param);
   try {

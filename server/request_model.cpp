@@ -151,7 +151,8 @@ std::vector<FieldSpec> sampling_fields() {
        .note = "EBNF/GBNF grammar (xgrammar syntax, start rule 'root'); the output is a sentence"},
       {.name = "guided_whitespace_pattern",
        .type = kStr,
-       .note = "regex between JSON tokens for guided_json/json_object; default \"[ ]?\""},
+       .note = "regex between JSON tokens for guided_json/json_object; default \"[ ]?\", \"\" "
+               "allows none"},
       {.name = "structured_outputs",
        .type = kObj,
        .note = "vLLM's StructuredOutputsParams: json, regex, choice, grammar, json_object, "

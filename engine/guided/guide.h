@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "engine/guided/automaton.h"
+#include "engine/guided/json_schema_regex.h"
 #include "engine/guided/regex_dfa.h"
 #include "engine/guided/token_vocab.h"
 
@@ -50,7 +51,8 @@ enum class GuideKind { kRegex, kChoice, kJson, kJsonObject, kGrammar, kStructura
 struct GuideSpec {
   GuideKind kind = GuideKind::kRegex;
   std::string spec;  // regex, JSON array of choices, schema, grammar or structural tag text
-  std::string whitespace_pattern;              // JSON kinds: the regex between tokens; "" = default
+  // JSON kinds: the regex between tokens ("" = none).
+  std::string whitespace_pattern{kDefaultWhitespace};
   bool disable_additional_properties = false;  // JSON: absent additionalProperties = false
   bool operator==(const GuideSpec&) const = default;
 };

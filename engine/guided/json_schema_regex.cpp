@@ -886,8 +886,11 @@ class Builder {
   bool no_additional_;
 };
 
-std::string whitespace_or_default(std::string_view ws) {
-  std::string w = ws.empty() ? std::string(kDefaultWhitespace) : std::string(ws);
+// The separator between JSON tokens: the pattern as one group, or nothing
+// for "" (no whitespace allowed).
+std::string whitespace_group(std::string_view ws) {
+  if (ws.empty()) return "";
+  std::string w(ws);
   try {
     (void)ByteDfa::compile(w);
   } catch (const RegexError& e) {
@@ -915,13 +918,13 @@ std::string json_schema_to_regex(std::string_view schema_text, std::string_view 
                                  bool disable_additional_properties) {
   json schema = json::parse(schema_text, nullptr, false);
   if (schema.is_discarded()) throw SchemaError("the JSON schema is not valid JSON");
-  Builder b(schema, whitespace_or_default(whitespace_pattern), disable_additional_properties);
+  Builder b(schema, whitespace_group(whitespace_pattern), disable_additional_properties);
   return b.top();
 }
 
 std::string json_object_regex(std::string_view whitespace_pattern) {
   json empty = json::object();
-  Builder b(empty, whitespace_or_default(whitespace_pattern), false);
+  Builder b(empty, whitespace_group(whitespace_pattern), false);
   return b.object_of_any(b.any_value(kAnyJsonDepth));
 }
 

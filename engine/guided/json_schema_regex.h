@@ -22,8 +22,9 @@
 //    which the branch that needs it is dropped.
 //  - an empty schema / true: any JSON value nested at most kAnyJsonDepth.
 // Whitespace between tokens ("{", ":", ",", "}", "[", "]") is
-// `whitespace_pattern`, default kDefaultWhitespace (bounded, so a model
-// cannot loop on spaces). Annotations (title, description, default,
+// `whitespace_pattern` as given: "" allows none (outlines' meaning);
+// requests that name no pattern get kDefaultWhitespace (bounded, so a
+// model cannot loop on spaces). Annotations (title, description, default,
 // examples, $schema, $id, $comment, deprecated, readOnly, writeOnly) are
 // ignored; any other keyword is an error naming it (nothing ignored
 // silently).

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "loadtest/common/http_client.h"
+#include "loadtest/common/net_error.h"
 
 namespace pagoda::bench {
 
@@ -255,19 +256,6 @@ bool StreamFolder::add(const std::string& payload, double t, RequestResult& r) {
 
 namespace {
 
-// A connection the server closed early, in words: Beast's and Asio's own
-// texts ("partial message", "end of stream", "End of file") do not say who
-// closed what; they stay in parentheses for searching.
-std::string describe_error(const boost::system::error_code& ec) {
-  if (ec == http::error::end_of_stream)  // before any byte of the response
-    return fmt::format("server closed the connection without sending a response ({})",
-                       ec.message());
-  if (ec == http::error::partial_message || ec == net::error::eof)
-    return fmt::format("server closed the connection before the response was complete ({})",
-                       ec.message());
-  return ec.message();
-}
-
 double seconds_since(Clock::time_point origin) {
   return std::chrono::duration<double>(Clock::now() - origin).count();
 }
@@ -386,7 +374,7 @@ net::awaitable<RequestResult> run_request(Backend b, const Endpoint& ep,
       r.error = fmt::format("timed out: no complete response within --request-timeout ({} s)",
                             std::chrono::duration<double>(ep.timeout).count());
     } else {
-      r.error = describe_error(e.code());  // what() adds the source location
+      r.error = loadtest::describe_net_error(e.code());  // what() adds the source location
       r.client_side = is_client_side_error(e.code());
       if (r.client_side) r.error = "client-side: " + r.error;
     }

@@ -121,14 +121,18 @@ std::vector<SampleRequest> sample_sharegpt(const json& data, const Tokenizer& to
   return out;
 }
 
-std::vector<SampleRequest> sample_random(const Tokenizer& tokenizer, int64_t num_requests,
-                                         const RandomSpec& spec, uint64_t seed,
-                                         int64_t* token_mismatch) {
+void check_random_spec(const RandomSpec& spec) {
   if (!(spec.range_ratio >= 0.0 && spec.range_ratio < 1.0))
     throw std::invalid_argument(
         fmt::format("--random-range-ratio must be in [0, 1), got {}", spec.range_ratio));
   if (spec.input_len < 0 || spec.output_len < 0 || spec.prefix_len < 0)
     throw std::invalid_argument("random lengths must not be negative");
+}
+
+std::vector<SampleRequest> sample_random(const Tokenizer& tokenizer, int64_t num_requests,
+                                         const RandomSpec& spec, uint64_t seed,
+                                         int64_t* token_mismatch) {
+  check_random_spec(spec);
   const int64_t vocab = tokenizer.vocab_size();
   if (vocab <= 0) throw std::invalid_argument("the tokenizer has an empty vocabulary");
   // Special tokens (BOS, EOS, UNK...) are never drawn; the ones the server

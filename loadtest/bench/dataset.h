@@ -61,6 +61,11 @@ struct RandomSpec {
   int64_t prefix_len = 0;    // fixed random tokens before each prompt
 };
 
+// Throws std::invalid_argument for r outside [0, 1) or a negative length
+// (what sample_random refuses before it draws; pagoda-bench checks it with
+// its other options).
+void check_random_spec(const RandomSpec& spec);
+
 // vLLM's RandomDataset (vllm/benchmarks/datasets.py). The tokens the
 // server adds to every text prompt (BOS: tokenizer.encode("", true)) count
 // towards input_len: L = max(0, input_len - those). Input lengths are drawn
@@ -77,8 +82,8 @@ struct RandomSpec {
 // server counts for the text (vLLM's prompt_len leaves the special tokens
 // out). *token_mismatch (when given): the sum over prompts of (re-encoded
 // length - target) left after the rounds, vLLM's warning. Throws
-// std::invalid_argument for r outside [0, 1), negative lengths, or an
-// input length that leaves a prompt no token of its own.
+// std::invalid_argument as check_random_spec, or for an input length that
+// leaves a prompt no token of its own.
 std::vector<SampleRequest> sample_random(const Tokenizer& tokenizer, int64_t num_requests,
                                          const RandomSpec& spec, uint64_t seed,
                                          int64_t* token_mismatch = nullptr);

@@ -178,35 +178,49 @@ std::string first_client_side_error(const std::vector<RequestResult>& results) {
   return "";
 }
 
-int run(const Args& a) {
-  const Backend backend = parse_backend(a.backend);
+// The options checked and converted: everything run() needs from them.
+struct Checked {
+  RunConfig cfg;
+  std::string tok_dir;
+  std::vector<std::string> metrics;
+  std::vector<double> percentiles;
+  GoodputSlo slo;
+  nlohmann::json metadata = nlohmann::json::object();
+  bool save = false;
+};
+
+// Checks every option before anything is loaded or built (the tokenizer,
+// then the dataset's prompts, which take a while for a large dataset), so
+// a bad option exits at once with its message. Throws std::invalid_argument or
+// std::runtime_error naming the option.
+Checked check_options(const Args& a) {
+  Checked c;
+  RunConfig& cfg = c.cfg;
+  cfg.backend = parse_backend(a.backend);
   // The endpoint's leading "/" is added when missing (vLLM's string join
   // would run it into the port: "http://h:8000v1/completions").
   const std::string endpoint =
-      a.endpoint.empty() ? default_endpoint(backend) : normalize_endpoint(a.endpoint);
+      a.endpoint.empty() ? default_endpoint(cfg.backend) : normalize_endpoint(a.endpoint);
   if (!a.endpoint.empty() && endpoint != a.endpoint)
     std::cerr << fmt::format("pagoda-bench: note: --endpoint {} taken as {}\n", a.endpoint,
                              endpoint);
   // The tokenizer: --tokenizer, else --model when it is a directory.
-  std::string tok_dir = a.tokenizer;
-  if (tok_dir.empty() && fs::is_directory(a.model)) tok_dir = a.model;
-  if (tok_dir.empty())
+  c.tok_dir = a.tokenizer;
+  if (c.tok_dir.empty() && fs::is_directory(a.model)) c.tok_dir = a.model;
+  if (c.tok_dir.empty())
     throw std::invalid_argument(
         "no tokenizer: give --tokenizer DIR (a model directory), or a --model that is one");
-  std::shared_ptr<pagoda::Tokenizer> tokenizer = pagoda::load_tokenizer(tok_dir);
 
-  std::vector<SampleRequest> samples;
   if (a.dataset_name == "sharegpt") {
     if (a.dataset_path.empty())
       throw std::invalid_argument("--dataset-name sharegpt needs --dataset-path FILE");
-    samples = sample_sharegpt(load_json_file(a.dataset_path), *tokenizer, a.num_prompts, a.seed,
-                              a.sharegpt_output_len);
   } else if (a.dataset_name == "random") {
-    // Bounded before anything is built: each count is within its flag's
-    // range, but their product need not fit in memory.
-    const double ratio = std::clamp(a.random.range_ratio, 0.0, 1.0);
-    const double longest = static_cast<double>(a.random.prefix_len) +
-                           std::ceil(static_cast<double>(a.random.input_len) * (1 + ratio));
+    check_random_spec(a.random);
+    // Each count is within its flag's range, but their product need not
+    // fit in memory.
+    const double longest =
+        static_cast<double>(a.random.prefix_len) +
+        std::ceil(static_cast<double>(a.random.input_len) * (1 + a.random.range_ratio));
     if (static_cast<double>(a.num_prompts) * longest > kMaxRandomTokens)
       throw std::invalid_argument(fmt::format(
           "the random dataset would be {} prompts (--num-prompts) of up to {} tokens each "
@@ -214,25 +228,17 @@ int run(const Args& a) {
           "the {:.0f} prompt tokens pagoda-bench builds before a run; lower --num-prompts or "
           "--random-input-len",
           a.num_prompts, longest, kMaxRandomTokens));
-    int64_t mismatch = 0;
-    samples = sample_random(*tokenizer, a.num_prompts, a.random, a.seed, &mismatch);
-    if (mismatch != 0)
-      std::cerr << fmt::format(
-          "pagoda-bench: warning: across all generated prompts, there were {} {} tokens than "
-          "drawn after decoding and re-encoding (prompt_len counts the real length)\n",
-          std::abs(mismatch), mismatch > 0 ? "more" : "fewer");
   } else {
     throw std::invalid_argument("--dataset-name must be sharegpt or random");
   }
-  if (a.prompt_token_ids && backend == Backend::kOpenAIChat)
+  if (a.prompt_token_ids && cfg.backend == Backend::kOpenAIChat)
     throw std::invalid_argument(
         "--prompt-token-ids needs a completions backend (openai, pagoda-ws)");
 
-  std::vector<std::string> metrics = split(a.percentile_metrics, ',');
-  for (const std::string& m : metrics)
+  c.metrics = split(a.percentile_metrics, ',');
+  for (const std::string& m : c.metrics)
     if (m != "ttft" && m != "tpot" && m != "itl" && m != "e2el")
       throw std::invalid_argument(fmt::format("--percentile-metrics: unknown metric '{}'", m));
-  std::vector<double> percentiles;
   for (const std::string& p : split(a.metric_percentiles, ',')) {
     size_t used = 0;
     double v = -1;
@@ -244,24 +250,23 @@ int run(const Args& a) {
     if (used != p.size() || !(v >= 0 && v <= 100))
       throw std::invalid_argument(
           fmt::format("--metric-percentiles: '{}' is not a number in [0, 100]", p));
-    percentiles.push_back(v);
+    c.percentiles.push_back(v);
   }
-  const GoodputSlo slo = parse_goodput(a.goodput);
+  c.slo = parse_goodput(a.goodput);
   // The whole schedule, so a rate too low for the clock fails here, before
   // anything is sent (throws std::invalid_argument).
   arrival_times(static_cast<size_t>(a.num_prompts), a.request_rate, a.burstiness, a.seed);
-  const std::chrono::milliseconds timeout = request_timeout(a.request_timeout_s);
+  cfg.endpoint.timeout = request_timeout(a.request_timeout_s);
 
   // Everything the result file needs is checked before the run, not after.
-  nlohmann::json metadata = nlohmann::json::object();
   for (const std::string& kv : a.metadata) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
       throw std::invalid_argument("--metadata takes KEY=VALUE, got '" + kv + "'");
-    metadata[kv.substr(0, eq)] = kv.substr(eq + 1);
+    c.metadata[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  const bool save = a.save_result || !a.result_filename.empty();
-  if (save) check_result_location(a.result_dir, a.result_filename);
+  c.save = a.save_result || !a.result_filename.empty();
+  if (c.save) check_result_location(a.result_dir, a.result_filename);
 
   BaseUrl target;
   if (!a.base_url.empty()) {
@@ -272,8 +277,6 @@ int run(const Args& a) {
     target.host = a.host;
     target.port = static_cast<uint16_t>(a.port);
   }
-  RunConfig cfg;
-  cfg.backend = backend;
   {
     boost::asio::io_context ioc;
     boost::asio::ip::tcp::resolver resolver(ioc);
@@ -290,7 +293,6 @@ int run(const Args& a) {
   // vLLM's api_url = base_url + endpoint.
   cfg.endpoint.path = target.path + endpoint;
   if (const char* key = std::getenv("OPENAI_API_KEY")) cfg.endpoint.api_key = key;
-  cfg.endpoint.timeout = timeout;
   cfg.options.model = a.model;
   cfg.options.prompt_token_ids = a.prompt_token_ids;
   cfg.options.ignore_eos = a.ignore_eos;
@@ -300,6 +302,29 @@ int run(const Args& a) {
   cfg.max_concurrency = a.max_concurrency;
   cfg.seed = a.seed;
   cfg.progress = !a.disable_tqdm;
+  return c;
+}
+
+int run(const Args& a) {
+  const Checked checked = check_options(a);
+  const RunConfig& cfg = checked.cfg;
+  const std::vector<std::string>& metrics = checked.metrics;
+  const GoodputSlo& slo = checked.slo;
+  std::shared_ptr<pagoda::Tokenizer> tokenizer = pagoda::load_tokenizer(checked.tok_dir);
+
+  std::vector<SampleRequest> samples;
+  if (a.dataset_name == "sharegpt") {
+    samples = sample_sharegpt(load_json_file(a.dataset_path), *tokenizer, a.num_prompts, a.seed,
+                              a.sharegpt_output_len);
+  } else {
+    int64_t mismatch = 0;
+    samples = sample_random(*tokenizer, a.num_prompts, a.random, a.seed, &mismatch);
+    if (mismatch != 0)
+      std::cerr << fmt::format(
+          "pagoda-bench: warning: across all generated prompts, there were {} {} tokens than "
+          "drawn after decoding and re-encoding (prompt_len counts the real length)\n",
+          std::abs(mismatch), mismatch > 0 ? "more" : "fewer");
+  }
   warn_if_file_limit_low(pagoda::loadtest::raise_file_limit(), a.num_prompts, a.max_concurrency);
 
   if (!a.skip_test_run) {
@@ -324,8 +349,8 @@ int run(const Args& a) {
   auto count = [&](const std::string& text) {
     return static_cast<int64_t>(tokenizer->encode(text, false).size());
   };
-  const BenchmarkMetrics m =
-      calculate_metrics(run.results, std::max(run.duration_s, 1e-9), count, percentiles, slo);
+  const BenchmarkMetrics m = calculate_metrics(run.results, std::max(run.duration_s, 1e-9), count,
+                                               checked.percentiles, slo);
   ReportOptions ro;
   ro.percentile_metrics = metrics;
   ro.goodput = !slo.empty();
@@ -339,15 +364,15 @@ int run(const Args& a) {
         "server (first: {}); raise the open-file limit (ulimit -n) or use --max-concurrency\n",
         m.failed_client_side, m.failed, first_client_side_error(run.results));
 
-  if (save) {
+  if (checked.save) {
     nlohmann::json j;
     const std::string stamp = now_stamp();
     j["date"] = stamp;
     j["backend"] = a.backend;
     j["model_id"] = a.model;
-    j["tokenizer_id"] = tok_dir;
+    j["tokenizer_id"] = checked.tok_dir;
     j["num_prompts"] = a.num_prompts;
-    j.update(metadata);
+    j.update(checked.metadata);
     j.update(result_json(m, run.results, run.duration_s, ro, a.save_detailed));
     std::string name = a.result_filename;
     if (name.empty()) {

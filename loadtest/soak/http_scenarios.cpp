@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loadtest/common/http_client.h"
+#include "loadtest/common/net_error.h"
 #include "loadtest/soak/scenarios.h"
 
 namespace pagoda::loadtest {
@@ -96,8 +97,6 @@ struct StreamCheck {
   }
 };
 
-std::string error_text(const std::exception& e) { return e.what(); }
-
 const char* path_for(bool chat) { return chat ? "/v1/chat/completions" : "/v1/completions"; }
 
 // stream: true, read to the end.
@@ -123,7 +122,7 @@ net::awaitable<void> streamed(SoakContext& ctx, Rng& rng, Conn& conn, bool chat)
     if (!reader.keep_alive()) conn.drop();
   } catch (const std::exception& e) {
     conn.drop();
-    ctx.tally->record(kind, Outcome::kLost, error_text(e));
+    ctx.tally->record(kind, Outcome::kLost, describe_exception(e));
     co_return;
   }
   if (check.ok()) {
@@ -159,7 +158,7 @@ net::awaitable<void> non_streamed(SoakContext& ctx, Rng& rng, Conn& conn, bool c
     ctx.tally->record(kind, why.empty() ? Outcome::kCompleted : Outcome::kLost, why);
   } catch (const std::exception& e) {
     conn.drop();
-    ctx.tally->record(kind, Outcome::kLost, error_text(e));
+    ctx.tally->record(kind, Outcome::kLost, describe_exception(e));
   }
 }
 
@@ -201,7 +200,7 @@ net::awaitable<void> disconnect(SoakContext& ctx, Rng& rng, Conn& conn) {
     }
   } catch (const std::exception& e) {
     conn.drop();
-    ctx.tally->record(Kind::kHttpDisconnect, Outcome::kLost, error_text(e));
+    ctx.tally->record(Kind::kHttpDisconnect, Outcome::kLost, describe_exception(e));
     co_return;
   }
   conn.drop();
@@ -238,7 +237,7 @@ net::awaitable<void> slow_reader(SoakContext& ctx, Rng& rng, Conn& conn) {
           std::chrono::milliseconds(std::uniform_int_distribution<int>(10, 40)(rng)));
     }
   } catch (const std::exception& e) {
-    check.why = error_text(e);
+    check.why = describe_exception(e);
   }
   conn.drop();  // the next scenario gets a connection with a normal window
   ctx.tally->record(Kind::kSlowReader, check.ok() ? Outcome::kCompleted : Outcome::kLost,
@@ -268,7 +267,7 @@ net::awaitable<void> expect_error(SoakContext& ctx, Conn& conn, Kind kind, const
   } catch (const std::exception& e) {
     conn.drop();
     ctx.tally->record(kind, Outcome::kLost,
-                      error_text(e) + " (body sent: " + body.substr(0, 100) + ")");
+                      describe_exception(e) + " (body sent: " + body.substr(0, 100) + ")");
   }
 }
 
@@ -289,7 +288,7 @@ net::awaitable<void> oversized_body(SoakContext& ctx, Conn& conn) {
       ctx.tally->record(Kind::kOversizedBody, Outcome::kLost,
                         fmt::format("expected 413, got {}: {}", r.status, r.body.substr(0, 200)));
   } catch (const std::exception& e) {
-    ctx.tally->record(Kind::kOversizedBody, Outcome::kLost, error_text(e));
+    ctx.tally->record(Kind::kOversizedBody, Outcome::kLost, describe_exception(e));
   }
   conn.drop();  // the server closes after a 413 (the body was never sent)
 }
@@ -309,7 +308,7 @@ net::awaitable<void> partial_request(SoakContext& ctx, Rng& rng, Conn& conn) {
     co_await sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 500)(rng)));
   } catch (const std::exception& e) {
     conn.drop();
-    ctx.tally->record(Kind::kPartialRequest, Outcome::kLost, error_text(e));
+    ctx.tally->record(Kind::kPartialRequest, Outcome::kLost, describe_exception(e));
     co_return;
   }
   conn.drop();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "loadtest/common/http_client.h"
+#include "loadtest/common/net_error.h"
 #include "loadtest/soak/scenarios.h"
 
 namespace pagoda::loadtest {
@@ -96,8 +97,6 @@ std::string done_failure(const json& done) {
              ? ""
              : "finish_reason " + done.value("finish_reason", json()).dump();
 }
-
-std::string error_text(const std::exception& e) { return e.what(); }
 
 // A generation message: the body of short/long_request with type and id.
 std::string generation(const json& body, bool chat, const std::string& id, bool resumable = true) {
@@ -181,7 +180,7 @@ net::awaitable<void> requests(SoakContext& ctx, Rng& rng, WsConn& conn) {
     }
   } catch (const std::exception& e) {
     for (auto& [id, p] : pending)
-      if (!p.done) ctx.tally->record(Kind::kWsRequest, Outcome::kLost, error_text(e));
+      if (!p.done) ctx.tally->record(Kind::kWsRequest, Outcome::kLost, describe_exception(e));
     conn.drop();
   }
 }
@@ -260,7 +259,7 @@ net::awaitable<void> interrupted(SoakContext& ctx, Rng& rng, WsConn& conn, Kind 
     std::string bad = done_failure(done);
     ctx.tally->record(kind, bad.empty() ? Outcome::kCompleted : Outcome::kLost, bad);
   } catch (const std::exception& e) {
-    ctx.tally->record(kind, Outcome::kLost, error_text(e));
+    ctx.tally->record(kind, Outcome::kLost, describe_exception(e));
     conn.drop();
   }
 }
@@ -288,7 +287,8 @@ net::awaitable<void> rejected(SoakContext& ctx, Rng& rng, WsConn& conn, Kind kin
       conn.drop();
     }
   } catch (const std::exception& e) {
-    ctx.tally->record(kind, Outcome::kLost, error_text(e) + " (sent " + text.substr(0, 100) + ")");
+    ctx.tally->record(kind, Outcome::kLost,
+                      describe_exception(e) + " (sent " + text.substr(0, 100) + ")");
     conn.drop();
   }
 }

@@ -145,6 +145,37 @@ TEST(BenchCli, IntegerOptionsOutOfRangeAreRejectedNamingTheFlag) {
   EXPECT_NE(ok.out.find("Initial test run failed"), std::string::npos) << ok.out;
 }
 
+// Every option is checked before the tokenizer is loaded and the dataset
+// built (a large one takes a while to build): a bad option is the error
+// even with a --dataset-path that does not exist (the percentile, goodput,
+// rate, timeout, metadata, backend and URL options had been checked only
+// after the dataset was built).
+TEST(BenchCli, OptionsAreCheckedBeforeTheDatasetIsBuilt) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--metric-percentiles abc", "--metric-percentiles: 'abc' is not a number"},
+      {"--percentile-metrics ttft,nope", "--percentile-metrics: unknown metric 'nope'"},
+      {"--goodput nope:5", "--goodput: unknown metric 'nope'"},
+      {"--request-rate 1e-12", "--request-rate 1e-12 is too low"},
+      {"--request-timeout 0", "--request-timeout must be > 0"},
+      {"--metadata foo", "--metadata takes KEY=VALUE, got 'foo'"},
+      {"--backend openai-chat --prompt-token-ids", "--prompt-token-ids needs a completions"},
+      {"--base-url https://127.0.0.1:8123", "https is not supported"},
+      {"--random-range-ratio 1", "--random-range-ratio must be in [0, 1), got 1"},
+  };
+  for (const Case& c : cases) {
+    const std::string dataset = c.args.find("--random-") == 0
+                                    ? "--dataset-name random --tokenizer /no/such/tokenizer"
+                                    : "--dataset-name sharegpt --dataset-path /no/such/file.json";
+    const Ran r = bench(dataset + " --num-prompts 2 " + c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("/no/such/"), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
 // A directory or a missing file as --dataset-path says so (a directory
 // read as an empty stream was "/tmp is not valid JSON"); a URL as
 // --endpoint is refused before anything is built.

@@ -1,6 +1,7 @@
-// A server that closes the connection early: the request's error says so
-// in words (the summary's error list and the initial test run print it),
-// not Beast's bare "partial message" / "end of stream" / "End of file".
+// A server that closes the connection early, or answers what is not HTTP:
+// the request's error says so in words (the summary's error list and the
+// initial test run print it), not Beast's bare "partial message" / "end of
+// stream" / "End of file" / "bad version" / "bad chunk".
 #include <gtest/gtest.h>
 
 #include <boost/asio/write.hpp>
@@ -94,6 +95,36 @@ TEST(BenchConnectionErrors, WebSocketClosedDuringTheHandshake) {
     s.close();
   });
   EXPECT_EQ(e, "server closed the connection without sending a response (end of stream)");
+}
+
+const std::string kMalformed = "malformed HTTP response from the server: ";
+
+TEST(BenchConnectionErrors, MalformedStatusLine) {
+  const std::string e = error_of(Backend::kOpenAI, [](Socket& s) {
+    read_request(s);
+    net::write(s, net::buffer(std::string("HTTX/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")));
+    s.close();
+  });
+  EXPECT_EQ(e, kMalformed + "bad version");
+}
+
+TEST(BenchConnectionErrors, MalformedChunk) {
+  const std::string e = error_of(Backend::kOpenAI, [](Socket& s) {
+    read_request(s);
+    net::write(s, net::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                          "Transfer-Encoding: chunked\r\n\r\nzz\r\n")));
+    s.close();
+  });
+  EXPECT_EQ(e, kMalformed + "bad chunk");
+}
+
+TEST(BenchConnectionErrors, WebSocketHandshakeAnsweredWithWhatIsNotHttp) {
+  const std::string e = error_of(Backend::kPagodaWs, [](Socket& s) {
+    read_request(s);
+    net::write(s, net::buffer(std::string("HTTX/1.1 101 Switching Protocols\r\n\r\n")));
+    s.close();
+  });
+  EXPECT_EQ(e, kMalformed + "bad version");
 }
 
 }  // namespace

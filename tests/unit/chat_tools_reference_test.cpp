@@ -150,5 +150,43 @@ TEST(ChatToolsReference, ToolChoiceValidation) {
       R"({"messages": [{"role": "user", "content": "q"}], "tool_choice": "none"})", none)));
 }
 
+// An empty tools list with tool_choice "auto" is accepted as vLLM accepts
+// it (its check is that `tools` is present): the prompt is the one without
+// tools and the output is content, no calls parsed. "auto" still needs the
+// server's flags, as in vLLM; a named tool_choice cannot match an empty list.
+TEST(ChatToolsReference, EmptyToolsWithAutoIsAsNoTools) {
+  const ServingModel none = qwen_model(false);
+  const ServingModel hermes = qwen_model(true);
+  const std::string plain_body = R"({"messages": [{"role": "user", "content": "q"}]})";
+  // Appended piecewise: GCC 12's -Wrestrict misfires on literal + string.
+  auto with = [&](const char* extra) {
+    std::string b = plain_body;
+    b.pop_back();
+    b += extra;
+    b += '}';
+    return b;
+  };
+  ParseResult plain = parse_chat_request(plain_body, hermes);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(plain)) << std::get<OpenAIError>(plain).message;
+  ParseResult r = parse_chat_request(with(R"(, "tools": [], "tool_choice": "auto")"), hermes);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).message;
+  const ParsedRequest& req = std::get<ParsedRequest>(r);
+  EXPECT_EQ(req.tool_parser, ToolParserKind::kNone);
+  EXPECT_FALSE(req.sampling.guide);
+  EXPECT_EQ(req.prompts[0].text, std::get<ParsedRequest>(plain).prompts[0].text);
+  EXPECT_EQ(req.prompt_token_ids, std::get<ParsedRequest>(plain).prompt_token_ids);
+  OpenAIError e = error_of(with(R"(, "tools": [], "tool_choice": "auto")"), none);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.message,
+            "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to "
+            "be set");
+  e = error_of(
+      with(R"(, "tools": [], "tool_choice": {"type": "function", "function": {"name": "f"}})"),
+      hermes);
+  EXPECT_EQ(e.param, "tool_choice");
+  EXPECT_NE(e.message.find("does not match any of the specified `tools`"), std::string::npos)
+      << e.message;
+}
+
 }  // namespace
 }  // namespace pagoda

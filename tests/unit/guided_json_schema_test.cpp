@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/guided/guide.h"
@@ -18,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-ByteDfa schema_dfa(const std::string& schema, const std::string& ws = "") {
+ByteDfa schema_dfa(const std::string& schema, std::string_view ws = kDefaultWhitespace) {
   return ByteDfa::compile(json_schema_to_regex(schema, ws));
 }
 
@@ -71,7 +72,8 @@ TEST(GuidedJsonSchema, RequiredPropertiesOutsidePropertiesFollowAdditionalProper
   // disable_additional_properties (tools' parameters) keeps a schema's own
   // required key allowed.
   ByteDfa tools = ByteDfa::compile(json_schema_to_regex(
-      R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", "", true));
+      R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})",
+      kDefaultWhitespace, true));
   EXPECT_TRUE(tools.matches(R"({"b": 1})"));
 }
 
@@ -123,9 +125,29 @@ TEST(GuidedJsonSchema, NumbersStringsFormatsWhitespace) {
   ByteDfa ws = schema_dfa(
       R"({"type":"object","properties":{"a":{"type":"null"}},"required":["a"]})", "[\\n ]{0,2}");
   EXPECT_TRUE(ws.matches("{\n \"a\" : null\n}"));
-  ByteDfa obj = ByteDfa::compile(json_object_regex(""));
+  ByteDfa obj = ByteDfa::compile(json_object_regex(kDefaultWhitespace));
   EXPECT_TRUE(obj.matches(R"({"k": [1, {"z": "q"}], "t": true})"));
   EXPECT_FALSE(obj.matches(R"([1])"));
+}
+
+// An empty whitespace pattern allows no whitespace between JSON tokens
+// (outlines' meaning of whitespace_pattern=""), in schemas, arrays and
+// json_object alike; it is not the default pattern.
+TEST(GuidedJsonSchema, EmptyWhitespacePatternAllowsNone) {
+  const std::string schema =
+      R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"array",)"
+      R"("items":{"type":"boolean"}}},"required":["a","b"]})";
+  ByteDfa tight = schema_dfa(schema, "");
+  EXPECT_TRUE(tight.matches(R"({"a":1,"b":[true,false]})"));
+  for (const char* spaced : {R"({"a": 1,"b":[true,false]})", R"({ "a":1,"b":[true,false]})",
+                             R"({"a":1, "b":[true,false]})", R"({"a":1,"b":[true, false]})",
+                             R"({"a":1,"b":[true,false] })"})
+    EXPECT_FALSE(tight.matches(spaced)) << spaced;
+  ByteDfa spaced_default = schema_dfa(schema);
+  EXPECT_TRUE(spaced_default.matches(R"({"a": 1, "b": [true, false]})"));
+  ByteDfa obj = ByteDfa::compile(json_object_regex(""));
+  EXPECT_TRUE(obj.matches(R"({"k":[1,{"z":"q"}]})"));
+  EXPECT_FALSE(obj.matches(R"({"k": [1]})"));
 }
 
 // Bounded numbers are exact: for random bounds (fractional, negative,
@@ -171,7 +193,7 @@ TEST(GuidedJsonSchema, BoundedNumbersAreExact) {
     };
     std::string re;
     try {
-      re = json_schema_to_regex(schema.dump(), "");
+      re = json_schema_to_regex(schema.dump(), kDefaultWhitespace);
     } catch (const SchemaError& e) {
       // Unsatisfiable: no value may be inside.
       EXPECT_NE(std::string(e.what()).find("no document"), std::string::npos) << e.what();
@@ -202,49 +224,40 @@ TEST(GuidedJsonSchema, BoundedNumbersAreExact) {
 }
 
 // The tester's cases: [0, 1] has 0.37; fractional and exclusive bounds
-// compile (they had been refused as unsatisfiable).
+// compile (they had been refused as unsatisfiable). At most 16 fraction
+// digits (a model cannot write 0.3333... forever), more when a bound has
+// more.
 TEST(GuidedJsonSchema, FractionalNumberBounds) {
-  ByteDfa unit = schema_dfa(R"({"type":"number","minimum":0,"maximum":1})");
-  for (const char* ok : {"0", "1", "0.37", "0.999999", "1.000", "0.0"})
-    EXPECT_TRUE(unit.matches(ok)) << ok;
-  for (const char* bad : {"1.01", "-0.1", "2", "1e-1"}) EXPECT_FALSE(unit.matches(bad)) << bad;
-  ByteDfa mid = schema_dfa(R"({"type":"number","minimum":0.1,"maximum":0.9})");
-  EXPECT_TRUE(mid.matches("0.1"));
-  EXPECT_TRUE(mid.matches("0.5"));
-  EXPECT_TRUE(mid.matches("0.9000"));
-  EXPECT_FALSE(mid.matches("0.09"));
-  EXPECT_FALSE(mid.matches("0.90001"));
-  ByteDfa open = schema_dfa(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})");
-  EXPECT_TRUE(open.matches("0.5"));
-  EXPECT_FALSE(open.matches("0"));
-  EXPECT_FALSE(open.matches("0.000"));
-  EXPECT_FALSE(open.matches("1"));
-  ByteDfa neg = schema_dfa(R"({"type":"number","minimum":-2.5,"maximum":-2.25})");
-  EXPECT_TRUE(neg.matches("-2.3"));
-  EXPECT_TRUE(neg.matches("-2.5"));
-  EXPECT_FALSE(neg.matches("-2.2"));
-  ByteDfa tiny = schema_dfa(R"({"type":"number","minimum":0.001,"maximum":0.002})");
-  EXPECT_TRUE(tiny.matches("0.0015"));
-  EXPECT_FALSE(tiny.matches("0.0021"));
-  ByteDfa point = schema_dfa(R"({"type":"number","minimum":0.25,"maximum":0.25})");
-  EXPECT_TRUE(point.matches("0.25"));
-  EXPECT_TRUE(point.matches("0.2500"));
-  EXPECT_FALSE(point.matches("0.251"));
-  ByteDfa big = schema_dfa(R"({"type":"number","exclusiveMinimum":1e20})");
-  EXPECT_TRUE(big.matches("100000000000000000000.5"));
-  EXPECT_FALSE(big.matches("100000000000000000000"));
-  // At most 16 fraction digits (a model cannot write 0.3333... forever),
-  // more when a bound has more.
-  EXPECT_TRUE(unit.matches("0." + std::string(16, '3')));
-  EXPECT_FALSE(unit.matches("0." + std::string(17, '3')));
-  EXPECT_FALSE(unit.matches("1." + std::string(17, '0')));
-  ByteDfa fine = schema_dfa(R"({"type":"number","exclusiveMinimum":0,"maximum":1e-20})");
-  EXPECT_TRUE(fine.matches("0.00000000000000000001"));
-  EXPECT_TRUE(fine.matches("0.0000000000000000000050"));
-  EXPECT_FALSE(fine.matches("0.000000000000000000011"));
-  ByteDfa small = schema_dfa(R"({"type":"number","exclusiveMaximum":1e-5,"minimum":0})");
-  EXPECT_TRUE(small.matches("0.000009"));
-  EXPECT_FALSE(small.matches("0.00001"));
+  struct Case {
+    const char* schema;
+    std::vector<std::string> accepted, refused;
+  };
+  const Case cases[] = {
+      {R"({"type":"number","minimum":0,"maximum":1})",
+       {"0", "1", "0.37", "0.999999", "1.000", "0.0", "0." + std::string(16, '3')},
+       {"1.01", "-0.1", "2", "1e-1", "0." + std::string(17, '3'), "1." + std::string(17, '0')}},
+      {R"({"type":"number","minimum":0.1,"maximum":0.9})",
+       {"0.1", "0.5", "0.9000"},
+       {"0.09", "0.90001"}},
+      {R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})",
+       {"0.5"},
+       {"0", "0.000", "1"}},
+      {R"({"type":"number","minimum":-2.5,"maximum":-2.25})", {"-2.3", "-2.5"}, {"-2.2"}},
+      {R"({"type":"number","minimum":0.001,"maximum":0.002})", {"0.0015"}, {"0.0021"}},
+      {R"({"type":"number","minimum":0.25,"maximum":0.25})", {"0.25", "0.2500"}, {"0.251"}},
+      {R"({"type":"number","exclusiveMinimum":1e20})",
+       {"100000000000000000000.5"},
+       {"100000000000000000000"}},
+      {R"({"type":"number","exclusiveMinimum":0,"maximum":1e-20})",
+       {"0.00000000000000000001", "0.0000000000000000000050"},
+       {"0.000000000000000000011"}},
+      {R"({"type":"number","exclusiveMaximum":1e-5,"minimum":0})", {"0.000009"}, {"0.00001"}},
+  };
+  for (const Case& c : cases) {
+    const ByteDfa d = schema_dfa(c.schema);
+    for (const std::string& t : c.accepted) EXPECT_TRUE(d.matches(t)) << c.schema << " on " << t;
+    for (const std::string& t : c.refused) EXPECT_FALSE(d.matches(t)) << c.schema << " on " << t;
+  }
 }
 
 // JSON Schema patterns search (ECMA-262): "^abc" is "starts with abc",
@@ -283,7 +296,7 @@ TEST(GuidedJsonSchema, PatternAnchorsArePerSide) {
   EXPECT_FALSE(full.matches(R"("abc")"));
   auto err = [](const std::string& schema) {
     try {
-      json_schema_to_regex(schema, "");
+      json_schema_to_regex(schema, kDefaultWhitespace);
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }
@@ -301,7 +314,7 @@ TEST(GuidedJsonSchema, PatternAnchorsArePerSide) {
 TEST(GuidedJsonSchema, UnsupportedAndInvalidSchemasAreErrors) {
   auto err = [](const std::string& schema) {
     try {
-      json_schema_to_regex(schema, "");
+      json_schema_to_regex(schema, kDefaultWhitespace);
     } catch (const SchemaError& e) {
       return std::string(e.what());
     } catch (const RegexError& e) {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "engine/guided/guide.h"
+#include "engine/guided/json_schema_regex.h"
 #include "engine/guided/structural_tag.h"
 #include "engine/guided/token_vocab.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -44,7 +45,9 @@ json function_tag() {
       {"triggers", {"<function=", "<n>"}}};
 }
 
-ByteDfa dfa_of(const json& tag) { return structural_tag_dfa(parse_structural_tag(tag), ""); }
+ByteDfa dfa_of(const json& tag) {
+  return structural_tag_dfa(parse_structural_tag(tag), kDefaultWhitespace);
+}
 
 TEST(GuidedStructuralTag, FreeTextAndPartialTriggersAccept) {
   const ByteDfa d = dfa_of(function_tag());
@@ -128,7 +131,7 @@ TEST(GuidedStructuralTag, EmptyEndMissingSchemaAndWhitespace) {
   EXPECT_TRUE(d.matches("#null;"));
   EXPECT_FALSE(d.matches("#nul;"));
   // The whitespace pattern is the JSON guides' one.
-  const ByteDfa tight = structural_tag_dfa(parse_structural_tag(function_tag()), "(?:)");
+  const ByteDfa tight = structural_tag_dfa(parse_structural_tag(function_tag()), "");
   EXPECT_TRUE(tight.matches(R"(<function=get_weather>{"city":"P"}</function>)"));
   EXPECT_FALSE(tight.matches(R"(<function=get_weather>{"city": "P"}</function>)"));
 }
@@ -149,7 +152,7 @@ TEST(GuidedStructuralTag, ParseFromTextAndCanonicalJson) {
 
 void expect_error(const json& tag, const std::string& needle) {
   try {
-    (void)structural_tag_dfa(parse_structural_tag(tag), "");
+    (void)structural_tag_dfa(parse_structural_tag(tag), kDefaultWhitespace);
     ADD_FAILURE() << "no error for " << tag.dump();
   } catch (const StructuralTagError& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)

@@ -226,6 +226,36 @@ TEST(RequestFieldsGuided, ConvertedOnEveryEndpoint) {
   EXPECT_FALSE(ok(completion(json::object())).sampling.guide);
 }
 
+// guided_whitespace_pattern "" (and structured_outputs' whitespace_pattern
+// "") allows no whitespace between JSON tokens, as outlines reads it, the
+// same as disable_any_whitespace; without a pattern the default "[ ]?"
+// applies. "" had been taken for the default.
+TEST(RequestFieldsGuided, EmptyWhitespacePatternAllowsNone) {
+  const json schema = {
+      {"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}, {"required", {"a"}}};
+  const json tight_bodies[] = {
+      {{"guided_json", schema}, {"guided_whitespace_pattern", ""}},
+      {{"structured_outputs", {{"json", schema}, {"whitespace_pattern", ""}}}},
+      {{"structured_outputs", {{"json", schema}, {"disable_any_whitespace", true}}}},
+      {{"structured_outputs",
+        {{"json", schema}, {"whitespace_pattern", ""}, {"disable_any_whitespace", true}}}}};
+  for (const json& b : tight_bodies) {
+    SCOPED_TRACE(b.dump());
+    const ParsedRequest p = ok(completion(b));
+    ASSERT_TRUE(p.sampling.guide);
+    EXPECT_TRUE(p.sampling.guide->matches(R"({"a":1})"));
+    EXPECT_FALSE(p.sampling.guide->matches(R"({"a": 1})"));
+    EXPECT_FALSE(p.sampling.guide->matches(R"({ "a":1})"));
+  }
+  const ParsedRequest jo =
+      ok(chat({{"response_format", {{"type", "json_object"}}}, {"guided_whitespace_pattern", ""}}));
+  EXPECT_TRUE(jo.sampling.guide->matches(R"({"a":[1,2]})"));
+  EXPECT_FALSE(jo.sampling.guide->matches(R"({"a": [1, 2]})"));
+  const ParsedRequest dflt = ok(completion({{"guided_json", schema}}));
+  EXPECT_TRUE(dflt.sampling.guide->matches(R"({"a": 1})"));
+  EXPECT_TRUE(dflt.sampling.guide->matches(R"({"a":1})"));
+}
+
 // A schema's properties are generated in the order the request sent them
 // (vLLM's xgrammar / outlines keep the schema's order), wherever the schema
 // is: the body, parsed as nlohmann::json, had them sorted, so {"zeta",

@@ -48,7 +48,8 @@ class FakeEngine final : public EngineHandle {
   }
   void add_request(std::unique_ptr<GenerateRequest> r) override {
     std::lock_guard<std::mutex> lock(mu_);
-    threads_.emplace_back([this, req = std::shared_ptr<GenerateRequest>(std::move(r))] { run(*req); });
+    threads_.emplace_back(
+        [this, req = std::shared_ptr<GenerateRequest>(std::move(r))] { run(*req); });
   }
   void abort_request(const std::string& id) override {
     {
@@ -169,12 +170,12 @@ TEST_F(ServerHttpTest, NonStreamedCompletionsKeepAlive) {
 
 TEST_F(ServerHttpTest, StreamedChatIsChunkedSse) {
   HttpClient c(port());
-  auto r = c.post("/v1/chat/completions",
-                  json{{"messages", {{{"role", "user"}, {"content", "hey"}}}},
-                       {"max_tokens", 60},
-                       {"stream", true},
-                       {"stream_options", {{"include_usage", true}}}}
-                      .dump());
+  auto r =
+      c.post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "hey"}}}},
+                                          {"max_tokens", 60},
+                                          {"stream", true},
+                                          {"stream_options", {{"include_usage", true}}}}
+                                         .dump());
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.content_type, "text/event-stream; charset=utf-8");
   EXPECT_EQ(r.transfer_encoding, "chunked");
@@ -188,7 +189,8 @@ TEST_F(ServerHttpTest, StreamedChatIsChunkedSse) {
   for (size_t i = 1; i + 2 < events.size(); ++i) {
     json e = json::parse(events[i]);
     EXPECT_EQ(e["object"], "chat.completion.chunk");
-    if (e["choices"][0]["delta"].contains("content")) text += e["choices"][0]["delta"]["content"].get<std::string>();
+    if (e["choices"][0]["delta"].contains("content"))
+      text += e["choices"][0]["delta"]["content"].get<std::string>();
     if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
   }
   EXPECT_EQ(text, "<s>[user]hey[assistant]");
@@ -201,11 +203,13 @@ TEST_F(ServerHttpTest, StreamedChatIsChunkedSse) {
 
 TEST_F(ServerHttpTest, BurstOfDeltasCoalescesAndArrivesWhole) {
   HttpClient c(port());
-  auto r = c.post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 40}, {"stream", true}}.dump());
+  auto r =
+      c.post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 40}, {"stream", true}}.dump());
   ASSERT_EQ(r.status, 200);
   auto events = sse_payloads(r.body);
   std::string text;
-  for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  for (size_t i = 0; i + 1 < events.size(); ++i)
+    text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
   ASSERT_EQ(text.size(), 5000u);
   for (size_t i = 0; i < text.size(); ++i) ASSERT_EQ(text[i], 'a' + i % 26) << i;
   // 5000 deltas pushed far faster than one write completes: they go out in
@@ -237,7 +241,8 @@ TEST_F(ServerHttpTest, ClientDisconnectWhileWaitingForNonStreamedAborts) {
   auto held = engine_.held_future();
   {
     HttpClient c(port());
-    c.send(boost::beast::http::verb::post, "/v1/completions", R"({"prompt": "x", "max_tokens": 50})");
+    c.send(boost::beast::http::verb::post, "/v1/completions",
+           R"({"prompt": "x", "max_tokens": 50})");
     ASSERT_EQ(held.wait_for(std::chrono::seconds(30)), std::future_status::ready);  // it runs
     c.close();
   }
@@ -270,7 +275,8 @@ TEST_F(ServerHttpTest, RoutingErrorsAreOpenAIErrors) {
   EXPECT_EQ(json::parse(unknown.body)["error"]["message"], "The model `nope` does not exist.");
   auto metrics = c.get("/metrics");
   EXPECT_EQ(metrics.status, 200);
-  EXPECT_NE(metrics.body.find("pagoda:num_requests_running{model_name=\"tiny\"} 0\n"), std::string::npos)
+  EXPECT_NE(metrics.body.find("pagoda:num_requests_running{model_name=\"tiny\"} 0\n"),
+            std::string::npos)
       << metrics.body;
   auto version = c.get("/version");
   EXPECT_EQ(json::parse(version.body)["version"], PAGODA_VERSION);
@@ -280,9 +286,33 @@ TEST_F(ServerHttpTest, OversizedBodyIs413AndServerGoesOn) {
   HttpClient c(port());
   auto r = c.post("/v1/completions", json{{"prompt", std::string(10000, 'a')}}.dump());
   EXPECT_EQ(r.status, 413);
-  EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("too large"), std::string::npos);
+  EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("too large"),
+            std::string::npos);
   HttpClient c2(port());
   EXPECT_EQ(c2.get("/health").status, 200);
+}
+
+// A request Beast cannot parse gets a 400 that says it is malformed HTTP,
+// Beast's own words after the colon, then the connection closes; the
+// server goes on.
+TEST_F(ServerHttpTest, MalformedRequestIsA400NamingIt) {
+  struct Case {
+    std::string bytes, message;
+  };
+  const Case cases[] = {
+      {"GET /health HTTX/1.1\r\nHost: x\r\n\r\n", "Malformed HTTP request: bad version"},
+      {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+       "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+       "Malformed HTTP request: bad chunk"},
+  };
+  for (const Case& c : cases) {
+    HttpClient client(port());
+    boost::asio::write(client.socket(), boost::asio::buffer(c.bytes));
+    const std::string response = client.read_until(c.message);
+    EXPECT_EQ(response.rfind("HTTP/1.1 400 ", 0), 0u) << response;
+  }
+  HttpClient after(port());
+  EXPECT_EQ(after.get("/health").status, 200);
 }
 
 // "Expect: 100-continue" (curl sends it for bodies over 1 MiB and waits a

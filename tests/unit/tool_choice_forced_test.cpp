@@ -68,7 +68,7 @@ TEST(ToolChoiceSchema, RequiredMovesDefsToTheTop) {
   EXPECT_EQ(s["$defs"].size(), 1u);
   EXPECT_FALSE(s["items"]["anyOf"][0]["properties"]["parameters"].contains("$defs"));
   // The references resolve at the top: the schema compiles and matches.
-  const std::string re = guided::json_schema_to_regex(s.dump(), "");
+  const std::string re = guided::json_schema_to_regex(s.dump(), guided::kDefaultWhitespace);
   guided::ByteDfa dfa = guided::ByteDfa::compile(re);
   EXPECT_TRUE(dfa.matches(R"([{"name": "a", "parameters": {"p": {"x": 1}}}])"));
   EXPECT_TRUE(dfa.matches(
@@ -93,8 +93,8 @@ TEST(ToolChoiceSchema, NamedIsTheToolsParameters) {
       ordered_json::array({tool("get_weather", kWeatherParams), tool("now", nullptr)});
   EXPECT_EQ(named_tool_schema(tools, "get_weather"), kWeatherParams);
   EXPECT_EQ(named_tool_schema(tools, "now").dump(), R"({"type":"object","properties":{}})");
-  const std::string re =
-      guided::json_schema_to_regex(named_tool_schema(tools, "get_weather").dump(), "");
+  const std::string re = guided::json_schema_to_regex(
+      named_tool_schema(tools, "get_weather").dump(), guided::kDefaultWhitespace);
   guided::ByteDfa dfa = guided::ByteDfa::compile(re);
   EXPECT_TRUE(dfa.matches(R"({"city": "Paris", "days": 3})"));
   EXPECT_FALSE(dfa.matches(R"({"days": 3})"));

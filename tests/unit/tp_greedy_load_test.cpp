@@ -17,20 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::vector<int32_t> greedy(ModelExecutor& ex, const std::vector<int32_t>& prompt, size_t n) {
-  const int64_t V = ex.vocab_size();
-  const auto max_blocks = static_cast<int32_t>((prompt.size() + n + 15) / 16);
-  std::vector<float> logits;
-  ex.execute(one_seq_batch(prompt, 0, 0, max_blocks), logits);
-  std::vector<int32_t> ids;
-  auto pos = static_cast<int32_t>(prompt.size());
-  for (size_t i = 0; i < n; ++i) {
-    ids.push_back(argmax_row(logits, 0, V));
-    if (i + 1 < n) ex.execute(one_seq_batch({ids.back()}, pos++, 0, max_blocks), logits);
-  }
-  return ids;
-}
-
 TEST(TpStories260K, GreedyTp2EqualsTp1AndLlama2c) {
   std::ifstream in(std::string(PAGODA_SHARED_DIR) + "/testvectors/stories260K_greedy.json");
   ASSERT_TRUE(in.good());
@@ -41,9 +27,10 @@ TEST(TpStories260K, GreedyTp2EqualsTp1AndLlama2c) {
   for (const json& c : vec["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const auto want = c["greedy_ids"].get<std::vector<int32_t>>();
-    const std::vector<int32_t> got2 = greedy(*two, prompt, want.size());
+    const std::vector<int32_t> got2 = greedy_ids(*two, prompt, want.size());
     EXPECT_EQ(got2, want) << "TP=2, case '" << c["prompt"] << "'";
-    EXPECT_EQ(greedy(*one, prompt, want.size()), got2) << "TP=1 vs TP=2, case '" << c["prompt"] << "'";
+    EXPECT_EQ(greedy_ids(*one, prompt, want.size()), got2)
+        << "TP=1 vs TP=2, case '" << c["prompt"] << "'";
     ++cases;
     tokens += want.size();
   }
@@ -66,9 +53,10 @@ TEST(TpLoad, EachRankReadsOnlyItsShards) {
     const size_t el = c.torch_dtype == DType::F32 ? 4 : 2;
     const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
     const int64_t Hq = c.num_attention_heads, Hk = c.num_key_value_heads;
-    const int64_t per_layer = (Hq + 2 * Hk) * D * H + (c.attention_bias ? (Hq + 2 * Hk) * D : 0) + H * Hq * D +
-                              3 * I * H;
-    EXPECT_EQ(full.sharded_bytes, static_cast<size_t>(per_layer * c.num_hidden_layers) * el) << name;
+    const int64_t per_layer =
+        (Hq + 2 * Hk) * D * H + (c.attention_bias ? (Hq + 2 * Hk) * D : 0) + H * Hq * D + 3 * I * H;
+    EXPECT_EQ(full.sharded_bytes, static_cast<size_t>(per_layer * c.num_hidden_layers) * el)
+        << name;
     const int tp = 2;
     auto comms = make_cpu_communicators(tp);
     for (int r = 0; r < tp; ++r) {
@@ -76,7 +64,8 @@ TEST(TpLoad, EachRankReadsOnlyItsShards) {
       LlamaModel shard(c, *be, TensorParallel{r, tp}, comms[static_cast<size_t>(r)].get());
       shard.load_weights(dir);
       EXPECT_EQ(shard.load_stats().sharded_bytes * tp, full.sharded_bytes) << name << " rank " << r;
-      EXPECT_EQ(shard.load_stats().replicated_bytes, full.replicated_bytes) << name << " rank " << r;
+      EXPECT_EQ(shard.load_stats().replicated_bytes, full.replicated_bytes)
+          << name << " rank " << r;
     }
   }
 }
@@ -87,7 +76,8 @@ TEST(TpErrors, BadBatchHarmsNothing) {
   auto one = cpu_executor(shared_model("stories260K"), 1);
   auto two = cpu_executor(shared_model("stories260K"), 2);
   std::vector<float> logits, want;
-  EXPECT_THROW(two->execute(one_seq_batch({1, 9999}, 0, 0, 1), logits), std::invalid_argument);  // id >= vocab
+  EXPECT_THROW(two->execute(one_seq_batch({1, 9999}, 0, 0, 1), logits),
+               std::invalid_argument);  // id >= vocab
   ForwardBatch no_blocks = one_seq_batch({1, 2}, 0, 0, 1);
   no_blocks.block_tables = {4096};  // outside the cache
   EXPECT_THROW(two->execute(no_blocks, logits), std::invalid_argument);
@@ -107,11 +97,14 @@ TEST(TpErrors, SizesThatDoNotFit) {
     }
     return std::string("(no error)");
   };
-  EXPECT_NE(message(0).find("tensor_parallel_size must be >= 1, got 0"), std::string::npos) << message(0);
+  EXPECT_NE(message(0).find("tensor_parallel_size must be >= 1, got 0"), std::string::npos)
+      << message(0);
   EXPECT_NE(message(-2).find("tensor_parallel_size must be >= 1, got -2"), std::string::npos);
-  EXPECT_NE(message(3).find("tensor_parallel_size 3 does not divide num_attention_heads 8"), std::string::npos)
+  EXPECT_NE(message(3).find("tensor_parallel_size 3 does not divide num_attention_heads 8"),
+            std::string::npos)
       << message(3);
-  EXPECT_NE(message(8).find("tensor_parallel_size 8 does not divide num_key_value_heads 4"), std::string::npos)
+  EXPECT_NE(message(8).find("tensor_parallel_size 8 does not divide num_key_value_heads 4"),
+            std::string::npos)
       << message(8);
   // A model, backend and communicator that disagree are a bug, caught too.
   const ModelConfig c = ModelConfig::from_dir(dir);

@@ -54,35 +54,32 @@ void check_tp2_against_reference(const std::string& name) {
   double worst_ref = 0, worst_tp1 = 0;
   int cases = 0;
   for (const json& c : ref["cases"]) {
-    auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
+    const auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
     const auto want = c["last_logits"].get<std::vector<double>>();
     const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
     ASSERT_EQ(want.size(), static_cast<size_t>(V));
     ASSERT_EQ(greedy.size(), 24u);
-    const auto max_blocks = static_cast<int32_t>((ids.size() + greedy.size() + 15) / 16);
-    std::vector<float> got, base;
-    two->execute(one_seq_batch(ids, 0, 0, max_blocks), got);
-    one->execute(one_seq_batch(ids, 0, 0, max_blocks), base);
-    const double e = rel_l2(got.data(), want);
-    EXPECT_LT(e, 1e-5) << name << " TP=2, prompt of " << ids.size() << " tokens";
-    worst_ref = std::max(worst_ref, e);
-    std::vector<int32_t> decoded;
-    for (size_t step = 0; step < greedy.size(); ++step) {
-      ASSERT_EQ(got.size(), base.size());
-      const double d = max_rel_diff(got, base);
-      EXPECT_LT(d, 1e-5) << name << " TP=2 vs TP=1, prompt of " << c["prompt_ids"].size()
-                         << " tokens, step " << step;
-      worst_tp1 = std::max(worst_tp1, d);
-      const int32_t next = argmax_row(got, 0, V);
-      decoded.push_back(next);
-      const auto pos = static_cast<int32_t>(ids.size());
-      ids.push_back(next);
-      two->execute(one_seq_batch({next}, pos, 0, max_blocks), got);
-      one->execute(one_seq_batch({next}, pos, 0, max_blocks),
-                   base);  // teacher-forced with TP=2's id
-    }
-    EXPECT_EQ(decoded, greedy) << name << " TP=2, prompt of " << c["prompt_ids"].size()
-                               << " tokens";
+    std::vector<float> base;
+    size_t step = 0;
+    // Every step of TP=2's decoding also runs on TP=1, teacher-forced with
+    // TP=2's ids.
+    const std::vector<int32_t> decoded = greedy_ids(
+        *two, ids, greedy.size(), [&](const ForwardBatch& batch, const std::vector<float>& got) {
+          one->execute(batch, base);
+          if (step == 0) {
+            const double e = rel_l2(got.data(), want);
+            EXPECT_LT(e, 1e-5) << name << " TP=2, prompt of " << ids.size() << " tokens";
+            worst_ref = std::max(worst_ref, e);
+          }
+          ASSERT_EQ(got.size(), base.size());
+          const double d = max_rel_diff(got, base);
+          EXPECT_LT(d, 1e-5) << name << " TP=2 vs TP=1, prompt of " << ids.size()
+                             << " tokens, step " << step;
+          worst_tp1 = std::max(worst_tp1, d);
+          ++step;
+        });
+    EXPECT_EQ(step, greedy.size());
+    EXPECT_EQ(decoded, greedy) << name << " TP=2, prompt of " << ids.size() << " tokens";
     ++cases;
   }
   EXPECT_EQ(cases, 4);

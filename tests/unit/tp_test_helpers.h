@@ -1,8 +1,9 @@
 // Helpers for the tensor-parallel tests: a CPU executor at a given
-// tensor_parallel_size, and a mixed prefill + decode batch.
+// tensor_parallel_size, logits comparisons, greedy decoding.
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,29 @@ inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>
 inline int32_t argmax_row(const std::vector<float>& v, int64_t row, int64_t V) {
   const float* p = v.data() + row * V;
   return static_cast<int32_t>(std::max_element(p, p + V) - p);
+}
+
+// Greedy decoding of n ids after `prompt` on one sequence through the paged
+// cache (blocks 0, 1, ... of 16 tokens): the prompt's prefill, then one
+// token a step, n forwards in all. Each forward's batch and logits go to
+// `on_forward` (when set) before the next id is taken from them, so a test
+// can run another executor on the same batches (teacher-forced).
+inline std::vector<int32_t> greedy_ids(
+    ModelExecutor& ex, const std::vector<int32_t>& prompt, size_t n,
+    const std::function<void(const ForwardBatch&, const std::vector<float>&)>& on_forward = {}) {
+  const int64_t V = ex.vocab_size();
+  const auto max_blocks = static_cast<int32_t>((prompt.size() + n + 15) / 16);
+  std::vector<float> logits;
+  std::vector<int32_t> ids;
+  auto pos = static_cast<int32_t>(prompt.size());
+  for (size_t i = 0; i < n; ++i) {
+    const ForwardBatch batch = i == 0 ? one_seq_batch(prompt, 0, 0, max_blocks)
+                                      : one_seq_batch({ids.back()}, pos++, 0, max_blocks);
+    ex.execute(batch, logits);
+    if (on_forward) on_forward(batch, logits);
+    ids.push_back(argmax_row(logits, 0, V));
+  }
+  return ids;
 }
 
 }  // namespace pagoda::test
