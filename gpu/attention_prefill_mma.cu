@@ -28,8 +28,8 @@
 namespace pagoda::cuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kRows = 16 * kWarps;  // query rows per CTA
+// A CTA: W warps of 16 query rows each (W = 4, or 8 for batches with many
+// rows: the K/V tile then serves twice the rows).
 constexpr int kKeys = 64;           // keys per tile
 
 template <typename T>
@@ -50,9 +50,10 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t& r0, uint32_t& r1, co
                : "r"(addr));
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32)
+template <typename T, int D, int W>
+__global__ void __launch_bounds__(W * 32)
 prefill_mma_kernel(AttentionArgs a) {
+  constexpr int kRows = 16 * W;  // query rows per CTA
   constexpr int LD = D + 8;  // padded smem row (elements)
   constexpr int KS = D / 16; // k-steps over head_dim
   constexpr int NT = kKeys / 8;
@@ -128,7 +129,7 @@ prefill_mma_kernel(AttentionArgs a) {
   const auto load_tile = [&](int k0, int buf) {
     T* sk = s_kb + buf * kKeys * LD;
     T* sv = s_vb + buf * kKeys * LD;
-    for (int c = tid; c < CHUNKS; c += kWarps * 32) {
+    for (int c = tid; c < CHUNKS; c += W * 32) {
       const int kj = c / (D / VEC), dv = (c % (D / VEC)) * VEC;
       const int key = k0 + kj;
       const bool ok = key < n_keys;
@@ -259,22 +260,36 @@ constexpr int prefill_mma_smem_bytes() {
   return 4 * kKeys * (D + 8) * static_cast<int>(sizeof(T));
 }
 
-template <typename T, int D>
-void launch_mma_d(const AttentionArgs& a, cudaStream_t stream) {
+template <typename T, int D, int W>
+void launch_mma_dw(const AttentionArgs& a, cudaStream_t stream) {
   const int G = a.num_heads / a.num_kv_heads;
-  const int tiles = (a.max_query_len * G + kRows - 1) / kRows;
+  const int tiles = (a.max_query_len * G + 16 * W - 1) / (16 * W);
   if (tiles == 0) return;
   constexpr int smem = prefill_mma_smem_bytes<T, D>();
   // Over 48 KB needs the opt-in, once per kernel (thread-safe static init).
   static const cudaError_t attr = cudaFuncSetAttribute(
-      prefill_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      prefill_mma_kernel<T, D, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   PAGODA_CUDA_CHECK(attr);
-  prefill_mma_kernel<T, D>
-      <<<dim3(tiles, a.num_kv_heads, a.num_seqs), kWarps * 32, smem, stream>>>(a);
+  prefill_mma_kernel<T, D, W><<<dim3(tiles, a.num_kv_heads, a.num_seqs), W * 32, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH("prefill_mma_kernel");
 }
 
+PrefillAttentionTile g_tile = PrefillAttentionTile::kAuto;
+
+template <typename T, int D>
+void launch_mma_d(const AttentionArgs& a, cudaStream_t stream) {
+  const int G = a.num_heads / a.num_kv_heads;
+  const bool wide = g_tile == PrefillAttentionTile::k128Rows ||
+                    (g_tile == PrefillAttentionTile::kAuto && a.max_query_len * G >= kWideRows);
+  if (wide)
+    launch_mma_dw<T, D, 8>(a, stream);
+  else
+    launch_mma_dw<T, D, 4>(a, stream);
+}
+
 }  // namespace
+
+void set_prefill_attention_tile(PrefillAttentionTile t) { g_tile = t; }
 
 bool launch_prefill_attention_mma(DType dt, const AttentionArgs& a, cudaStream_t stream) {
   if (dt == DType::F32 || (a.head_dim != 64 && a.head_dim != 128)) return false;

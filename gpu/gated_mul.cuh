@@ -41,8 +41,7 @@ void launch_gated_mul_t(const T* gu, T* out, int64_t rows, int64_t I, Act act,
                         cudaStream_t stream) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   constexpr int kThreads = 256;
-  const bool vec = I % kVec == 0 && reinterpret_cast<uintptr_t>(gu) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool vec = I % kVec == 0 && aligned16(gu) && aligned16(out);
   const int64_t per_row = vec ? I / kVec : I;
   const auto bx =
       static_cast<unsigned>(std::min<int64_t>((per_row + kThreads - 1) / kThreads, 1024));

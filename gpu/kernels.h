@@ -179,6 +179,13 @@ void launch_prefill_attention(DType dt, const AttentionArgs& a, cudaStream_t str
 // Tensor-core path alone: bf16/f16 with head_dim 64 or 128; returns false
 // (and launches nothing) otherwise.
 bool launch_prefill_attention_mma(DType dt, const AttentionArgs& a, cudaStream_t stream);
+// Query rows per CTA of the tensor-core prefill kernel, process-wide (tests
+// and pagoda_gpu_bench compare them; the engine never changes it): kAuto
+// takes 128 rows when a sequence has at least kWideRows query rows
+// (max_query_len x query heads per KV head), else 64.
+enum class PrefillAttentionTile { kAuto, k64Rows, k128Rows };
+constexpr int kWideRows = 1024;
+void set_prefill_attention_tile(PrefillAttentionTile t);
 // The fp32 CUDA-core kernel alone (tests compare both paths).
 void launch_prefill_attention_simt(DType dt, const AttentionArgs& a, cudaStream_t stream);
 

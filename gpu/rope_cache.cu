@@ -7,7 +7,9 @@
 //   out1 = x1 * cos[j] - x2 * sin[j],  out2 = x2 * cos[j] + x1 * sin[j]
 // with cos_sin[p, j] = cos(p * inv_freq[j]), cos_sin[p, h + j] = sin(...)
 // (engine/cpu/cpu_kernels.cpp rope_partial_f32 is the reference).
-// fp32 math, one rounding to the activation dtype.
+// fp32 math, one rounding to the activation dtype. Full rotate-half rotary
+// with 16-byte-aligned rows takes the vectorised kernel.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -75,6 +77,52 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Full rotate-half RoPE (R = D, the Llama / Qwen / Mistral layout) in
+// 16-byte vectors: each thread takes VEC consecutive pairs (x[j..j+VEC),
+// x[j+h..j+h+VEC)) of one head, h = D / 2, and their cos / sin, so a token's
+// row moves in whole vectors (the kernel above moves 2-byte elements).
+// Same math per element as rope_and_cache_kernel. Grid (T, units / kThreads)
+// with units = (Hq + 2 Hk) * h / VEC.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kThreads)
+    rope_and_cache_vec_kernel(const T* __restrict__ qkv, const float* __restrict__ cos_sin, int64_t max_pos,
+                              const int32_t* __restrict__ positions, const int32_t* __restrict__ slot_mapping,
+                              int Hq, int Hk, int D, T* __restrict__ q_out, T* __restrict__ k_cache,
+                              T* __restrict__ v_cache) {
+  const int64_t t = blockIdx.x;
+  const int half = D / 2, per_head = half / VEC;
+  const int u = blockIdx.y * blockDim.x + threadIdx.x;
+  if (u >= (Hq + 2 * Hk) * per_head) return;
+  const int h = u / per_head, j = (u % per_head) * VEC;
+  const T* src = qkv + t * static_cast<int64_t>(Hq + 2 * Hk) * D + static_cast<int64_t>(h) * D;
+  const int64_t slot = slot_mapping[t];
+  T* dst;
+  if (h < Hq) dst = q_out + (t * Hq + h) * static_cast<int64_t>(D);
+  else if (slot < 0) return;
+  else if (h < Hq + Hk) dst = k_cache + (slot * Hk + (h - Hq)) * static_cast<int64_t>(D);
+  else dst = v_cache + (slot * Hk + (h - Hq - Hk)) * static_cast<int64_t>(D);
+  float x1[VEC], x2[VEC];
+  load_f32<T, VEC>(src + j, x1);
+  load_f32<T, VEC>(src + j + half, x2);
+  if (h >= Hq + Hk) {  // v: copied unchanged (bf16/f16 -> fp32 -> back is exact)
+    store_f32<T, VEC>(dst + j, x1);
+    store_f32<T, VEC>(dst + j + half, x2);
+    return;
+  }
+  int64_t pos = positions[t];
+  pos = pos < 0 ? 0 : (pos >= max_pos ? max_pos - 1 : pos);  // validated on the host
+  const float* cs = cos_sin + pos * D;
+  float o1[VEC], o2[VEC];
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) {
+    const float c = cs[j + i], sn = cs[half + j + i];
+    o1[i] = x1[i] * c - x2[i] * sn;
+    o2[i] = x2[i] * c + x1[i] * sn;
+  }
+  store_f32<T, VEC>(dst + j, o1);
+  store_f32<T, VEC>(dst + j + half, o2);
+}
+
 }  // namespace
 
 void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int64_t max_pos,
@@ -86,6 +134,27 @@ void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int6
     throw std::invalid_argument("rope_and_cache: rotary_dim " + std::to_string(rotary_dim) +
                                 " for head_dim " + std::to_string(D));
   if (T == 0) return;
+  const bool vec = !interleaved && rotary_dim == D && aligned16(qkv) && aligned16(q_out) && aligned16(k_cache) &&
+                   aligned16(v_cache);
+  if (vec && dt != DType::F32 && D % 16 == 0) {  // 8 pairs of 2-byte elements: 16-byte halves
+    const int units = (Hq + 2 * Hk) * (D / 16);
+    const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((units + kThreads - 1) / kThreads));
+    PAGODA_DISPATCH_FLOAT(dt, "rope_and_cache",
+        rope_and_cache_vec_kernel<scalar_t, 8><<<grid, kThreads, 0, stream>>>(
+            static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk, D,
+            static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache), static_cast<scalar_t*>(v_cache)));
+    PAGODA_CUDA_CHECK_LAUNCH("rope_and_cache_vec_kernel");
+    return;
+  }
+  if (vec && dt == DType::F32 && D % 8 == 0) {  // 4 pairs of fp32
+    const int units = (Hq + 2 * Hk) * (D / 8);
+    const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((units + kThreads - 1) / kThreads));
+    rope_and_cache_vec_kernel<float, 4><<<grid, kThreads, 0, stream>>>(
+        static_cast<const float*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk, D,
+        static_cast<float*>(q_out), static_cast<float*>(k_cache), static_cast<float*>(v_cache));
+    PAGODA_CUDA_CHECK_LAUNCH("rope_and_cache_vec_kernel");
+    return;
+  }
   const int hpc = heads_per_cta(D / 2);
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((Hq + 2 * Hk + hpc - 1) / hpc));
   PAGODA_DISPATCH_FLOAT(dt, "rope_and_cache",

@@ -119,32 +119,48 @@ inline double tol_for(DType dt) { return dt == DType::F32 ? 1e-5 : 4e-3; }
 // The attention kernels a test runs its batch through: the one the batch
 // selects; for a decode batch also the prefill kernel (it serves mixed
 // batches, so it must be right on decodes too) and, where the tensor-core
-// decode kernel is the default, the fp32 CUDA-core decode kernel.
+// decode kernel is the default, the fp32 CUDA-core decode kernel; where the
+// tensor-core prefill kernel applies, both of its CTA sizes (64 and 128
+// query rows).
 struct AttentionMode {
-  bool decode;                         // DeviceBatch::decode_only as run
-  cuda::DecodeAttentionKernel kernel;  // set for the run, kAuto after
+  bool decode;                          // DeviceBatch::decode_only as run
+  cuda::DecodeAttentionKernel kernel;   // set for the run, kAuto after
+  cuda::PrefillAttentionTile tile;      // likewise
   const char* name;
 };
 inline std::vector<AttentionMode> attention_modes(bool decode_only, DType dt, int D, int Hq,
                                                   int Hk) {
-  if (!decode_only) return {{false, cuda::DecodeAttentionKernel::kAuto, "prefill"}};
-  cuda::AttentionArgs a;
-  a.head_dim = D;
-  a.num_heads = Hq;
-  a.num_kv_heads = Hk;
-  const bool mma = cuda::decode_attention_mma_applies(dt, a);
-  std::vector<AttentionMode> m = {
-      {true, cuda::DecodeAttentionKernel::kAuto, mma ? "decode-mma" : "decode"},
-      {false, cuda::DecodeAttentionKernel::kAuto, "prefill"}};
-  if (mma) m.push_back({true, cuda::DecodeAttentionKernel::kSimt, "decode-simt"});
+  using K = cuda::DecodeAttentionKernel;
+  using P = cuda::PrefillAttentionTile;
+  const bool tensor_cores = dt != DType::F32 && (D == 64 || D == 128);
+  std::vector<AttentionMode> m;
+  if (decode_only) {
+    cuda::AttentionArgs a;
+    a.head_dim = D;
+    a.num_heads = Hq;
+    a.num_kv_heads = Hk;
+    const bool mma = cuda::decode_attention_mma_applies(dt, a);
+    m.push_back({true, K::kAuto, P::kAuto, mma ? "decode-mma" : "decode"});
+    if (mma) m.push_back({true, K::kSimt, P::kAuto, "decode-simt"});
+  }
+  if (tensor_cores) {
+    m.push_back({false, K::kAuto, P::k64Rows, "prefill-64"});
+    m.push_back({false, K::kAuto, P::k128Rows, "prefill-128"});
+  } else {
+    m.push_back({false, K::kAuto, P::kAuto, "prefill"});
+  }
   return m;
 }
-// Sets the decode kernel for a scope.
-struct ScopedDecodeKernel {
-  explicit ScopedDecodeKernel(cuda::DecodeAttentionKernel k) {
-    cuda::set_decode_attention_kernel(k);
+// Sets a mode's kernel choices for a scope.
+struct ScopedAttentionMode {
+  explicit ScopedAttentionMode(const AttentionMode& m) {
+    cuda::set_decode_attention_kernel(m.kernel);
+    cuda::set_prefill_attention_tile(m.tile);
   }
-  ~ScopedDecodeKernel() { cuda::set_decode_attention_kernel(cuda::DecodeAttentionKernel::kAuto); }
+  ~ScopedAttentionMode() {
+    cuda::set_decode_attention_kernel(cuda::DecodeAttentionKernel::kAuto);
+    cuda::set_prefill_attention_tile(cuda::PrefillAttentionTile::kAuto);
+  }
 };
 
 }  // namespace pagoda::gputest

@@ -134,7 +134,7 @@ void run_attention_case(const AttnCase& c) {
   Tensor out = b->alloc(c.dt, {T, Hq * D});
   const DeviceBatch& db = b->upload_batch(fb);
   for (const AttentionMode& mode : attention_modes(db.decode_only, c.dt, D, Hq, Hk)) {
-    const ScopedDecodeKernel kernel(mode.kernel);
+    const ScopedAttentionMode scoped(mode);
     DeviceBatch dbm = db;
     dbm.decode_only = mode.decode;
     poison(*b, out);

@@ -151,7 +151,7 @@ void run_ext_case(const ExtCase& c) {
   if (c.alibi) o.alibi_slopes = upload(*b, DType::F32, {Hq}, slopes);
   const DeviceBatch& db = b->upload_batch(fb);
   for (const AttentionMode& mode : attention_modes(db.decode_only, c.dt, D, Hq, Hk)) {
-    const ScopedDecodeKernel kernel(mode.kernel);
+    const ScopedAttentionMode scoped(mode);
     DeviceBatch dbm = db;
     dbm.decode_only = mode.decode;
     poison(*b, out);
