@@ -3,7 +3,7 @@
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
 //   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only
-//   kernels|skinny|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-table]
+//   kernels|skinny|attn|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-table]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -142,14 +142,21 @@ void bench_prefill(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& ro
   AttnSetup s = make_attn(b, B, S, S, Hq, Hk, D, bs);
   const DeviceBatch& db = b.upload_batch(s.fb);
   const float scale = 1.f / std::sqrt(float(D));
-  const double ms = time_ms(b.stream(), [&](int) { b.attention(s.q, s.cache, db, Hq, Hk, D, scale, s.out); }, 5, 1);
   // Causal: QK^T and PV over S(S+1)/2 (query, key) pairs, 2 FLOP per MAC.
   const double flops = 4.0 * B * Hq * D * (double(S) * (S + 1) / 2);
-  const double tf = flops / (ms * 1e-3) / 1e12;
   char name[128];
   std::snprintf(name, sizeof(name), "prefill attn %d x %d, %d/%d heads D128 bf16", B, S, Hq, Hk);
-  rows.push_back({name, ms, fmt("%.1f TFLOP/s", tf),
-                  fmt("%.1f%% of bf16 GEMM rate (tensor-core kernel)", 100.0 * tf / c.gemm_tflops)});
+  for (const auto& [tile, tag] : {std::pair{cuda::PrefillAttentionTile::kAuto, ""},
+                                  std::pair{cuda::PrefillAttentionTile::k64Rows, " [64-row CTAs]"},
+                                  std::pair{cuda::PrefillAttentionTile::k128Rows, " [128-row CTAs]"}}) {
+    cuda::set_prefill_attention_tile(tile);
+    const double ms =
+        time_ms(b.stream(), [&](int) { b.attention(s.q, s.cache, db, Hq, Hk, D, scale, s.out); }, 5, 1);
+    const double tf = flops / (ms * 1e-3) / 1e12;
+    rows.push_back({std::string(name) + tag, ms, fmt("%.1f TFLOP/s", tf),
+                    fmt("%.1f%% of bf16 GEMM rate (tensor-core kernel)", 100.0 * tf / c.gemm_tflops)});
+  }
+  cuda::set_prefill_attention_tile(cuda::PrefillAttentionTile::kAuto);
   // The fp32 CUDA-core kernel on the same problem (the F32 / odd head_dim path).
   cuda::AttentionArgs a;
   a.q = s.q.data;
@@ -257,10 +264,11 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--out FILE] [--model-dir DIR] [--only "
-          "kernels|skinny|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-"
+          "kernels|skinny|attn|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-"
           "table]\n"
           "  skinny: Llama-2-7B's linears at M = 1 .. 64 through the GEMV, skinny tensor-core and\n"
           "          cuBLASLt kernels\n"
+          "  attn: prefill attention (64- and 128-row CTAs), then decode-attn's table\n"
           "  decode-attn: one layer's decode attention, Llama-2-7B and Qwen2-7B heads, batch 1 .. "
           "256,\n"
           "          contexts 512 and 2048, tensor-core and CUDA-core kernels, against the copy "
@@ -347,6 +355,16 @@ int main(int argc, char** argv) {
     Ceilings c = measure_ceilings(b, rows);
     if (only == "skinny") {
       bench_skinny(b, c, rows);
+    } else if (only == "attn") {
+      // Issue 14: prefill attention (both CTA sizes), then decode attention
+      // (Llama-2-7B's 32 MHA heads and Qwen2-7B's 28 on 4 KV heads, per
+      // layer, both kernels).
+      bench_prefill(b, c, rows, 8, 2048, 32, 32);
+      bench_prefill(b, c, rows, 1, 512, 32, 32);
+      bench_prefill(b, c, rows, 8, 2048, 28, 4);
+      for (const auto& [Hq, Hk] : {std::pair{32, 32}, std::pair{28, 4}})
+        for (int ctx : {512, 2048})
+          for (int B : {1, 8, 64, 256}) bench_decode(b, c, rows, B, ctx, Hq, Hk, true);
     } else if (only == "decode-attn") {
       // Issue 14: decode attention, Llama-2-7B (32 MHA heads) and Qwen2-7B
       // (28 query heads on 4 KV heads) per layer, both kernels.
