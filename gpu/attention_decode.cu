@@ -20,6 +20,7 @@
 #include <string>
 
 #include "gpu/cuda_check.h"
+#include "gpu/decode_partition.cuh"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
 
@@ -205,18 +206,8 @@ decode_attention_kernel(AttentionArgs a, int part, float* __restrict__ ws_out, f
     float sum = 0.f;  // fixed order: results are bitwise reproducible
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += s_acc[w][g][d];
-    const float val = l > 0.f ? sum / l : 0.f;
-    if (own_splits == 1) {  // per sequence, so the result never depends on nsplits
-      T* o = static_cast<T*>(a.out) + tok * qstride + static_cast<int64_t>(h0 + g) * D;
-      o[d] = from_f32<T>(val);
-    } else {
-      const int64_t row = (static_cast<int64_t>(seq) * a.num_heads + h0 + g) * nsplits + split;
-      ws_out[row * D + d] = val;
-      if (d == 0) {
-        ws_max[row] = s_max[g];
-        ws_sum[row] = l;
-      }
-    }
+    store_partition<T, D>(a, tok, seq, h0 + g, split, nsplits, own_splits, d, l > 0.f ? sum / l : 0.f,
+                          s_max[g], l, ws_out, ws_max, ws_sum);
   }
 }
 

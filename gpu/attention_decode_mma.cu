@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "gpu/cuda_check.h"
+#include "gpu/decode_partition.cuh"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
 #include "gpu/ptx.cuh"
@@ -45,17 +46,6 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kBlock = 16;  // keys per warp step
 constexpr float kLog2e = 1.4426950408889634f;
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -268,18 +258,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         den += c * s_l[w][row];
       }
     }
-    const float val = den > 0.f ? num / den : 0.f;
-    if (own_splits == 1) {  // per sequence, so the result never depends on nsplits
-      T* op = static_cast<T*>(a.out) + tok * qstride + static_cast<int64_t>(h0 + row) * D;
-      op[d] = from_f32<T>(val);
-    } else {
-      const int64_t wrow = (static_cast<int64_t>(seq) * a.num_heads + h0 + row) * nsplits + split;
-      ws_out[wrow * D + d] = val;
-      if (d == 0) {
-        ws_max[wrow] = M;
-        ws_sum[wrow] = den;
-      }
-    }
+    store_partition<T, D>(a, tok, seq, h0 + row, split, nsplits, own_splits, d, den > 0.f ? num / den : 0.f, M,
+                          den, ws_out, ws_max, ws_sum);
   }
 }
 

@@ -33,6 +33,19 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Two floats as one 32-bit pair of T (__nv_bfloat16 or __half), lo in the
+// low half, rounded to nearest: an MMA fragment register.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
 // d += A · B with mma.sync.aligned.m16n8k16, fp32 accumulation; T is __half
 // or __nv_bfloat16. Fragments as the PTX ISA's "Matrix Fragments for
 // mma.m16n8k16": a[4] the 16x16 A (row), b0/b1 the 16x8 B (col), d the
