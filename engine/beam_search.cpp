@@ -94,8 +94,16 @@ void BeamSearch::advance(const std::vector<std::vector<std::pair<int32_t, float>
     s.hyp.score = cands[i].acc / length_norm(cur_ + 1, p_.length_penalty);
     merged.push_back(std::move(s));
   }
-  std::stable_sort(merged.begin(), merged.end(),
-                   [](const Slot& a, const Slot& b) { return a.hyp.score > b.hyp.score; });
+  // HF keeps the best W of the slots' scores, an empty slot at -1e9; a
+  // hypothesis scoring below that (a long one under a negative
+  // length_penalty: cumulative_logprob x length^3 is often < -1e9) would lose
+  // to an empty slot and never be kept. A finished hypothesis always comes
+  // before an empty slot (as the list of HF's earlier BeamHypotheses, which
+  // had no placeholders); otherwise the order is HF's.
+  std::stable_sort(merged.begin(), merged.end(), [](const Slot& a, const Slot& b) {
+    if (a.finished != b.finished) return a.finished;
+    return a.hyp.score > b.hyp.score;
+  });
   merged.resize(static_cast<size_t>(W));
   slots_ = std::move(merged);
   // Running beams: the best W continuations that did not end (ended ones
