@@ -91,7 +91,27 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   });
 }
 
-void validate_engine_args(const EngineArgs& a) {
+uint64_t total_cpu_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+std::string check_swap_space(const EngineArgs& a, uint64_t total_cpu_memory) {
+  if (a.preemption_mode == "recompute" || total_cpu_memory == 0) return "";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const double total = static_cast<double>(total_cpu_memory);
+  const double swap = a.swap_space * kGiB;
+  const std::string share = fmt::format(
+      "{:.2f} GiB out of the {:.2f} GiB total CPU memory is allocated for the swap space.",
+      swap / kGiB, total / kGiB);
+  if (swap > 0.7 * total)
+    throw EngineArgError("swap_space",
+                         fmt::format("Too large swap space. {} (at most 70% of it)", share));
+  if (swap > 0.4 * total) return "Possibly too large swap space. " + share;
+  return "";
+}
+
+void validate_engine_args(const EngineArgs& a, uint64_t total_cpu_memory) {
   auto at_least = [](const char* name, auto v, auto lo) {
     if (!(v >= lo))
       throw EngineArgError(name, fmt::format("{} must be >= {}, got {}", name, lo, v));
@@ -111,6 +131,7 @@ void validate_engine_args(const EngineArgs& a) {
     throw EngineArgError(
         "swap_space",
         fmt::format("swap_space must be a finite number >= 0 (GiB), got {}", a.swap_space));
+  check_swap_space(a, total_cpu_memory);
   if (!(a.gpu_memory_utilization >= 0 && a.gpu_memory_utilization <= 1))
     throw EngineArgError(
         "gpu_memory_utilization",
@@ -301,9 +322,12 @@ LoadedModel load_model(const EngineArgs& a) {
   eo.num_gpu_blocks_override = a.num_gpu_blocks_override;
   eo.kv_cache_memory_bytes = a.kv_cache_memory;
   const std::optional<PreemptionMode> preemption_mode = parse_preemption_mode(a.preemption_mode);
-  if (!(a.swap_space >= 0.0 && a.swap_space <= 1048576.0))  // NaN fails too
-    throw std::runtime_error(
-        fmt::format("--swap-space must be in [0, 1048576] GiB (got {})", a.swap_space));
+  // Checked before (validate_engine_args) by every front end; again here, so
+  // that the size below is in range for any caller, and for the warning.
+  if (!(a.swap_space >= 0.0))  // NaN fails too
+    throw std::runtime_error(fmt::format("--swap-space must be >= 0 GiB (got {})", a.swap_space));
+  if (const std::string warning = check_swap_space(a, total_cpu_memory_bytes()); !warning.empty())
+    spdlog::warn("{}", warning);
   // No swap space where nothing is ever swapped.
   eo.swap_space_bytes =
       preemption_mode == PreemptionMode::kRecompute

@@ -473,6 +473,7 @@ TEST(CliGenerate, ModelIndependentSamplingChecksExitTwoBeforeTheModelLoads) {
        "--sampling-params: logit_bias token id -1 is outside the vocabulary"},
       {R"(--sampling-params '{"allowed_token_ids": []}')",
        "--sampling-params: allowed_token_ids is not None and empty!"},
+      {"--swap-space 1e12", "--swap-space: Too large swap space."},
   };
   for (const Case& c : cases) {
     GenerateRun r = run_generate_args("model_free", "'" + empty_dir + "' --prompt Once " + c.args,
@@ -634,6 +635,10 @@ TEST(CliServe, AnInvalidValueAnywhereExitsTwo) {
       {"--port 70000", "--port: must be in [0, 65535], got 70000"},
       {"--seed -1", "--seed: must be in [0, 4294967295], got -1"},
       {"--tensor-parallel-size 0", "--tensor-parallel-size: tensor_parallel_size must be >= 1"},
+      // vLLM's bound: at most 70% of the machine's memory (1e12 GiB was
+      // read as a size far past SIZE_MAX).
+      {"--swap-space 1e12", "--swap-space: Too large swap space."},
+      {"--swap-space 1000000", "--swap-space: Too large swap space. 1000000.00 GiB out of the"},
   };
   for (const Case& c : cases) {
     const std::string cmd =

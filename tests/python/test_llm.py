@@ -286,6 +286,9 @@ def test_non_finite_and_mistyped_values_are_value_errors_naming_them():
         LLM(model=MODEL, device="cpu", max_model_len="abc")
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
         LLM(model=MODEL, device="cpu", gpu_memory_utilization=1.5)
+    # vLLM's bound: a swap space above 70% of the machine's memory.
+    with pytest.raises(ValueError, match="Too large swap space"):
+        LLM(model=MODEL, device="cpu", swap_space=1e12)
 
 
 def test_token_id_prompts_have_no_prompt_text(llm):
