@@ -31,7 +31,7 @@ BeamSearch::BeamSearch(std::vector<int32_t> prompt, BeamSearchParams params)
     : prompt_(std::move(prompt)), p_(std::move(params)) {
   if (p_.beam_width < 1) throw std::invalid_argument("beam search: beam_width must be >= 1");
   if (p_.max_tokens < 1) throw std::invalid_argument("beam search: max_tokens must be >= 1");
-  k_ = std::max<int>(2, 1 + static_cast<int>(p_.eos_token_ids.size())) * p_.beam_width;
+  k_ = beam_candidates(p_.beam_width, p_.eos_token_ids.size());
   // HF starts num_beams copies of the prompt, all but the first at -1e9:
   // only the first one's continuations can win, so one beam is the same.
   running_.resize(1);

@@ -176,7 +176,7 @@ json sampling_defaults(const GenerateArgs& a) {
   if (a.ignore_eos) d["ignore_eos"] = true;
   if (a.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
   if (!a.logit_bias.empty()) d["logit_bias"] = parse_object_flag("--logit-bias", a.logit_bias);
-  if (auto e = check_sampling_fields(d)) {
+  if (auto e = check_sampling_fields(d, a.engine.max_logprobs)) {
     if (e->param.empty()) throw UsageError(e->message);
     // Named by the flag that set the field, else by --sampling-params.
     const auto p = from_params.find(e->param);

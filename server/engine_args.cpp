@@ -65,6 +65,10 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
                  "recompute | swap: how a preempted sequence's KV cache is freed (default: "
                  "recompute for a request with one running sequence, swap for several, as vLLM)")
       ->check(CLI::IsMember({"recompute", "swap"}));
+  app.add_option("--max-logprobs", a.max_logprobs,
+                 "Most top logprobs a request may ask for (logprobs, top_logprobs, "
+                 "prompt_logprobs); beam search asks for 2 (or 1 + its eos ids) x the beam "
+                 "width (default 20, at most 20)");
   app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
   app.add_flag("--enable-log-requests", a.enable_log_requests,
                "Log each finished request's engine-side TTFT and end-to-end latency");
@@ -132,6 +136,12 @@ void validate_engine_args(const EngineArgs& a, uint64_t total_cpu_memory) {
         "swap_space",
         fmt::format("swap_space must be a finite number >= 0 (GiB), got {}", a.swap_space));
   check_swap_space(a, total_cpu_memory);
+  if (a.max_logprobs < 0 || a.max_logprobs > kMaxLogprobs)
+    throw EngineArgError(
+        "max_logprobs",
+        fmt::format("max_logprobs must be in [0, {}], got {} (vLLM's -1, no cap, and values "
+                    "above {} are not supported: the samplers compute at most {} top logprobs)",
+                    kMaxLogprobs, a.max_logprobs, kMaxLogprobs, kMaxLogprobs));
   if (!(a.gpu_memory_utilization >= 0 && a.gpu_memory_utilization <= 1))
     throw EngineArgError(
         "gpu_memory_utilization",
@@ -287,6 +297,7 @@ LoadedModel load_model(const EngineArgs& a) {
   m.tokenizer_config = TokenizerConfig::from_dir(a.model_dir);
   m.tokenizer = load_tokenizer(a.model_dir);
   m.served_model_name = a.served_model_name.empty() ? a.model_dir : a.served_model_name;
+  m.max_logprobs = a.max_logprobs;
 
   const int64_t derived = derived_max_model_len(m.config);
   m.max_model_len = a.max_model_len > 0 ? a.max_model_len : derived;
@@ -365,6 +376,7 @@ ServingModel make_serving_model(const LoadedModel& m, const std::string& model_d
   s.served_model_name = m.served_model_name;
   s.model_dir = model_dir;
   s.max_model_len = m.max_model_len;
+  s.max_logprobs = m.max_logprobs;
   s.tokenizer = m.tokenizer;
   s.model_vocab_size = m.config.vocab_size;
   s.generation_config = m.generation_config;

@@ -54,6 +54,10 @@ struct EngineArgs {
   int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)
   int64_t max_num_waiting_requests = 0;  // serve's --max-num-waiting-requests (0 = no bound)
   std::string quantization;  // --quantization / -q: "" or gptq|gptq_marlin|awq|awq_marlin
+  // --max-logprobs (vLLM's, default 20): the most top logprobs a request may
+  // ask for, and so the beam width (ServingModel::max_logprobs). In [0, 20]:
+  // the samplers compute at most kMaxLogprobs.
+  int64_t max_logprobs = kMaxLogprobs;
 };
 
 // The largest --seed: vLLM seeds Python's, numpy's and torch's generators
@@ -75,7 +79,8 @@ uint64_t total_cpu_memory_bytes();
 // flags, the Python module's LLM(...) keywords, offline::LLM): counts >= 1
 // (max_num_seqs, max_num_batched_tokens, block_size, tensor_parallel_size),
 // >= 0 (max_model_len, num_gpu_blocks_override, swap_space, finite),
-// seed <= kMaxEngineSeed, gpu_memory_utilization in [0, 1], device / dtype / load_format /
+// seed <= kMaxEngineSeed, gpu_memory_utilization in [0, 1], max_logprobs in
+// [0, kMaxLogprobs], device / dtype / load_format /
 // preemption_mode among their values, swap_space within the machine's
 // memory (check_swap_space). Throws EngineArgError naming the
 // argument by vLLM's name ("max_num_seqs must be >= 1, got 0").
@@ -134,6 +139,7 @@ struct LoadedModel {
   std::string backend;  // ModelExecutor::describe()
   int64_t max_model_len = 0;
   std::string served_model_name;
+  int64_t max_logprobs = kMaxLogprobs;  // EngineArgs::max_logprobs
 };
 
 // Throws std::runtime_error with a clear message (missing files, bad

@@ -154,5 +154,36 @@ TEST_F(ServeBeamSearch, RefusesWhatVllmRefuses) {
             "early_stopping");
 }
 
+// Each step asks for 2 x the beam width next-token candidates, as top
+// logprobs bounded by max_logprobs (20): 11 beams are a 400 naming the
+// field, before a stream starts (they used to fail late: "logprobs must be
+// in [0, 20]", param null, after a 200 when streamed).
+TEST_F(ServeBeamSearch, BeamWidthBeyondMaxLogprobsIsA400BeforeTheStream) {
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "whole");
+    const json body = {{"prompt", "Hi"}, {"use_beam_search", true}, {"temperature", 0},
+                       {"n", 11},        {"max_tokens", 4},         {"stream", stream}};
+    HttpClient client(port());
+    const HttpResponse resp = client.post("/v1/completions", body.dump());
+    ASSERT_EQ(resp.status, 400) << resp.body;
+    const json e = json::parse(resp.body)["error"];
+    EXPECT_EQ(e["param"], "n");
+    EXPECT_NE(e["message"].get<std::string>().find("at most 10 beams"), std::string::npos)
+        << e.dump();
+  }
+  const json r = post_json(
+      port(), "/v1/completions",
+      {{"prompt", "Hi"}, {"use_beam_search", true}, {"temperature", 0}, {"n", 2}, {"best_of", 11}},
+      400);
+  EXPECT_EQ(r["error"]["param"], "best_of");
+  const json ten = post_json(port(), "/v1/completions",
+                             {{"prompt", "Hi"},
+                              {"use_beam_search", true},
+                              {"temperature", 0},
+                              {"n", 10},
+                              {"max_tokens", 2}});
+  EXPECT_EQ(ten["choices"].size(), 10u) << ten.dump();
+}
+
 }  // namespace
 }  // namespace pagoda::testing_http

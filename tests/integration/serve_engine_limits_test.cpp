@@ -1,6 +1,7 @@
 // Requests against the engine's own limits, on the real `pagoda serve` with
-// small ones (--max-num-seqs 2): n above max_num_seqs runs its samples in
-// turn (vLLM v1 schedules child requests without that bound).
+// small ones: n above max_num_seqs (--max-num-seqs 2) runs its samples in
+// turn (vLLM v1 schedules child requests without that bound); --max-logprobs
+// 4 bounds the logprobs asked for and the beam width (2 x the beams).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -15,7 +16,9 @@ using nlohmann::json;
 
 class ServeEngineLimits : public BundledServerSuite<ServeEngineLimits> {
  public:
-  static std::vector<std::string> server_args() { return {"--max-num-seqs", "2"}; }
+  static std::vector<std::string> server_args() {
+    return {"--max-num-seqs", "2", "--max-logprobs", "4"};
+  }
 };
 
 // Choice i of a seeded request is the request alone with seed + i.
@@ -38,6 +41,31 @@ TEST_F(ServeEngineLimits, MoreChoicesThanMaxNumSeqs) {
     EXPECT_EQ(c["token_ids"], alone["choices"][0]["token_ids"]) << "choice " << i;
     EXPECT_EQ(c["text"], alone["choices"][0]["text"]) << "choice " << i;
   }
+}
+
+TEST_F(ServeEngineLimits, MaxLogprobsBoundsLogprobsAndTheBeamWidth) {
+  const json over = post_json(port(), "/v1/completions",
+                              {{"prompt", "Once"}, {"max_tokens", 2}, {"logprobs", 5}}, 400);
+  EXPECT_EQ(over["error"]["param"], "logprobs") << over.dump();
+  EXPECT_NE(over["error"]["message"].get<std::string>().find("max_logprobs is 4"),
+            std::string::npos)
+      << over.dump();
+  const json four = post_json(port(), "/v1/completions",
+                              {{"prompt", "Once"}, {"max_tokens", 2}, {"logprobs", 4}});
+  ASSERT_EQ(four["choices"].size(), 1u) << four.dump();
+  for (const json& top : four["choices"][0]["logprobs"]["top_logprobs"])
+    EXPECT_GE(top.size(), 4u) << top.dump();
+  const json beams =
+      post_json(port(), "/v1/completions",
+                {{"prompt", "Once"}, {"use_beam_search", true}, {"temperature", 0}, {"n", 3}}, 400);
+  EXPECT_EQ(beams["error"]["param"], "n") << beams.dump();
+  const json two = post_json(port(), "/v1/completions",
+                             {{"prompt", "Once"},
+                              {"use_beam_search", true},
+                              {"temperature", 0},
+                              {"n", 2},
+                              {"max_tokens", 3}});
+  EXPECT_EQ(two["choices"].size(), 2u) << two.dump();
 }
 
 }  // namespace
