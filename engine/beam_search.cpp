@@ -31,7 +31,7 @@ BeamSearch::BeamSearch(std::vector<int32_t> prompt, BeamSearchParams params)
     : prompt_(std::move(prompt)), p_(std::move(params)) {
   if (p_.beam_width < 1) throw std::invalid_argument("beam search: beam_width must be >= 1");
   if (p_.max_tokens < 1) throw std::invalid_argument("beam search: max_tokens must be >= 1");
-  k_ = std::max<int>(2, 1 + static_cast<int>(p_.eos_token_ids.size())) * p_.beam_width;
+  k_ = beam_candidates(p_.beam_width, p_.eos_token_ids.size());
   // HF starts num_beams copies of the prompt, all but the first at -1e9:
   // only the first one's continuations can win, so one beam is the same.
   running_.resize(1);
@@ -94,8 +94,16 @@ void BeamSearch::advance(const std::vector<std::vector<std::pair<int32_t, float>
     s.hyp.score = cands[i].acc / length_norm(cur_ + 1, p_.length_penalty);
     merged.push_back(std::move(s));
   }
-  std::stable_sort(merged.begin(), merged.end(),
-                   [](const Slot& a, const Slot& b) { return a.hyp.score > b.hyp.score; });
+  // HF keeps the best W of the slots' scores, an empty slot at -1e9; a
+  // hypothesis scoring below that (a long one under a negative
+  // length_penalty: cumulative_logprob x length^3 is often < -1e9) would lose
+  // to an empty slot and never be kept. A finished hypothesis always comes
+  // before an empty slot (as the list of HF's earlier BeamHypotheses, which
+  // had no placeholders); otherwise the order is HF's.
+  std::stable_sort(merged.begin(), merged.end(), [](const Slot& a, const Slot& b) {
+    if (a.finished != b.finished) return a.finished;
+    return a.hyp.score > b.hyp.score;
+  });
   merged.resize(static_cast<size_t>(W));
   slots_ = std::move(merged);
   // Running beams: the best W continuations that did not end (ended ones

@@ -19,6 +19,7 @@
 // max_tokens when length_penalty > 0), when beam_width hypotheses are kept
 // and early_stopping is true, or at max_tokens.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -38,6 +39,14 @@ struct BeamSearchParams {
   EarlyStopping early_stopping = EarlyStopping::kFalse;
   std::vector<int32_t> eos_token_ids;  // a continuation with one of these finishes its beam
 };
+
+// K, the next-token candidates each step asks for per running beam (HF's
+// max(2, 1 + #eos ids) · num_beams: enough that beam_width continuations
+// survive even when the eos ids are among the best); the engine computes
+// them as top logprobs, so K is bounded by max_logprobs.
+inline int beam_candidates(int beam_width, size_t num_eos_ids) {
+  return std::max<int>(2, 1 + static_cast<int>(num_eos_ids)) * beam_width;
+}
 
 struct BeamHypothesis {
   std::vector<int32_t>

@@ -86,9 +86,6 @@ class EngineImpl {
     if (sp.n < 1) return "n must be >= 1";
     const int best_of = sp.best_of.value_or(sp.n);
     if (best_of < sp.n) return "best_of must be >= n";
-    if (best_of > config.max_num_seqs)
-      return "best_of (or n) " + std::to_string(best_of) + " exceeds max_num_seqs (" +
-             std::to_string(config.max_num_seqs) + ")";
     if (sp.logprobs && (*sp.logprobs < 0 || *sp.logprobs > kMaxLogprobs))
       return "logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "]";
     if (sp.prompt_logprobs && (*sp.prompt_logprobs < 0 || *sp.prompt_logprobs > kMaxLogprobs))

@@ -31,6 +31,17 @@ size_t stop_hold_back(const SamplingParams& sp) {
 
 }  // namespace
 
+std::string output_text(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,
+                        std::span<const int32_t> output_ids, const SamplingParams& sp,
+                        bool stop_terminated) {
+  Detokenizer detok(tok, prompt_ids, sp.skip_special_tokens);
+  std::string text;
+  for (size_t i = 0; i < output_ids.size(); ++i)
+    if (i + 1 < output_ids.size() || shows_token_text(stop_terminated, sp))
+      text += detok.step(output_ids[i]);
+  return text + detok.flush();
+}
+
 void OutputProcessor::add_request(const GenerateRequest& req) {
   if (contains(req.request_id))
     throw std::invalid_argument("OutputProcessor: request id '" + req.request_id +
@@ -86,7 +97,7 @@ bool OutputProcessor::apply(Request& r, Sample& s, const SequenceUpdate& u) {
 
   // Text: a stop token's own text is not shown unless asked for.
   const size_t before = s.text.size();
-  if (u.token && (!u.stop_terminated || sp.include_stop_str_in_output))
+  if (u.token && shows_token_text(u.stop_terminated, sp))
     s.text += s.detokenizer.step(u.token->token_id);
   if (u.finished) s.text += s.detokenizer.flush();
   const size_t new_bytes = s.text.size() - before;

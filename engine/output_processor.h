@@ -45,6 +45,21 @@
 
 namespace pagoda {
 
+// Whether a token's text is part of the output: not for the token that
+// ended it as EOS or a stop_token_ids id (stop_terminated), unless
+// include_stop_str_in_output (vLLM's rule for stop tokens' text).
+inline bool shows_token_text(bool stop_terminated, const SamplingParams& sp) {
+  return !stop_terminated || sp.include_stop_str_in_output;
+}
+
+// A whole output's text as the OutputProcessor makes it for a sample
+// (without stop strings): decoded against the prompt, the last token's text
+// left out by shows_token_text. For outputs made outside the engine's
+// sequences (beam search's beams, server/generation_group.h).
+std::string output_text(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,
+                        std::span<const int32_t> output_ids, const SamplingParams& sp,
+                        bool stop_terminated);
+
 class OutputProcessor {
  public:
   // tok must outlive the processor (every sample's Detokenizer reads it).

@@ -62,6 +62,7 @@ pagoda::EngineArgs engine_args(const json& a) {
   get("max_num_batched_tokens", e.max_num_batched_tokens);
   get("long_prefill_token_threshold", e.long_prefill_token_threshold);
   get("swap_space", e.swap_space);
+  get("max_logprobs", e.max_logprobs);
   get("preemption_mode", e.preemption_mode);
   get("block_size", e.block_size);
   get("seed", e.seed);
@@ -159,9 +160,12 @@ PYBIND11_MODULE(_pagoda, m) {
       "Pagoda's offline engine (use the pagoda package: from pagoda import LLM, SamplingParams)";
   py::register_exception<pagoda::offline::LLMError>(m, "LLMError", PyExc_ValueError);
   // SamplingParams(...)'s checks at construction (vLLM's __post_init__):
-  // the engine's field tables, no model. ValueError naming the field.
+  // the engine's field tables, no model, vLLM's defaults for the fields
+  // left out (as generate() sends them). ValueError naming the field.
   m.def("check_sampling_params", [](const std::string& fields_json) {
-    const auto e = pagoda::check_sampling_fields(json::parse(fields_json));
+    json fields = json::parse(fields_json);
+    pagoda::offline::apply_sampling_params_defaults(fields);
+    const auto e = pagoda::check_sampling_fields(fields);
     if (e) throw std::invalid_argument(e->message);
   });
   py::class_<PyLLM>(m, "_LLM")

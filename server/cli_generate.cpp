@@ -139,10 +139,12 @@ std::string flag_of(const std::string& field) {
 // flags over it, checked as vLLM's SamplingParams(**kwargs) checks them,
 // by check_sampling_fields (the request pipeline's own checks that need no
 // model: types, ranges, names, stop strings, logit_bias, min_tokens <=
-// max_tokens, truncate_prompt_tokens; token ids against the vocabulary and
-// the context wait for the prompts). The values checked are the merged
-// ones (a flag may fix what --sampling-params alone got wrong). Throws
-// UsageError naming the flag, or --sampling-params for a value from there.
+// max_tokens, truncate_prompt_tokens, the checks across fields of
+// server/sampling_checks.h with --max-logprobs; token ids against the
+// vocabulary, the context and the model's eos ids wait for the prompts).
+// The values checked are the merged ones (a flag may fix what
+// --sampling-params alone got wrong). Throws UsageError naming the flag, or
+// --sampling-params for a value from there.
 json sampling_defaults(const GenerateArgs& a) {
   json d = json::object();
   if (!a.sampling_params.empty()) {
@@ -176,7 +178,7 @@ json sampling_defaults(const GenerateArgs& a) {
   if (a.ignore_eos) d["ignore_eos"] = true;
   if (a.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
   if (!a.logit_bias.empty()) d["logit_bias"] = parse_object_flag("--logit-bias", a.logit_bias);
-  if (auto e = check_sampling_fields(d)) {
+  if (auto e = check_sampling_fields(d, a.engine.max_logprobs)) {
     if (e->param.empty()) throw UsageError(e->message);
     // Named by the flag that set the field, else by --sampling-params.
     const auto p = from_params.find(e->param);

@@ -65,6 +65,10 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
                  "recompute | swap: how a preempted sequence's KV cache is freed (default: "
                  "recompute for a request with one running sequence, swap for several, as vLLM)")
       ->check(CLI::IsMember({"recompute", "swap"}));
+  app.add_option("--max-logprobs", a.max_logprobs,
+                 "Most top logprobs a request may ask for (logprobs, top_logprobs, "
+                 "prompt_logprobs); beam search asks for 2 (or 1 + its eos ids) x the beam "
+                 "width (default 20, at most 20)");
   app.add_flag("--disable-log-stats", a.disable_log_stats, "No periodic stats log line");
   app.add_flag("--enable-log-requests", a.enable_log_requests,
                "Log each finished request's engine-side TTFT and end-to-end latency");
@@ -91,7 +95,27 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
   });
 }
 
-void validate_engine_args(const EngineArgs& a) {
+uint64_t total_cpu_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+std::string check_swap_space(const EngineArgs& a, uint64_t total_cpu_memory) {
+  if (a.preemption_mode == "recompute" || total_cpu_memory == 0) return "";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const double total = static_cast<double>(total_cpu_memory);
+  const double swap = a.swap_space * kGiB;
+  const std::string share = fmt::format(
+      "{:.2f} GiB out of the {:.2f} GiB total CPU memory is allocated for the swap space.",
+      swap / kGiB, total / kGiB);
+  if (swap > 0.7 * total)
+    throw EngineArgError("swap_space",
+                         fmt::format("Too large swap space. {} (at most 70% of it)", share));
+  if (swap > 0.4 * total) return "Possibly too large swap space. " + share;
+  return "";
+}
+
+void validate_engine_args(const EngineArgs& a, uint64_t total_cpu_memory) {
   auto at_least = [](const char* name, auto v, auto lo) {
     if (!(v >= lo))
       throw EngineArgError(name, fmt::format("{} must be >= {}, got {}", name, lo, v));
@@ -111,6 +135,13 @@ void validate_engine_args(const EngineArgs& a) {
     throw EngineArgError(
         "swap_space",
         fmt::format("swap_space must be a finite number >= 0 (GiB), got {}", a.swap_space));
+  check_swap_space(a, total_cpu_memory);
+  if (a.max_logprobs < 0 || a.max_logprobs > kMaxLogprobs)
+    throw EngineArgError(
+        "max_logprobs",
+        fmt::format("max_logprobs must be in [0, {}], got {} (vLLM's -1, no cap, and values "
+                    "above {} are not supported: the samplers compute at most {} top logprobs)",
+                    kMaxLogprobs, a.max_logprobs, kMaxLogprobs, kMaxLogprobs));
   if (!(a.gpu_memory_utilization >= 0 && a.gpu_memory_utilization <= 1))
     throw EngineArgError(
         "gpu_memory_utilization",
@@ -266,6 +297,7 @@ LoadedModel load_model(const EngineArgs& a) {
   m.tokenizer_config = TokenizerConfig::from_dir(a.model_dir);
   m.tokenizer = load_tokenizer(a.model_dir);
   m.served_model_name = a.served_model_name.empty() ? a.model_dir : a.served_model_name;
+  m.max_logprobs = a.max_logprobs;
 
   const int64_t derived = derived_max_model_len(m.config);
   m.max_model_len = a.max_model_len > 0 ? a.max_model_len : derived;
@@ -301,9 +333,12 @@ LoadedModel load_model(const EngineArgs& a) {
   eo.num_gpu_blocks_override = a.num_gpu_blocks_override;
   eo.kv_cache_memory_bytes = a.kv_cache_memory;
   const std::optional<PreemptionMode> preemption_mode = parse_preemption_mode(a.preemption_mode);
-  if (!(a.swap_space >= 0.0 && a.swap_space <= 1048576.0))  // NaN fails too
-    throw std::runtime_error(
-        fmt::format("--swap-space must be in [0, 1048576] GiB (got {})", a.swap_space));
+  // Checked before (validate_engine_args) by every front end; again here, so
+  // that the size below is in range for any caller, and for the warning.
+  if (!(a.swap_space >= 0.0))  // NaN fails too
+    throw std::runtime_error(fmt::format("--swap-space must be >= 0 GiB (got {})", a.swap_space));
+  if (const std::string warning = check_swap_space(a, total_cpu_memory_bytes()); !warning.empty())
+    spdlog::warn("{}", warning);
   // No swap space where nothing is ever swapped.
   eo.swap_space_bytes =
       preemption_mode == PreemptionMode::kRecompute
@@ -341,6 +376,7 @@ ServingModel make_serving_model(const LoadedModel& m, const std::string& model_d
   s.served_model_name = m.served_model_name;
   s.model_dir = model_dir;
   s.max_model_len = m.max_model_len;
+  s.max_logprobs = m.max_logprobs;
   s.tokenizer = m.tokenizer;
   s.model_vocab_size = m.config.vocab_size;
   s.generation_config = m.generation_config;

@@ -54,6 +54,10 @@ struct EngineArgs {
   int64_t tensor_parallel_size = 1;      // --tensor-parallel-size / -tp (vLLM's name)
   int64_t max_num_waiting_requests = 0;  // serve's --max-num-waiting-requests (0 = no bound)
   std::string quantization;  // --quantization / -q: "" or gptq|gptq_marlin|awq|awq_marlin
+  // --max-logprobs (vLLM's, default 20): the most top logprobs a request may
+  // ask for, and so the beam width (ServingModel::max_logprobs). In [0, 20]:
+  // the samplers compute at most kMaxLogprobs.
+  int64_t max_logprobs = kMaxLogprobs;
 };
 
 // The largest --seed: vLLM seeds Python's, numpy's and torch's generators
@@ -67,19 +71,37 @@ inline constexpr uint64_t kMaxEngineSeed = 4'294'967'295;
 // ValidationError: "--model: ...", exit code 105).
 void add_engine_flags(CLI::App& app, EngineArgs& args);
 
+// The machine's physical memory in bytes (psutil's virtual_memory().total,
+// what vLLM's get_cpu_memory reads).
+uint64_t total_cpu_memory_bytes();
+
 // The engine arguments' ranges, checked once for every front end (the CLI's
 // flags, the Python module's LLM(...) keywords, offline::LLM): counts >= 1
 // (max_num_seqs, max_num_batched_tokens, block_size, tensor_parallel_size),
 // >= 0 (max_model_len, num_gpu_blocks_override, swap_space, finite),
-// seed <= kMaxEngineSeed, gpu_memory_utilization in [0, 1], device / dtype / load_format /
-// preemption_mode among their values. Throws EngineArgError naming the
+// seed <= kMaxEngineSeed, gpu_memory_utilization in [0, 1], max_logprobs in
+// [0, kMaxLogprobs], device / dtype / load_format /
+// preemption_mode among their values, swap_space within the machine's
+// memory (check_swap_space). Throws EngineArgError naming the
 // argument by vLLM's name ("max_num_seqs must be >= 1, got 0").
 struct EngineArgError : std::invalid_argument {
   EngineArgError(std::string arg_name, const std::string& message)
       : std::invalid_argument(message), arg(std::move(arg_name)) {}
   std::string arg;  // vLLM's name: "max_num_seqs" (the flag: --max-num-seqs)
 };
-void validate_engine_args(const EngineArgs& args);
+// total_cpu_memory: the machine's memory in bytes, for check_swap_space.
+void validate_engine_args(const EngineArgs& args,
+                          uint64_t total_cpu_memory = total_cpu_memory_bytes());
+
+// vLLM's CacheConfig.verify_with_parallel_config: the swap space against the
+// machine's memory. Above 70% of total_cpu_memory, EngineArgError
+// (swap_space) "Too large swap space. X GiB out of the Y GiB total CPU
+// memory is allocated for the swap space."; above 40%, returns the warning
+// ("Possibly too large swap space. ...", which load_model logs); else "".
+// Pagoda's swap space is the whole engine's (its tensor-parallel ranks share
+// it; vLLM's is per GPU), so it is compared alone; with preemption_mode
+// "recompute" none is allocated and nothing is checked.
+std::string check_swap_space(const EngineArgs& args, uint64_t total_cpu_memory);
 
 // Merges --model into model_dir: either alone is the model directory; both
 // must name the same directory (as given) or std::invalid_argument is thrown
@@ -117,6 +139,7 @@ struct LoadedModel {
   std::string backend;  // ModelExecutor::describe()
   int64_t max_model_len = 0;
   std::string served_model_name;
+  int64_t max_logprobs = kMaxLogprobs;  // EngineArgs::max_logprobs
 };
 
 // Throws std::runtime_error with a clear message (missing files, bad

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/tokenizer/detokenizer.h"
+#include "engine/output_processor.h"
 
 namespace pagoda {
 
@@ -172,18 +172,16 @@ void GenerationGroup::drain_beam(Sub& sub, std::vector<ChoiceDelta>& out) {
       d.token_ids = h.token_ids;
       d.cumulative_logprob = h.cumulative_logprob;
       d.completion_tokens = static_cast<int64_t>(h.token_ids.size());
-      if (req_.tokenizer) {
-        // Decoded against the prompt, as the incremental detokenizer decodes
-        // a sampled completion (a leading "▁" after the prompt is a space).
-        Detokenizer detok(*req_.tokenizer,
-                          req_.prompts[static_cast<size_t>(sub.first_index / n_)].token_ids,
-                          req_.sampling.skip_special_tokens);
-        for (int32_t id : h.token_ids) d.text += detok.step(id);
-        d.text += detok.flush();
-      }
       const int32_t last = h.token_ids.empty() ? -1 : h.token_ids.back();
       const bool ended_by_eos =
           std::find(p.eos_token_ids.begin(), p.eos_token_ids.end(), last) != p.eos_token_ids.end();
+      // As a sampled completion's text: decoded against the prompt (a
+      // leading "▁" after it is a space), the eos / stop token's text left
+      // out unless include_stop_str_in_output.
+      if (req_.tokenizer)
+        d.text = output_text(*req_.tokenizer,
+                             req_.prompts[static_cast<size_t>(sub.first_index / n_)].token_ids,
+                             h.token_ids, req_.sampling, ended_by_eos);
       if (ended_by_eos) {
         d.finish_reason = FinishReason::kStop;
         const auto& stops = req_.sampling.stop_token_ids;

@@ -185,6 +185,14 @@ LLMError::LLMError(RequestError e)
     : std::invalid_argument(fmt::format("prompt {}: {}", e.index, e.message)),
       error_(std::move(e)) {}
 
+void apply_sampling_params_defaults(json& fields) {
+  for (const auto& [k, v] : {std::pair<const char*, json>{"temperature", 1.0},
+                             {"top_p", 1.0},
+                             {"top_k", 0},
+                             {"repetition_penalty", 1.0}})
+    if (!fields.contains(k) || fields[k].is_null()) fields[k] = v;
+}
+
 std::vector<json> make_requests(const std::vector<Prompt>& prompts,
                                 const std::vector<SamplingParams>& params) {
   if (params.size() > 1 && params.size() != prompts.size())
@@ -201,13 +209,7 @@ std::vector<json> make_requests(const std::vector<Prompt>& prompts,
         throw std::invalid_argument("SamplingParams fields must be a JSON object");
       for (const auto& [k, v] : f.items())
         if (!r.contains(k)) r[k] = v;
-      // vLLM's SamplingParams defaults, where the server would take
-      // generation_config.json's.
-      for (const auto& [k, v] : {std::pair<const char*, json>{"temperature", 1.0},
-                                 {"top_p", 1.0},
-                                 {"top_k", 0},
-                                 {"repetition_penalty", 1.0}})
-        if (!r.contains(k) || r[k].is_null()) r[k] = v;
+      apply_sampling_params_defaults(r);
     }
     out.push_back(std::move(r));
   }

@@ -231,6 +231,12 @@ class LLM {
   uint64_t next_request_ = 0;
 };
 
+// vLLM's SamplingParams defaults of the fields generation_config.json would
+// otherwise supply (temperature 1, top_p 1, top_k 0, repetition_penalty 1),
+// set in `fields` where absent or null: a SamplingParams is complete, as
+// vLLM's is (make_requests; the Python SamplingParams' construction check).
+void apply_sampling_params_defaults(nlohmann::json& fields);
+
 // The request objects generate() runs: each prompt's request, with the
 // SamplingParams fields it does not set itself (params[i], or params[0]
 // for all when params has one element; none when empty). With params, the

@@ -13,6 +13,7 @@
 #include "server/bad_words.h"
 #include "server/guided_fields.h"
 #include "server/request_model.h"
+#include "server/sampling_checks.h"
 
 namespace pagoda::openai_fields {
 
@@ -258,33 +259,18 @@ void parse_logit_bias(const RequestFields& f, const Vocab& vocab, SamplingParams
   }
 }
 
-}  // namespace
-
-void check_sampling_without_model(const RequestFields& f) {
-  SamplingParams sp;
-  const Vocab unknown;
-  parse_logit_bias(f, unknown, sp);
-  parse_stop(f, sp);
-  parse_stop_token_ids(f, unknown, sp);
-  parse_allowed_token_ids(f, unknown, sp);
-  parse_bad_words(f, sp);
-}
-
-void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
-  const GenerationConfig& gc = model.generation_config;
-  const Vocab vocab = vocab_of(model);
-
+// What parse_sampling and parse_sampling_without_model convert alike: `gc`
+// supplies temperature, top_p, top_k and repetition_penalty when unset;
+// token ids are checked against `vocab`.
+void convert_sampling(const RequestFields& f, const GenerationConfig& gc, const Vocab& vocab,
+                      SamplingParams& sp) {
   // n and best_of: vLLM's limits (n >= 1, best_of >= n); the ranges (n <=
   // 128, best_of <= 128) are checked by the request model.
   const int64_t n = *f.integer("n");
   sp.n = static_cast<int>(n);
-  if (auto best_of = f.integer("best_of")) {
-    if (*best_of < n)
-      fail(fmt::format("best_of must be greater than or equal to n, got n={} and best_of={}.", n,
-                       *best_of),
-           "best_of");
-    sp.best_of = static_cast<int>(*best_of);
-  }
+  const std::optional<int64_t> best_of = f.integer("best_of");
+  check_best_of(n, best_of);
+  if (best_of) sp.best_of = static_cast<int>(*best_of);
   parse_logit_bias(f, vocab, sp);
 
   // Ranges were checked on the number as sent (request_model.cpp): checked
@@ -321,9 +307,26 @@ void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingP
   sp.include_stop_str_in_output = *f.boolean("include_stop_str_in_output");
   parse_allowed_token_ids(f, vocab, sp);
   parse_bad_words(f, sp);
+  if (auto k = f.integer("prompt_logprobs")) sp.prompt_logprobs = static_cast<int>(*k);
+}
+
+}  // namespace
+
+void parse_sampling(const RequestFields& f, const ServingModel& model, SamplingParams& sp) {
+  convert_sampling(f, model.generation_config, vocab_of(model), sp);
   tokenize_bad_words(model, sp);
   parse_guided(f, model, sp);
-  if (auto k = f.integer("prompt_logprobs")) sp.prompt_logprobs = static_cast<int>(*k);
+}
+
+SamplingParams parse_sampling_without_model(const RequestFields& f) {
+  // Values that pass the checks across fields where the model would decide
+  // (generation_config.json): with beam search, greedy; without, not.
+  GenerationConfig neutral;
+  neutral.temperature = *f.boolean("use_beam_search") ? 0.0f : 1.0f;
+  SamplingParams sp;
+  convert_sampling(f, neutral, Vocab{}, sp);
+  if (auto lp = f.integer("logprobs")) sp.logprobs = static_cast<int>(*lp);
+  return sp;
 }
 
 std::string check_model(const json& obj, const ServingModel& model) {

@@ -50,14 +50,19 @@ const nlohmann::json* get(const nlohmann::json& obj, const char* name);
 void parse_sampling(const request_model::RequestFields& fields, const ServingModel& model,
                     SamplingParams& sp);
 
-// The checks of parse_sampling that need no model, by the same code (vLLM's
-// SamplingParams(...) makes them at construction): stop (no empty string),
-// logit_bias (keys token ids >= 0, values numbers in [-100, 100], each id
-// once), stop_token_ids and allowed_token_ids (integers >= 0; allowed not
-// empty), bad_words (strings, the size bound). Token ids against the
-// vocabulary, bad_words' tokens and the context wait for the model.
-// Throws RequestFieldError naming the field.
-void check_sampling_without_model(const request_model::RequestFields& fields);
+// parse_sampling without a model, by the same code (vLLM's
+// SamplingParams(...) checks these at construction): the fields as sent,
+// each checked as parse_sampling checks it (best_of >= n; stop without an
+// empty string; logit_bias keys token ids >= 0, values numbers in [-100,
+// 100], each id once; stop_token_ids and allowed_token_ids integers >= 0,
+// allowed not empty; bad_words strings within the size bound) plus the
+// integer logprobs (offline_model's). What the model would supply (an unset
+// temperature, top_p, top_k or repetition_penalty: generation_config.json's)
+// takes a value that passes check_sampling_cross_fields (sampling_checks.h):
+// temperature 0 with use_beam_search, else 1. Token ids against the
+// vocabulary, bad_words' tokens, guided decoding and the context wait for
+// the model. Throws RequestFieldError naming the field.
+SamplingParams parse_sampling_without_model(const request_model::RequestFields& fields);
 
 // Checks the model name: absent → the served one; another → 404
 // "The model `x` does not exist.".

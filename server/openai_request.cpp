@@ -15,6 +15,7 @@
 #include "server/guided_fields.h"
 #include "server/openai_fields.h"
 #include "server/request_model.h"
+#include "server/sampling_checks.h"
 #include "server/strict_json.h"
 
 namespace pagoda {
@@ -272,87 +273,38 @@ std::string response_id(const RequestFields& f, std::string_view prefix) {
   return make_request_id(prefix);
 }
 
-// What every endpoint finishes with: stream, the checks across fields, the
-// first prompt's ids and max_tokens in the request.
-// use_beam_search and its fields (vLLM v0's SamplingParams checks: beam
-// search wants temperature 0, top_p 1, top_k off; length_penalty and
-// early_stopping only with it). What the search does not take yet is a 400
-// naming the field. The beams end at the model's eos ids (unless
-// ignore_eos) and at stop_token_ids.
-// vLLM's SamplingParams._verify_greedy_sampling: greedy sampling
-// (temperature < 1e-5) without beam search makes every candidate the same
-// sequence, so best_of (v0, where it is a field) and n (v1: "n must be 1
-// when using greedy sampling, got 2."; v0 said it of best_of, which
-// defaulted to n) must be 1.
-void check_greedy_sampling(bool greedy, int64_t n, std::optional<int64_t> best_of) {
-  if (!greedy) return;
-  if (best_of && *best_of > 1)
-    fail(fmt::format("best_of must be 1 when using greedy sampling, got {}.", *best_of), "best_of");
-  if (n > 1) fail(fmt::format("n must be 1 when using greedy sampling, got {}.", n), "n");
-}
-
-void parse_beam_search(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
-  const double length_penalty = *f.number("length_penalty");
-  EarlyStopping early = EarlyStopping::kFalse;
-  if (const json* es = f.value("early_stopping"); es && !es->is_null()) {
-    if (es->is_boolean())
-      early = es->get<bool>() ? EarlyStopping::kTrue : EarlyStopping::kFalse;
-    else if (es->get_ref<const std::string&>() == "never")
-      early = EarlyStopping::kNever;
-    else
-      fail("early_stopping must be true, false or \"never\"", "early_stopping");
-  }
+// The checks across fields (server/sampling_checks.h) with the server's
+// max_logprobs, and use_beam_search's parameters: the beams end at the
+// model's eos ids (unless ignore_eos) and at stop_token_ids, and the beam
+// width is checked again with their number.
+void finish_sampling(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
   const SamplingParams& sp = req.sampling;
-  if (!*f.boolean("use_beam_search")) {
-    if (length_penalty != 1.0)
-      fail(
-          "length_penalty is not effective and must be the default value of 1.0 when not using "
-          "beam search.",
-          "length_penalty");
-    if (early != EarlyStopping::kFalse)
-      fail("early_stopping is not effective and must be False when not using beam search.",
-           "early_stopping");
-    check_greedy_sampling(sp.greedy(), sp.n, sp.best_of);
-    return;
-  }
-  if (sp.temperature > 1e-5f) fail("temperature must be 0 when using beam search.", "temperature");
-  if (sp.top_p < 1.0f - 1e-5f) fail("top_p must be 1 when using beam search.", "top_p");
-  if (sp.top_k > 0) fail("top_k must be -1 when using beam search.", "top_k");
-  const auto refuse = [](const char* what, const char* param) {
-    fail(fmt::format("{} is not supported with use_beam_search yet", what), param);
-  };
-  if (sp.logprobs) refuse("logprobs", req.kind == ApiKind::kChat ? "top_logprobs" : "logprobs");
-  if (sp.prompt_logprobs) refuse("prompt_logprobs", "prompt_logprobs");
-  if (!sp.stop.empty()) refuse("stop", "stop");
-  if (sp.min_tokens > 0) refuse("min_tokens", "min_tokens");
-  if (sp.presence_penalty != 0.0f) refuse("presence_penalty", "presence_penalty");
-  if (sp.frequency_penalty != 0.0f) refuse("frequency_penalty", "frequency_penalty");
-  if (sp.repetition_penalty != 1.0f) refuse("repetition_penalty", "repetition_penalty");
-  if (!sp.logit_bias.empty()) refuse("logit_bias", "logit_bias");
-  if (!sp.bad_words.empty()) refuse("bad_words", "bad_words");
-  if (!sp.allowed_token_ids.empty()) refuse("allowed_token_ids", "allowed_token_ids");
-  if (sp.guide) refuse("guided decoding", "use_beam_search");
-  if (req.echo) refuse("echo", "echo");
-  BeamSearchParams p;
-  p.beam_width = sp.best_of.value_or(sp.n);
-  p.length_penalty = static_cast<float>(length_penalty);
-  p.early_stopping = early;
+  const char* logprobs_param = req.kind == ApiKind::kChat ? "top_logprobs" : "logprobs";
+  check_logprobs_limit(logprobs_param, sp.logprobs, model.max_logprobs);
+  check_logprobs_limit("prompt_logprobs", sp.prompt_logprobs, model.max_logprobs);
+  std::optional<BeamSearchParams> p =
+      check_sampling_cross_fields(f, sp, req.echo, logprobs_param, model.max_logprobs);
+  if (!p) return;
   if (!sp.ignore_eos) {
-    for (int32_t id : model.generation_config.eos_token_ids) p.eos_token_ids.push_back(id);
-    if (p.eos_token_ids.empty() && model.tokenizer && model.tokenizer->eos_token_id())
-      p.eos_token_ids.push_back(*model.tokenizer->eos_token_id());
+    for (int32_t id : model.generation_config.eos_token_ids) p->eos_token_ids.push_back(id);
+    if (p->eos_token_ids.empty() && model.tokenizer && model.tokenizer->eos_token_id())
+      p->eos_token_ids.push_back(*model.tokenizer->eos_token_id());
   }
   for (int32_t id : sp.stop_token_ids)
-    if (std::find(p.eos_token_ids.begin(), p.eos_token_ids.end(), id) == p.eos_token_ids.end())
-      p.eos_token_ids.push_back(id);
+    if (std::find(p->eos_token_ids.begin(), p->eos_token_ids.end(), id) == p->eos_token_ids.end())
+      p->eos_token_ids.push_back(id);
+  check_beam_width(p->beam_width, p->eos_token_ids.size(), sp.best_of ? "best_of" : "n",
+                   model.max_logprobs);
   req.beam_search = std::move(p);
 }
 
+// What every endpoint finishes with: stream, the checks across fields, the
+// first prompt's ids and max_tokens in the request.
 void finish_checks(ParsedRequest& req);
 void finish_common(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
   req.stream = *f.boolean("stream");
   finish_checks(req);
-  parse_beam_search(f, model, req);
+  finish_sampling(f, model, req);
 }
 
 // finish_common's checks across fields, for a request whose stream is set.
@@ -671,7 +623,7 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
 
 }  // namespace
 
-std::optional<OpenAIError> check_sampling_fields(const json& fields) {
+std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max_logprobs) {
   try {
     if (!fields.is_object()) fail("SamplingParams fields must be a JSON object", "");
     request_model::RequestFields f(fields, request_model::offline_model());
@@ -681,19 +633,16 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields) {
     for (const char* prompt : {"prompt", "prompt_token_ids", "messages"})
       if (fields.contains(prompt))
         fail(fmt::format("'{}' is not a SamplingParams field", prompt), prompt);
-    // What parse_sampling and parse_offline_object check that needs no
-    // model, by the same functions.
-    openai_fields::check_sampling_without_model(f);
+    // What parse_sampling, parse_offline_object and finish_sampling check
+    // that needs no model, by the same functions.
+    const SamplingParams sp = openai_fields::parse_sampling_without_model(f);
     checked_truncation(f);
     // max_tokens as SamplingParams has it: 16 unset, None (null) unbounded.
     if (const auto mt = fields.find("max_tokens"); mt == fields.end() || !mt->is_null())
       check_min_tokens(*f.integer("min_tokens"), *f.integer("max_tokens"));
-    // Greedy as SamplingParams(temperature=0) is: the engine's own check
-    // (parse_beam_search) sees the temperature generation_config supplies.
-    if (!*f.boolean("use_beam_search")) {
-      const auto t = f.number("temperature");
-      check_greedy_sampling(t && *t < 1e-5, *f.integer("n"), f.integer("best_of"));
-    }
+    check_logprobs_limit("logprobs", sp.logprobs, max_logprobs);
+    check_logprobs_limit("prompt_logprobs", sp.prompt_logprobs, max_logprobs);
+    check_sampling_cross_fields(f, sp, /*echo=*/false, "logprobs", max_logprobs);
     const json* stop = f.value("stop");
     if (!*f.boolean("detokenize") && stop && !stop->empty())
       fail(
@@ -783,7 +732,7 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     if (!requested && !unlimited) p.max_tokens = std::min(p.max_tokens, *f.integer("max_tokens"));
     req.prompts.push_back(std::move(p));
     finish_checks(req);
-    parse_beam_search(f, model, req);
+    finish_sampling(f, model, req);
     return req;
   } catch (const RequestFieldError& e) {
     return e.error;

@@ -171,9 +171,15 @@ ParseResult parse_offline_object(nlohmann::json obj, const ServingModel& model);
 // vLLM's SamplingParams.__post_init__ checks, without a model: `fields` (a
 // JSON object of SamplingParams keywords) against request_model::
 // offline_model()'s types and ranges, unknown names refused, prompt keys
-// refused. The same tables parse_offline_object checks; what needs the
-// model (token ids in the vocabulary, the context) waits for generate().
-std::optional<OpenAIError> check_sampling_fields(const nlohmann::json& fields);
+// refused, and the checks across fields (server/sampling_checks.h) with an
+// unset temperature, top_p, top_k or repetition_penalty left to the model
+// (parse_sampling_without_model), logprobs, prompt_logprobs and the beam
+// width bounded by max_logprobs (the engine's, when known; else the most any
+// engine takes). The same tables and functions parse_offline_object uses;
+// what needs the model (token ids in the vocabulary, the context, the
+// model's eos ids for the beam width) waits for generate().
+std::optional<OpenAIError> check_sampling_fields(const nlohmann::json& fields,
+                                                 int64_t max_logprobs = kMaxLogprobs);
 
 // vLLM's api_server POST /generate: {"prompt": string, "stream", sampling
 // fields}; max_tokens defaults to 16 (vLLM SamplingParams' default).

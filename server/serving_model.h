@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/generation_config.h"
+#include "engine/sample/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/prompt_tokenizer.h"
 #include "server/tool_call_parser.h"
@@ -64,6 +65,10 @@ struct ServingModel {
   // vLLM's --enable-prompt-tokens-details: usage carries
   // prompt_tokens_details {cached_tokens} (prefix-cache hits).
   bool enable_prompt_tokens_details = false;
+  // vLLM's --max-logprobs: the most top logprobs a request may ask for
+  // (logprobs, top_logprobs, prompt_logprobs), and so the bound on a beam
+  // search's width (its candidates come as top logprobs).
+  int64_t max_logprobs = kMaxLogprobs;
   static constexpr int64_t kDefaultMaxSeqsPerRequest = 1024;
   static constexpr int64_t kDefaultMaxChatMessages = 2048;
 };

@@ -214,7 +214,7 @@ _ENGINE_ARGS = {
     "seed", "chat_template", "device", "dtype", "load_format", "gpu_memory_utilization",
     "num_gpu_blocks_override", "kv_cache_memory", "enforce_eager", "enable_prefix_caching",
     "disable_log_stats", "tensor_parallel_size", "quantization", "long_prefill_token_threshold",
-    "swap_space", "preemption_mode",
+    "swap_space", "preemption_mode", "max_logprobs",
 }
 # vLLM's that change nothing here (a local model directory, one process).
 _ENGINE_ARGS_NO_EFFECT = {

@@ -473,6 +473,25 @@ TEST(CliGenerate, ModelIndependentSamplingChecksExitTwoBeforeTheModelLoads) {
        "--sampling-params: logit_bias token id -1 is outside the vocabulary"},
       {R"(--sampling-params '{"allowed_token_ids": []}')",
        "--sampling-params: allowed_token_ids is not None and empty!"},
+      {"--swap-space 1e12", "--swap-space: Too large swap space."},
+      // vLLM's SamplingParams checks across fields, and max_logprobs.
+      {"--n 3 --best-of 2",
+       "--best-of: best_of must be greater than or equal to n, got n=3 and best_of=2."},
+      {"--best-of 0", "--best-of: best_of must be greater than or equal to n, got n=1"},
+      {R"(--sampling-params '{"use_beam_search": true, "temperature": 0.5}')",
+       "--sampling-params: temperature must be 0 when using beam search."},
+      {R"(--sampling-params '{"use_beam_search": true}' --temperature 0.5)",
+       "--temperature: temperature must be 0 when using beam search."},
+      {R"(--sampling-params '{"length_penalty": 2}')",
+       "--sampling-params: length_penalty is not effective"},
+      {R"(--sampling-params '{"use_beam_search": true, "early_stopping": "x"}')",
+       "--sampling-params: early_stopping must be true, false or \"never\""},
+      {R"(--sampling-params '{"use_beam_search": true, "temperature": 0}' --n 11)",
+       "--n: n=11 is too many beams: beam search asks the engine for 2 x 11 = 22"},
+      {R"(--sampling-params '{"use_beam_search": true, "temperature": 0}' --max-logprobs 4 --n 3)",
+       "--n: n=3 is too many beams"},
+      {"--max-logprobs 4 --logprobs 5", "--logprobs: logprobs must be between 0 and 4, got 5"},
+      {"--max-logprobs 25", "--max-logprobs: max_logprobs must be in [0, 20], got 25"},
   };
   for (const Case& c : cases) {
     GenerateRun r = run_generate_args("model_free", "'" + empty_dir + "' --prompt Once " + c.args,
@@ -634,6 +653,10 @@ TEST(CliServe, AnInvalidValueAnywhereExitsTwo) {
       {"--port 70000", "--port: must be in [0, 65535], got 70000"},
       {"--seed -1", "--seed: must be in [0, 4294967295], got -1"},
       {"--tensor-parallel-size 0", "--tensor-parallel-size: tensor_parallel_size must be >= 1"},
+      // vLLM's bound: at most 70% of the machine's memory (1e12 GiB was
+      // read as a size far past SIZE_MAX).
+      {"--swap-space 1e12", "--swap-space: Too large swap space."},
+      {"--swap-space 1000000", "--swap-space: Too large swap space. 1000000.00 GiB out of the"},
   };
   for (const Case& c : cases) {
     const std::string cmd =

@@ -89,6 +89,34 @@ TEST_F(ServeBeamSearch, StreamedEachBeamIsOneChunk) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(texts[i], whole["choices"][i]["text"].get<std::string>()) << i;
 }
 
+// One beam is greedy search, so its output is the greedy sample's: the same
+// tokens, ended by the stop token id, and the same text, the stop token's
+// text ("." here) left out unless include_stop_str_in_output, as sampling.
+TEST_F(ServeBeamSearch, StopTokenTextFollowsTheSamplingRule) {
+  for (const bool include : {false, true}) {
+    SCOPED_TRACE(include ? "include_stop_str_in_output" : "stop text dropped");
+    const json body = {{"prompt", "Once upon a time"},
+                       {"max_tokens", 40},
+                       {"temperature", 0},
+                       {"stop_token_ids", {426}},
+                       {"include_stop_str_in_output", include},
+                       {"return_token_ids", true}};
+    const json sampled = post_json(port(), "/v1/completions", body);
+    json beam_body = body;
+    beam_body["use_beam_search"] = true;
+    const json beam = post_json(port(), "/v1/completions", beam_body);
+    const json& s = sampled["choices"][0];
+    const json& b = beam["choices"][0];
+    ASSERT_EQ(s["stop_reason"], 426) << sampled.dump();
+    EXPECT_EQ(b["stop_reason"], 426) << beam.dump();
+    EXPECT_EQ(b["finish_reason"], "stop");
+    EXPECT_EQ(b["token_ids"], s["token_ids"]);
+    EXPECT_EQ(b["text"], s["text"]);
+    const std::string text = b["text"].get<std::string>();
+    EXPECT_EQ(!text.empty() && text.back() == '.', include) << text;
+  }
+}
+
 TEST_F(ServeBeamSearch, ChatGivesNBeams) {
   const json r = post_json(port(), "/v1/chat/completions",
                            {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
@@ -124,6 +152,37 @@ TEST_F(ServeBeamSearch, RefusesWhatVllmRefuses) {
                          {"temperature", 0},
                          {"early_stopping", "later"}}),
             "early_stopping");
+}
+
+// Each step asks for 2 x the beam width next-token candidates, as top
+// logprobs bounded by max_logprobs (20): 11 beams are a 400 naming the
+// field, before a stream starts (they used to fail late: "logprobs must be
+// in [0, 20]", param null, after a 200 when streamed).
+TEST_F(ServeBeamSearch, BeamWidthBeyondMaxLogprobsIsA400BeforeTheStream) {
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "whole");
+    const json body = {{"prompt", "Hi"}, {"use_beam_search", true}, {"temperature", 0},
+                       {"n", 11},        {"max_tokens", 4},         {"stream", stream}};
+    HttpClient client(port());
+    const HttpResponse resp = client.post("/v1/completions", body.dump());
+    ASSERT_EQ(resp.status, 400) << resp.body;
+    const json e = json::parse(resp.body)["error"];
+    EXPECT_EQ(e["param"], "n");
+    EXPECT_NE(e["message"].get<std::string>().find("at most 10 beams"), std::string::npos)
+        << e.dump();
+  }
+  const json r = post_json(
+      port(), "/v1/completions",
+      {{"prompt", "Hi"}, {"use_beam_search", true}, {"temperature", 0}, {"n", 2}, {"best_of", 11}},
+      400);
+  EXPECT_EQ(r["error"]["param"], "best_of");
+  const json ten = post_json(port(), "/v1/completions",
+                             {{"prompt", "Hi"},
+                              {"use_beam_search", true},
+                              {"temperature", 0},
+                              {"n", 10},
+                              {"max_tokens", 2}});
+  EXPECT_EQ(ten["choices"].size(), 10u) << ten.dump();
 }
 
 }  // namespace

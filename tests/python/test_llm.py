@@ -3,6 +3,7 @@ on the bundled stories260K. Run by tests/python/run.sh (ctest: python_offline)."
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -286,6 +287,9 @@ def test_non_finite_and_mistyped_values_are_value_errors_naming_them():
         LLM(model=MODEL, device="cpu", max_model_len="abc")
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
         LLM(model=MODEL, device="cpu", gpu_memory_utilization=1.5)
+    # vLLM's bound: a swap space above 70% of the machine's memory.
+    with pytest.raises(ValueError, match="Too large swap space"):
+        LLM(model=MODEL, device="cpu", swap_space=1e12)
 
 
 def test_token_id_prompts_have_no_prompt_text(llm):
@@ -364,6 +368,46 @@ def test_model_independent_checks_raise_at_construction():
     # vocabulary when a model is known.
     SamplingParams(min_tokens=20, max_tokens=None)
     SamplingParams(logit_bias={100000: 1.0})
+
+
+def test_checks_across_fields_raise_at_construction():
+    # vLLM's SamplingParams._verify_args / _verify_beam_search /
+    # _verify_non_beam_search: these constructed and failed only in generate().
+    cases = [
+        (dict(n=3, best_of=2), "best_of must be greater than or equal to n, got n=3 and best_of=2."),
+        (dict(best_of=0), "best_of must be greater than or equal to n, got n=1 and best_of=0."),
+        (dict(use_beam_search=True, temperature=0.5), "temperature must be 0 when using beam search."),
+        # vLLM's default temperature (1.0), as generate() sends it.
+        (dict(use_beam_search=True), "temperature must be 0 when using beam search."),
+        (dict(early_stopping="x"), 'early_stopping must be true, false or "never"'),
+        (dict(use_beam_search=True, temperature=0, early_stopping="x"),
+         'early_stopping must be true, false or "never"'),
+        (dict(length_penalty=2.0), "length_penalty is not effective and must be the default value"),
+        # Beam search asks for 2 x the beam width candidates as top logprobs:
+        # more than any max_logprobs here (20).
+        (dict(use_beam_search=True, temperature=0, n=11),
+         "n=11 is too many beams: beam search asks the engine for 2 x 11 = 22"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            SamplingParams(**kwargs)
+    SamplingParams(use_beam_search=True, temperature=0, n=10, length_penalty=2.0,
+                   early_stopping="never")
+
+
+def test_max_logprobs_bounds_logprobs_and_beams():
+    # vLLM's LLM(max_logprobs=...): checked when generate() runs, before
+    # anything does (SamplingParams does not know the engine's).
+    small = LLM(model=MODEL, device="cpu", max_logprobs=4)
+    (out,) = small.generate("Once", SamplingParams(max_tokens=2, logprobs=4), use_tqdm=False)
+    assert all(len(p) >= 4 for p in out.outputs[0].logprobs)
+    with pytest.raises(ValueError, match="logprobs must be between 0 and 4, got 5"):
+        small.generate("Once", SamplingParams(max_tokens=2, logprobs=5), use_tqdm=False)
+    with pytest.raises(ValueError, match="n=3 is too many beams"):
+        small.generate("Once", SamplingParams(use_beam_search=True, temperature=0, n=3),
+                       use_tqdm=False)
+    with pytest.raises(ValueError, match="max_logprobs must be in"):
+        LLM(model=MODEL, device="cpu", max_logprobs=21)
 
 
 def test_a_model_path_that_is_a_file_is_not_a_directory():

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -76,6 +77,39 @@ TEST(BeamSearch, EarlyStoppingTrueStopsWhenTheSlotsAreFull) {
   EXPECT_EQ(got[1].token_ids, (std::vector<int32_t>{2, 1}));
   EXPECT_FLOAT_EQ(got[1].score, -0.6f / 2);
   EXPECT_EQ(calls, 2);
+}
+
+// A strongly negative length_penalty multiplies the cumulative logprob by
+// length^3: 300 tokens of logprob -2 score -600 x 300^3 = -1.6e10, below the
+// -1e9 of an empty hypothesis slot. The finished beams are still the ones
+// kept and returned (the best first), never an empty slot.
+TEST(BeamSearch, NegativeLengthPenaltyKeepsTheFinishedBeams) {
+  const NextTokenLogprobs next = [](const std::vector<std::vector<int32_t>>& seqs, int k) {
+    std::vector<std::vector<std::pair<int32_t, float>>> out;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      std::vector<std::pair<int32_t, float>> l{{5, -2.0f}, {6, -2.5f}, {7, -3.0f}, {8, -3.5f}};
+      l.resize(std::min<size_t>(l.size(), static_cast<size_t>(k)));
+      out.push_back(l);
+    }
+    return out;
+  };
+  BeamSearchParams p;
+  p.beam_width = 2;
+  p.max_tokens = 300;
+  p.length_penalty = -3.0f;
+  p.eos_token_ids = {1};
+  const auto got = beam_search({7}, p, next);
+  ASSERT_EQ(got.size(), 2u);
+  std::vector<int32_t> best(300, 5), second(300, 5);
+  second.back() = 6;
+  EXPECT_EQ(got[0].token_ids, best);
+  EXPECT_EQ(got[1].token_ids, second);
+  EXPECT_FLOAT_EQ(got[0].cumulative_logprob, -600.0f);
+  EXPECT_FLOAT_EQ(got[1].cumulative_logprob, -600.5f);
+  const auto norm = static_cast<float>(std::pow(300.0, -3.0));
+  EXPECT_FLOAT_EQ(got[0].score, -600.0f / norm);
+  EXPECT_FLOAT_EQ(got[1].score, -600.5f / norm);
+  EXPECT_LT(got[0].score, -1.0e9f);
 }
 
 TEST(BeamSearch, RefusesBadParams) {

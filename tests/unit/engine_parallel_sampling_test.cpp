@@ -366,6 +366,72 @@ TEST(ParallelSampling, BlocksRecordedByAFailedStepAreNotServedFromThePrefixCache
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
+// Each sample takes one of max_num_seqs seats and is scheduled on its own
+// (vLLM v1's child requests): a request with more samples than seats runs
+// them in turn, the later ones as seats free up, each the same as the
+// request alone with its seed (seed + index); best_of > max_num_seqs ranks
+// them all when the last has finished.
+TEST(ParallelSampling, MoreSamplesThanMaxNumSeqsRunInTurns) {
+  EngineConfig cfg;
+  cfg.max_num_seqs = 2;
+  const std::vector<int32_t> p = prompt_of(12, 9);
+  {
+    Harness h(64, 4, cfg);
+    auto ch = h.add("n3", p, seeded(3, 21, 5));
+    ASSERT_TRUE(h.engine->step());
+    EXPECT_EQ(h.engine->stats().num_running, 2);
+    EXPECT_EQ(h.engine->stats().num_waiting, 1);
+    h.engine->run_until_idle();
+    const std::vector<RequestOutput> got = collect_all(*ch);
+    ASSERT_EQ(got.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      const RequestOutput& c = got[static_cast<size_t>(i)];
+      EXPECT_EQ(c.error, "");
+      EXPECT_EQ(c.index, i);
+      EXPECT_EQ(c.token_ids, run_alone(p, seeded(1, 0, 5), 21 + static_cast<uint64_t>(i)).token_ids)
+          << "choice " << i;
+    }
+    EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  }
+  {
+    // Greedy: every choice is the reference's greedy output.
+    Harness h(64, 4, cfg);
+    SamplingParams sp;
+    sp.temperature = 0.0f;
+    sp.n = 3;
+    sp.max_tokens = 8;
+    auto ch = h.add("greedy", p, sp);
+    h.engine->run_until_idle();
+    const std::vector<RequestOutput> got = collect_all(*ch);
+    ASSERT_EQ(got.size(), 3u);
+    for (const RequestOutput& c : got)
+      EXPECT_EQ(c.token_ids, reference_greedy(p, 8, kVocab, {kEos}));
+  }
+  {
+    // best_of 5 > 2 seats, n 2: the two samples of highest cumulative
+    // logprob among the five, best first.
+    Harness h(64, 4, cfg);
+    SamplingParams sp = seeded(2, 40, 5);
+    sp.best_of = 5;
+    auto ch = h.add("best", p, sp);
+    h.engine->run_until_idle();
+    const std::vector<RequestOutput> got = collect_all(*ch);
+    std::vector<RequestOutput> alone;
+    for (uint64_t i = 0; i < 5; ++i) {
+      SamplingParams one = seeded(1, 0, 5);
+      one.logprobs = 0;  // cumulative_logprob, as best_of ranks by it
+      alone.push_back(run_alone(p, one, 40 + i));
+    }
+    std::stable_sort(alone.begin(), alone.end(),
+                     [](const RequestOutput& a, const RequestOutput& b) {
+                       return a.cumulative_logprob > b.cumulative_logprob;
+                     });
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].token_ids, alone[0].token_ids);
+    EXPECT_EQ(got[1].token_ids, alone[1].token_ids);
+  }
+}
+
 TEST(ParallelSampling, BadNBestOfLogprobsAndBiasAreRejected) {
   EngineConfig cfg;
   cfg.max_num_seqs = 4;
@@ -382,8 +448,6 @@ TEST(ParallelSampling, BadNBestOfLogprobsAndBiasAreRejected) {
   sp.n = 3;
   sp.best_of = 2;
   bad(sp, "best_of must be >= n");
-  sp.best_of = 5;
-  bad(sp, "max_num_seqs");
   SamplingParams lp;
   lp.logprobs = 21;
   bad(lp, "logprobs");

@@ -6,6 +6,7 @@
 // was read as 2**64 - 1 and served), a negative --max-connections (read
 // as SIZE_MAX: no limit), and the engine's counts (max_num_seqs,
 // block_size, tensor_parallel_size >= 1, as vLLM's EngineArgs checks).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
@@ -77,6 +78,28 @@ TEST(ServerCliRanges, EngineArgsRefuseASeedBeyondNumpysRange) {
   }
   a.seed = 4294967295u;
   EXPECT_NO_THROW(validate_engine_args(a));
+}
+
+// vLLM's --max-logprobs (default 20) on serve and generate; values the
+// samplers cannot give (above 20, or vLLM's -1: no cap) are refused naming
+// the flag, as is LLM(max_logprobs=...) by the same check.
+TEST(ServerCliRanges, MaxLogprobsIsWithinWhatTheSamplersCompute) {
+  test::ParsedCli p;
+  test::parse_cli({"serve"}, p);
+  EXPECT_EQ(p.serve.engine.max_logprobs, 20);
+  test::parse_cli({"serve", "--max-logprobs", "4"}, p);
+  EXPECT_EQ(p.serve.engine.max_logprobs, 4);
+  test::parse_cli({"generate", "--prompt", "x", "--max-logprobs", "0"}, p);
+  EXPECT_EQ(p.gen.engine.max_logprobs, 0);
+  for (const char* v : {"21", "-1"})
+    EXPECT_EQ(parse_error({"serve", "--max-logprobs", v}),
+              fmt::format("--max-logprobs: max_logprobs must be in [0, 20], got {} (vLLM's -1, "
+                          "no cap, and values above 20 are not supported: the samplers compute "
+                          "at most 20 top logprobs)",
+                          v));
+  EngineArgs a;
+  a.max_logprobs = 40;
+  EXPECT_THROW(validate_engine_args(a), EngineArgError);
 }
 
 }  // namespace

@@ -58,6 +58,46 @@ TEST(ServerCli, BadSwapFlagValuesAreClearErrors) {
   EXPECT_THROW(parse_preemption_mode("Swap"), std::invalid_argument);
 }
 
+// vLLM's bound on the swap space (CacheConfig.verify_with_parallel_config):
+// above 70% of the machine's memory an error naming swap_space, above 40% a
+// warning; nothing allocated (recompute), nothing checked.
+TEST(ServerCli, SwapSpaceIsBoundedByTheMachinesMemory) {
+  const uint64_t ten_gib = uint64_t{10} << 30;
+  EngineArgs a;
+  a.swap_space = 4.0;
+  EXPECT_EQ(check_swap_space(a, ten_gib), "");
+  EXPECT_NO_THROW(validate_engine_args(a, ten_gib));
+  a.swap_space = 5.0;
+  EXPECT_EQ(check_swap_space(a, ten_gib),
+            "Possibly too large swap space. 5.00 GiB out of the 10.00 GiB total CPU memory is "
+            "allocated for the swap space.");
+  EXPECT_NO_THROW(validate_engine_args(a, ten_gib));
+  a.swap_space = 7.5;
+  try {
+    validate_engine_args(a, ten_gib);
+    ADD_FAILURE() << "no error";
+  } catch (const EngineArgError& e) {
+    EXPECT_EQ(e.arg, "swap_space");
+    EXPECT_EQ(std::string(e.what()),
+              "Too large swap space. 7.50 GiB out of the 10.00 GiB total CPU memory is allocated "
+              "for the swap space. (at most 70% of it)");
+  }
+  a.preemption_mode = "recompute";
+  EXPECT_EQ(check_swap_space(a, ten_gib), "");
+  EXPECT_NO_THROW(validate_engine_args(a, ten_gib));
+}
+
+// On the command line, against this machine's memory: exit 2 (main.cpp)
+// before anything loads, the flag named.
+TEST(ServerCli, HugeSwapSpaceIsAUsageError) {
+  for (const char* gib : {"1e12", "1000000"}) {
+    const std::string e = parse_error({"serve", "--swap-space", gib});
+    EXPECT_EQ(e.rfind("--swap-space: Too large swap space.", 0), 0u) << e;
+    const std::string g = parse_error({"generate", "--prompt", "x", "--swap-space", gib});
+    EXPECT_EQ(g.rfind("--swap-space: Too large swap space.", 0), 0u) << g;
+  }
+}
+
 }  // namespace
 }  // namespace pagoda
 
