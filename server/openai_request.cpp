@@ -280,8 +280,6 @@ std::string response_id(const RequestFields& f, std::string_view prefix) {
 void finish_sampling(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
   const SamplingParams& sp = req.sampling;
   const char* logprobs_param = req.kind == ApiKind::kChat ? "top_logprobs" : "logprobs";
-  check_logprobs_limit(logprobs_param, sp.logprobs, model.max_logprobs);
-  check_logprobs_limit("prompt_logprobs", sp.prompt_logprobs, model.max_logprobs);
   std::optional<BeamSearchParams> p =
       check_sampling_cross_fields(f, sp, req.echo, logprobs_param, model.max_logprobs);
   if (!p) return;
@@ -640,8 +638,6 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max
     // max_tokens as SamplingParams has it: 16 unset, None (null) unbounded.
     if (const auto mt = fields.find("max_tokens"); mt == fields.end() || !mt->is_null())
       check_min_tokens(*f.integer("min_tokens"), *f.integer("max_tokens"));
-    check_logprobs_limit("logprobs", sp.logprobs, max_logprobs);
-    check_logprobs_limit("prompt_logprobs", sp.prompt_logprobs, max_logprobs);
     check_sampling_cross_fields(f, sp, /*echo=*/false, "logprobs", max_logprobs);
     const json* stop = f.value("stop");
     if (!*f.boolean("detokenize") && stop && !stop->empty())

@@ -21,14 +21,6 @@ void check_best_of(int64_t n, std::optional<int64_t> best_of) {
          "best_of");
 }
 
-void check_logprobs_limit(const char* field, std::optional<int> k, int64_t max_logprobs) {
-  if (k && *k > max_logprobs)
-    fail(fmt::format("{} must be between 0 and {}, got {}: the engine's max_logprobs is {} "
-                     "(--max-logprobs; LLM(max_logprobs=...))",
-                     field, max_logprobs, *k, max_logprobs),
-         field);
-}
-
 void check_beam_width(int beam_width, size_t num_eos_ids, const char* param, int64_t max_logprobs) {
   const int k = beam_candidates(beam_width, num_eos_ids);
   if (k <= max_logprobs) return;
@@ -48,6 +40,16 @@ void check_beam_width(int beam_width, size_t num_eos_ids, const char* param, int
 }
 
 namespace {
+
+// `field` (logprobs, top_logprobs or prompt_logprobs; k as sent) within the
+// engine's max_logprobs (--max-logprobs).
+void check_logprobs_limit(const char* field, std::optional<int> k, int64_t max_logprobs) {
+  if (k && *k > max_logprobs)
+    fail(fmt::format("{} must be between 0 and {}, got {}: the engine's max_logprobs is {} "
+                     "(--max-logprobs; LLM(max_logprobs=...))",
+                     field, max_logprobs, *k, max_logprobs),
+         field);
+}
 
 // vLLM's SamplingParams._verify_greedy_sampling: greedy sampling makes
 // every candidate the same sequence, so best_of (v0, where it is a field)
@@ -74,11 +76,12 @@ std::optional<BeamSearchParams> check_sampling_cross_fields(const request_model:
                                                             const SamplingParams& sp, bool echo,
                                                             const char* logprobs_param,
                                                             int64_t max_logprobs) {
+  check_logprobs_limit(logprobs_param, sp.logprobs, max_logprobs);
+  check_logprobs_limit("prompt_logprobs", sp.prompt_logprobs, max_logprobs);
   const double length_penalty = *f.number("length_penalty");
   const EarlyStopping early = parse_early_stopping(f);
   const std::optional<int64_t> best_of =
       sp.best_of ? std::optional<int64_t>(*sp.best_of) : std::nullopt;
-  check_best_of(sp.n, best_of);
   if (!*f.boolean("use_beam_search")) {
     if (length_penalty != 1.0)
       fail(

@@ -23,19 +23,17 @@ namespace pagoda {
 // greater than or equal to n, got n=3 and best_of=2.", param best_of.
 void check_best_of(int64_t n, std::optional<int64_t> best_of);
 
-// `field` (logprobs, top_logprobs or prompt_logprobs; k as sent) within the
-// engine's max_logprobs (--max-logprobs).
-void check_logprobs_limit(const char* field, std::optional<int> k, int64_t max_logprobs);
-
 // A beam width whose candidates (beam_candidates(width, num_eos_ids)) are
 // more than max_logprobs: 400 naming `param` (best_of, or n when best_of is
 // unset) and explaining the bound.
 void check_beam_width(int beam_width, size_t num_eos_ids, const char* param, int64_t max_logprobs);
 
 // use_beam_search, length_penalty and early_stopping, read from `fields` and
-// checked with the rest of `sp` (the request's SamplingParams, unset fields
+// checked with the rest of `sp` (the request's SamplingParams as
+// convert_sampling made it, best_of >= n checked there; unset fields
 // resolved: from generation_config.json by the parsers, neutral values
 // where no model is known):
+//  - logprobs (as `logprobs_param`) and prompt_logprobs within max_logprobs;
 //  - without beam search: length_penalty and early_stopping at their
 //    defaults; greedy sampling (temperature < 1e-5) with n or best_of 1;
 //  - with it: temperature 0, top_p 1, top_k off; what the search does not
