@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
           "1..256,\n"
           "          contexts 512 and 2048, against weight + KV bytes / copy bandwidth\n"
           "  qgemm: int4 linears against cuBLASLt bf16 on Llama-2-7B's shapes, M = 64 .. 2048\n"
-          "  qgemv: the int4 decode kernel (qmma) and the bf16 linear on Llama-2-7B's\n"
+          "  qgemv: the int4 decode kernels (qmv: M <= 8, qmma) and the bf16 linear on Llama-2-7B's\n"
           "         shapes, M = 1 .. 32, bytes read against the copy bandwidth\n"
           "  moe: Mixtral-8x7B's expert linears at T = 1 .. 16 tokens through the expert GEMV\n"
           "       and the grouped tensor-core GEMM, bytes read against the copy bandwidth\n"
