@@ -33,6 +33,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
@@ -48,10 +49,11 @@ constexpr int kRing = 8;  // 16-byte loads a lane keeps in flight (its shared-me
 // d += A·B (mma.m16n8k16, fp32 accumulation); not volatile, so the
 // compiler may interleave it with the loads and LOP3s around it.
 template <typename T>
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                    uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint32_t b0, uint32_t b1) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -67,7 +69,8 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 // (float2), the chunk-group table [K / 32] (int32, table kernels), the
 // warps' sums [W][4][32] (fp32).
 size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
-  return static_cast<size_t>(W * kRing * 512 + G * 8 * 24 + (table ? K / 32 * 4 : 0) + W * 4 * 32 * 4);
+  return static_cast<size_t>(W * kRing * 512 + G * 8 * 24 + (table ? K / 32 * 4 : 0) +
+                             W * 4 * 32 * 4);
 }
 
 // CPG: chunks (32 positions) per step, a divisor of the group's chunks so a
@@ -76,11 +79,14 @@ size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
 // it is chunk >> group_shift.
 // W: warps a CTA (8, or 16 for weights of few row tiles: 4096 features
 // make 256 CTAs, half of what the GPU holds at once).
-template <typename T, typename TO, int W, int CPG, bool TABLE>
+// ZSUB: the zero point subtracted from each A register (HSUB2) instead of
+// the second mma (an experiment: fewer mma in each chain, more ALU work).
+template <typename T, typename TO, int W, int CPG, bool TABLE, bool ZSUB>
 __global__ void __launch_bounds__(W * 32, 32 / W)
-    qmv_kernel(const T* __restrict__ x, const uint4* __restrict__ tiles, const float* __restrict__ scales,
-               const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group, int group_shift,
-               const T* __restrict__ bias, TO* __restrict__ out, int64_t ldo, int M, int K, int G) {
+    qmv_kernel(const T* __restrict__ x, const uint4* __restrict__ tiles,
+               const float* __restrict__ scales, const uint8_t* __restrict__ zeros,
+               const int32_t* __restrict__ chunk_group, int group_shift, const T* __restrict__ bias,
+               TO* __restrict__ out, int64_t ldo, int M, int K, int G) {
   using Mg = Int4Magic<T>;
   constexpr int SU = CPG >= 2 ? CPG / 2 : 1;  // 16-byte loads per step (CPG 1: two steps per load)
   constexpr uint32_t kMask = 0x000F000Fu;
@@ -111,9 +117,11 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
 
   for (int e = threadIdx.x; e < 8 * G; e += W * 32) {
     const int i = e & 7, g = e >> 3;
-    const int64_t r0 = (static_cast<int64_t>(t) * 16 + i) * G + g, r8 = r0 + 8 * static_cast<int64_t>(G);
-    const uint32_t z0 = Mg::kNegWord | static_cast<uint32_t>(zeros[r0]) * 0x10001u;
-    const uint32_t z8 = Mg::kNegWord | static_cast<uint32_t>(zeros[r8]) * 0x10001u;
+    const int64_t r0 = (static_cast<int64_t>(t) * 16 + i) * G + g,
+                  r8 = r0 + 8 * static_cast<int64_t>(G);
+    const uint32_t zb = ZSUB ? Mg::kWord : Mg::kNegWord;
+    const uint32_t z0 = zb | static_cast<uint32_t>(zeros[r0]) * 0x10001u;
+    const uint32_t z8 = zb | static_cast<uint32_t>(zeros[r8]) * 0x10001u;
     zrec[e] = uint4{z0, z8, z0, z8};
     srec[e] = float2{scales[r0], scales[r8]};
   }
@@ -124,7 +132,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   // Two accumulator chains (the fragment's two 16-position tiles), each
   // alternating code and zero mma; summed when a step is scaled.
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, part[2][4] = {};
-  uint4 za = {};  // the step's zero fragment
+  uint4 za = {};   // the step's zero fragment
   float2 sc = {};  // and scales
   for (int i0 = 0; i0 < n; i0 += SU) {
 #pragma unroll
@@ -147,9 +155,16 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         for (int h = 0; h < 2; ++h) {
           const uint32_t wd = words[2 * c + h];
           const uint32_t b0 = h == 0 ? xv[c].x : xv[c].z, b1 = h == 0 ? xv[c].y : xv[c].w;
-          mma<T>(part[h], and_or(wd, kMask, Mg::kWord), and_or(wd >> 4, kMask, Mg::kWord),
-                 and_or(wd >> 8, kMask, Mg::kWord), and_or(wd >> 12, kMask, Mg::kWord), b0, b1);
-          mma<T>(part[h], za.x, za.y, za.z, za.w, b0, b1);
+          if constexpr (ZSUB) {
+            mma<T>(part[h], Mg::sub(and_or(wd, kMask, Mg::kWord), za.x),
+                   Mg::sub(and_or(wd >> 4, kMask, Mg::kWord), za.y),
+                   Mg::sub(and_or(wd >> 8, kMask, Mg::kWord), za.x),
+                   Mg::sub(and_or(wd >> 12, kMask, Mg::kWord), za.y), b0, b1);
+          } else {
+            mma<T>(part[h], and_or(wd, kMask, Mg::kWord), and_or(wd >> 4, kMask, Mg::kWord),
+                   and_or(wd >> 8, kMask, Mg::kWord), and_or(wd >> 12, kMask, Mg::kWord), b0, b1);
+            mma<T>(part[h], za.x, za.y, za.z, za.w, b0, b1);
+          }
         }
         if (CPG == 1 || (c == 1 && s == SU - 1)) {  // the step ends: scale its sums
           const float s0 = sc.x, s8 = sc.y;
@@ -177,27 +192,31 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
 #pragma unroll
     for (int w = 0; w < W; ++w) v += red[(w * 4 + i) * 32 + lane];
     const int row = t * 16 + r4 + (i < 2 ? 0 : 8), col = 2 * q + (i & 1);
-    if (col < M) out[static_cast<int64_t>(col) * ldo + row] = from_f32<TO>(v + (bias ? to_f32(bias[row]) : 0.f));
+    if (col < M)
+      out[static_cast<int64_t>(col) * ldo + row] =
+          from_f32<TO>(v + (bias ? to_f32(bias[row]) : 0.f));
   }
 }
 
-template <typename T, typename TO, int W, int CPG, bool TABLE>
-void qmv_launch(int ntiles, size_t smem, const T* x, const uint4* tiles, const float* s, const uint8_t* z,
-                const int32_t* cg, int shift, const T* bias, TO* out, int64_t ldo, int M, int K, int G,
-                cudaStream_t st) {
+template <typename T, typename TO, int W, int CPG, bool TABLE, bool ZSUB>
+void qmv_launch(int ntiles, size_t smem, const T* x, const uint4* tiles, const float* s,
+                const uint8_t* z, const int32_t* cg, int shift, const T* bias, TO* out, int64_t ldo,
+                int M, int K, int G, cudaStream_t st) {
   static const bool attr = [] {
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmv_kernel<T, TO, W, CPG, TABLE>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin_limit()));
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmv_kernel<T, TO, W, CPG, TABLE, ZSUB>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           smem_optin_limit()));
     return true;
   }();
   (void)attr;
-  qmv_kernel<T, TO, W, CPG, TABLE>
+  qmv_kernel<T, TO, W, CPG, TABLE, ZSUB>
       <<<ntiles, W * 32, smem, st>>>(x, tiles, s, z, cg, shift, bias, out, ldo, M, K, G);
 }
 
 template <typename T, typename TO>
-void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, const int32_t* cg, int64_t gs,
-           const void* bias, void* out, int64_t ldo, int M, int N, int K, int G, cudaStream_t st) {
+void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, const int32_t* cg,
+           int64_t gs, const void* bias, void* out, int64_t ldo, int M, int N, int K, int G,
+           cudaStream_t st) {
   // chunk -> group as a shift when group_size is 32 · 2^j, else the table;
   // steps of up to 4 chunks inside one group (act-order: 1, any group).
   int shift = -1, cpg = 1;
@@ -230,19 +249,33 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   const auto* tp = reinterpret_cast<const uint4*>(qw);
   const T* bp = static_cast<const T*>(bias);
   TO* op = static_cast<TO*>(out);
-#define PAGODA_QMV(C, TB)                                                                                   \
-  (W == 16 ? qmv_launch<T, TO, 16, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st) \
-           : qmv_launch<T, TO, 8, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st))
+  static const bool zsub = [] {
+    const char* v = std::getenv("PAGODA_QMV_ZERO");
+    return v != nullptr && std::string(v) == "sub";
+  }();
+#define PAGODA_QMV_Z(C, TB, Z)                                                                     \
+  (W == 16 ? qmv_launch<T, TO, 16, C, TB, Z>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, \
+                                             K, G, st)                                              \
+           : qmv_launch<T, TO, 8, C, TB, Z>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M,  \
+                                            K, G, st))
+#define PAGODA_QMV(C, TB) (zsub ? PAGODA_QMV_Z(C, TB, true) : PAGODA_QMV_Z(C, TB, false))
   if (table) {
-    if (cpg == 4) PAGODA_QMV(4, true);
-    else if (cpg == 2) PAGODA_QMV(2, true);
-    else PAGODA_QMV(1, true);
+    if (cpg == 4)
+      PAGODA_QMV(4, true);
+    else if (cpg == 2)
+      PAGODA_QMV(2, true);
+    else
+      PAGODA_QMV(1, true);
   } else {
-    if (cpg == 4) PAGODA_QMV(4, false);
-    else if (cpg == 2) PAGODA_QMV(2, false);
-    else PAGODA_QMV(1, false);
+    if (cpg == 4)
+      PAGODA_QMV(4, false);
+    else if (cpg == 2)
+      PAGODA_QMV(2, false);
+    else
+      PAGODA_QMV(1, false);
   }
 #undef PAGODA_QMV
+#undef PAGODA_QMV_Z
   PAGODA_CUDA_CHECK_LAUNCH("qmv_kernel");
 }
 
@@ -253,24 +286,30 @@ bool qmv_fits(int64_t K, int64_t G) {
 }
 
 void launch_qmv(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,
-                const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size, const void* bias, void* out,
-                int64_t ldo, int64_t M, int64_t N, int64_t K, int64_t G, cudaStream_t stream) {
-  if ((act != DType::F16 && act != DType::BF16) || (out_dt != act && out_dt != DType::F32) || M < 1 || M > 8 ||
-      N % 16 != 0 || K % 64 != 0 || (group_size > 0 && (group_size % 32 != 0 || K % group_size != 0)))
+                const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size,
+                const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
+                int64_t G, cudaStream_t stream) {
+  if ((act != DType::F16 && act != DType::BF16) || (out_dt != act && out_dt != DType::F32) ||
+      M < 1 || M > 8 || N % 16 != 0 || K % 64 != 0 ||
+      (group_size > 0 && (group_size % 32 != 0 || K % group_size != 0)))
     throw std::invalid_argument("launch_qmv: unsupported shape or dtype");
   if (N == 0) return;
-  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K), g = static_cast<int>(G);
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K),
+            g = static_cast<int>(G);
   if (act == DType::BF16) {
     if (out_dt == DType::F32)
-      qmv_t<__nv_bfloat16, float>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo, m, n, k, g, stream);
+      qmv_t<__nv_bfloat16, float>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo,
+                                  m, n, k, g, stream);
     else
-      qmv_t<__nv_bfloat16, __nv_bfloat16>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo, m, n, k,
-                                          g, stream);
+      qmv_t<__nv_bfloat16, __nv_bfloat16>(x, tiles, scales, zeros, chunk_group, group_size, bias,
+                                          out, ldo, m, n, k, g, stream);
   } else {
     if (out_dt == DType::F32)
-      qmv_t<__half, float>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo, m, n, k, g, stream);
+      qmv_t<__half, float>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo, m, n,
+                           k, g, stream);
     else
-      qmv_t<__half, __half>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo, m, n, k, g, stream);
+      qmv_t<__half, __half>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo, m, n,
+                            k, g, stream);
   }
 }
 

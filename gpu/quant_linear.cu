@@ -21,9 +21,9 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
-#include <type_traits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
@@ -431,13 +431,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
   cp_async_wait<0>();
 }
 
-
 template <typename T, typename TO, int NT, int MINB>
 void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const float* s, const uint8_t* z,
                  const int32_t* cg, int shift, const T* bp, TO* op, int64_t ldo, int M, int K, int G,
                  cudaStream_t st) {
   static const int fit = [] {  // CTAs of this kernel an SM holds at once (at a typical smem size)
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmma_kernel<T, TO, NT, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmma_kernel<T, TO, NT, MINB>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            smem_optin_limit()));
     int dev = 0, sms = 0, per = 0;
     PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
@@ -687,8 +687,10 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
 
 bool qmma_fits(int64_t K, int64_t G) {
   // The largest batch tile (NT 4) with the chunk-group table.
-  return K % 64 == 0 && static_cast<int64_t>(QmmaSmem(4, static_cast<int>(K), static_cast<int>(G), true).total) * 4 <=
-                            smem_optin_limit();
+  return K % 64 == 0 &&
+         static_cast<int64_t>(QmmaSmem(4, static_cast<int>(K), static_cast<int>(G), true).total) *
+                 4 <=
+             smem_optin_limit();
 }
 
 void launch_qdequant_tiled(DType act, const uint32_t* tiles, const float* scales, const uint8_t* zeros,
