@@ -64,13 +64,13 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Shared memory in bytes: the lanes' rings [W][kRing][32] (uint4),
-// per (group, row pair) the zero fragment (uint4) and the two scales
-// (float2), the chunk-group table [K / 32] (int32, table kernels), the
-// warps' sums [W][4][32] (fp32).
+// Shared memory in bytes: the lanes' rings [W][kRing][32] (uint4), two
+// tiles' records — per (group, row pair) the zero fragment (uint4) and the
+// two scales (float2) —, the chunk-group table [K / 32] (int32, table
+// kernels), two tiles' warp sums [W][4][32] (fp32).
 size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
-  return static_cast<size_t>(W * kRing * 512 + G * 8 * 24 + (table ? K / 32 * 4 : 0) +
-                             W * 4 * 32 * 4);
+  return static_cast<size_t>(W * kRing * 512 + 2 * G * 8 * 24 + (table ? K / 32 * 4 : 0) +
+                             2 * W * 4 * 32 * 4);
 }
 
 // CPG: chunks (32 positions) per step, a divisor of the group's chunks so a
