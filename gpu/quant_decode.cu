@@ -17,18 +17,20 @@
 //    in shared memory before it computes;
 //  * B (x) is read as one 16-byte L1 load per chunk for every lane, rows
 //    past M repeating row M − 1 (their sums are dropped): no predicates.
-// One CTA per 16-feature row tile (N / 16 CTAs); 16 warps a CTA where 8
-// would not fill the GPU twice over, else 8; the warps split K in runs of
-// whole steps. A lane streams its run through a ring of kRing 16-byte
+// One CTA of 8 warps per 16-feature row tile (N / 16 CTAs, 4 resident an
+// SM); the warps split K in runs of whole steps. A lane streams its run through a ring of kRing 16-byte
 // slots in shared memory filled by cp.async (codes in flight cost no
 // registers); the warps' sums meet in shared memory.
-// Measured (H200, docs/PERFORMANCE.md, ninth session): 1.3–1.9 TB/s of
-// codes at M = 1, like qmma (the gate_up and down shapes 7–10 % faster),
-// batch-1 decode of the Llama-2-7B GPTQ shape +2–3 % over qmma. Neither
-// the instruction count nor the bytes in flight set the pace: variants
-// with the codes in registers, with persistent CTAs streaming across
-// tiles, and with the zero point by HSUB2 all ran at the same rate, at
-// ~15 cycles between a warp's instructions and 6–7 warps a scheduler.
+// Measured (H200, docs/PERFORMANCE.md, ninth session): 1.4–1.9 TB/s of
+// codes at M = 1 against qmma's 1.3–1.8 in the same call (qkv +11 %,
+// gate_up +10 %, down +6 %, o_proj +2 %); batch-1 decode of the Llama-2-7B
+// GPTQ shape +3 % over qmma (measured with 16-warp CTAs for three of the
+// four linears, which the same call showed slower than these 8-warp
+// ones). Neither the instruction count nor the bytes in flight set the
+// pace: variants with the codes in registers, with persistent CTAs
+// streaming across tiles, and with the zero point by HSUB2 ran at the same
+// rate, at ~15 cycles between a warp's instructions and 6–7 warps a
+// scheduler.
 // The fp32 sums see (magic + q)·x and −(magic + z)·x alternately, so a
 // partial sum never exceeds magic · Σ|x| over 16 positions: the
 // cancellation costs ~2^−24 · 1024 · 16 relative to a 16-position term
@@ -80,8 +82,7 @@ size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
 // step never leaves its group; TABLE: the group of a step's first chunk
 // comes from chunk_group (act-order, or group sizes not 32 · 2^j), else
 // it is chunk >> group_shift.
-// W: warps a CTA (8, or 16 for weights of few row tiles: 4096 features
-// make 256 CTAs, half of what the GPU holds at once).
+// W: warps a CTA.
 template <typename T, typename TO, int W, int CPG, bool TABLE>
 __global__ void __launch_bounds__(W * 32, 32 / W)
     qmv_kernel(const T* __restrict__ x, const uint4* __restrict__ tiles,
@@ -222,15 +223,9 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   }
   const bool table = shift < 0;
   const int ntiles = N / 16;
-  // 16 warps a CTA where 8-warp CTAs would not fill the GPU twice over.
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  int W = ntiles < 2 * 4 * sms ? 16 : 8;
-  if (qmv_smem(W, K, G, table) > static_cast<size_t>(smem_optin_limit())) W = 8;
+  // 8 warps a CTA: in the same device call 16-warp CTAs ran every
+  // Llama-2-7B linear 9–16 % slower (docs/PERFORMANCE.md, ninth session).
+  constexpr int W = 8;
   const size_t smem = qmv_smem(W, K, G, table);
   if (smem > static_cast<size_t>(smem_optin_limit()))
     throw std::invalid_argument("launch_qmv: too many groups for shared memory");
@@ -238,11 +233,8 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   const auto* tp = reinterpret_cast<const uint4*>(qw);
   const T* bp = static_cast<const T*>(bias);
   TO* op = static_cast<TO*>(out);
-#define PAGODA_QMV(C, TB)                                                                          \
-  (W == 16 ? qmv_launch<T, TO, 16, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M,   \
-                                          K, G, st)                                                \
-           : qmv_launch<T, TO, 8, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, \
-                                         G, st))
+#define PAGODA_QMV(C, TB) \
+  qmv_launch<T, TO, W, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st)
   if (table) {
     if (cpg == 4)
       PAGODA_QMV(4, true);
