@@ -18,10 +18,9 @@
 //  * B (x) is read as one 16-byte L1 load per chunk for every lane, rows
 //    past M repeating row M − 1 (their sums are dropped): no predicates.
 // One CTA of 8 warps per 16-feature row tile (N / 16 CTAs, 4 resident an
-// SM); the warps split K in runs of whole steps. A lane streams its run through a ring of kRing 16-byte
-// slots in shared memory filled by cp.async (codes in flight cost no
-// registers); the warps' sums meet in shared memory.
-// Measured (H200, docs/PERFORMANCE.md, ninth session): 1.4–1.9 TB/s of
+// SM); the warps split K in runs of whole steps. A lane streams its run through a ring of kRing
+// 16-byte slots in shared memory filled by cp.async (codes in flight cost no registers); the warps'
+// sums meet in shared memory. Measured (H200, docs/PERFORMANCE.md, ninth session): 1.4–1.9 TB/s of
 // codes at M = 1 against qmma's 1.3–1.8 in the same call (qkv +11 %,
 // gate_up +10 %, down +6 %, o_proj +2 %); batch-1 decode of the Llama-2-7B
 // GPTQ shape +3 % over qmma (measured with 16-warp CTAs for three of the
