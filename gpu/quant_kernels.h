@@ -34,6 +34,23 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
                  const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
                  int64_t G, cudaStream_t stream);
 
+// The same for 1 <= M <= 8 (qmv_kernel, gpu/quant_decode.cu): one CTA per
+// 16-feature row tile, its warps splitting K; the zero point enters as a
+// second mma per fragment, so a 32-bit word of codes costs three shifts,
+// four LOP3s and two mma. Same arguments and layout as launch_qmma;
+// std::invalid_argument when qmv_fits(K, G, group_size) is false.
+void launch_qmv(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,
+                const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size,
+                const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
+                int64_t G, cudaStream_t stream);
+
+// True when launch_qmv can run a linear of K inputs in G groups (its shared
+// memory: the tile's [G][8] scale records and the chunk-group table).
+bool qmv_fits(int64_t K, int64_t G);
+
+// Dynamic shared memory a block may opt in to on the current device (bytes).
+int smem_optin_limit();
+
 // True when launch_qmma can run a linear of K input features in G groups
 // (its shared memory: a tile's scales, zeros and per-group records, the
 // chunk-group table; at most the device's opt-in limit per block).

@@ -41,6 +41,16 @@ T* upload(const std::vector<T>& v, cudaStream_t stream, const char* what) {
   return p;
 }
 
+// The decode kernel for M <= 8: qmv, or qmma where the environment has
+// PAGODA_INT4_DECODE=qmma (a benchmark switch, to compare the two).
+bool use_qmv() {
+  static const bool qmv = [] {
+    const char* v = std::getenv("PAGODA_INT4_DECODE");
+    return v == nullptr || std::string(v) != "qmma";
+  }();
+  return qmv;
+}
+
 }  // namespace
 
 QuantLinearStore::~QuantLinearStore() {
@@ -256,7 +266,10 @@ void QuantLinearStore::linear(const Tensor& x, const Tensor& w, const void* bias
       const uint32_t* codes = e->qweight + p.row_begin * e->words();
       const float* sc = e->scales + p.row_begin * e->g;
       const uint8_t* zp = e->zeros + p.row_begin * e->g;
-      if (e->tiled)
+      if (e->tiled && M <= 8 && use_qmv() && qmv_fits(K, e->g))
+        launch_qmv(act_, out.dtype, xp, codes, sc, zp, p.d_chunk_group,
+                   p.regular ? e->group_size : 0, bias_at(p), op, N, M, p.rows, K, e->g, stream_);
+      else if (e->tiled)
         launch_qmma(act_, out.dtype, xp, codes, sc, zp, p.d_chunk_group,
                     p.regular ? e->group_size : 0, bias_at(p), op, N, M, p.rows, K, e->g, stream_);
       else

@@ -21,12 +21,13 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
-#include <type_traits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
+#include "gpu/int4_fragment.cuh"
 #include "gpu/ptx.cuh"
 #include "gpu/quant_kernels.h"
 
@@ -252,42 +253,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t magic) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(magic));  // (a & b) | c
-  return r;
-}
-
-template <typename T>
-struct Int4Magic;
-template <>
-struct Int4Magic<__half> {
-  static constexpr uint32_t kWord = 0x64006400u;  // 1024.0 in each half: 1024 + q exactly
-  static constexpr float kBase = 1024.f;
-  __device__ static uint32_t sub(uint32_t a, uint32_t b) {
-    const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
-    return *reinterpret_cast<const uint32_t*>(&r);
-  }
-  __device__ static uint32_t pair(float v) {
-    const __half2 r = __float2half2_rn(v);
-    return *reinterpret_cast<const uint32_t*>(&r);
-  }
-};
-template <>
-struct Int4Magic<__nv_bfloat16> {
-  static constexpr uint32_t kWord = 0x43004300u;  // 128.0 in each bf16: 128 + q exactly
-  static constexpr float kBase = 128.f;
-  __device__ static uint32_t sub(uint32_t a, uint32_t b) {
-    const __nv_bfloat162 r =
-        __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-    return *reinterpret_cast<const uint32_t*>(&r);
-  }
-  __device__ static uint32_t pair(float v) {
-    const __nv_bfloat162 r = __float2bfloat162_rn(v);
-    return *reinterpret_cast<const uint32_t*>(&r);
-  }
-};
-
 // Shared memory of qmma_kernel, in 4-byte words: two buffers of a tile's
 // raw scales [16][G + 1] (fp32) and zeros [16][4 * zstride] (uint8; the
 // padding spreads rows over banks), the records [G][8] (uint4: the scales
@@ -466,24 +431,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
   cp_async_wait<0>();
 }
 
-// Dynamic shared memory a block may opt in to on this device.
-int smem_limit() {
-  static const int limit = [] {
-    int dev = 0, v = 0;
-    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return v;
-  }();
-  return limit;
-}
-
 template <typename T, typename TO, int NT, int MINB>
 void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const float* s, const uint8_t* z,
                  const int32_t* cg, int shift, const T* bp, TO* op, int64_t ldo, int M, int K, int G,
                  cudaStream_t st) {
   static const int fit = [] {  // CTAs of this kernel an SM holds at once (at a typical smem size)
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmma_kernel<T, TO, NT, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           smem_limit()));
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmma_kernel<T, TO, NT, MINB>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           smem_optin_limit()));
     int dev = 0, sms = 0, per = 0;
     PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -509,7 +464,7 @@ void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z,
     if (32 << j == gs) shift = j;
   const int NT = (M + 7) / 8;
   const size_t smem = static_cast<size_t>(QmmaSmem(NT, K, G, shift < 0).total) * 4;
-  if (smem > static_cast<size_t>(smem_limit()))
+  if (smem > static_cast<size_t>(smem_optin_limit()))
     throw std::invalid_argument("launch_qmma: too many groups for shared memory");
   const int ntiles = N / 16;
 #define PAGODA_QMMA(NT_, MB) \
@@ -668,6 +623,17 @@ void check_act(DType act, const char* what) {
 
 }  // namespace
 
+// Dynamic shared memory a block may opt in to on this device.
+int smem_optin_limit() {
+  static const int limit = [] {
+    int dev = 0, v = 0;
+    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return v;
+  }();
+  return limit;
+}
+
 void launch_qgemv(DType act, DType out_dt, int bits, const void* x, const uint32_t* qweight, const float* scales,
                   const uint8_t* zeros, const int32_t* chunk_group, const void* bias, void* out, int64_t ldo,
                   int64_t M, int64_t N, int64_t K, int64_t G, cudaStream_t stream) {
@@ -721,8 +687,10 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
 
 bool qmma_fits(int64_t K, int64_t G) {
   // The largest batch tile (NT 4) with the chunk-group table.
-  return K % 64 == 0 && static_cast<int64_t>(QmmaSmem(4, static_cast<int>(K), static_cast<int>(G), true).total) * 4 <=
-                            smem_limit();
+  return K % 64 == 0 &&
+         static_cast<int64_t>(QmmaSmem(4, static_cast<int>(K), static_cast<int>(G), true).total) *
+                 4 <=
+             smem_optin_limit();
 }
 
 void launch_qdequant_tiled(DType act, const uint32_t* tiles, const float* scales, const uint8_t* zeros,

@@ -264,7 +264,8 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--out FILE] [--model-dir DIR] [--only "
-          "kernels|skinny|attn|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-"
+          "kernels|skinny|attn|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|"
+          "decode-"
           "table]\n"
           "  skinny: Llama-2-7B's linears at M = 1 .. 64 through the GEMV, skinny tensor-core and\n"
           "          cuBLASLt kernels\n"
@@ -277,7 +278,8 @@ int main(int argc, char** argv) {
           "1..256,\n"
           "          contexts 512 and 2048, against weight + KV bytes / copy bandwidth\n"
           "  qgemm: int4 linears against cuBLASLt bf16 on Llama-2-7B's shapes, M = 64 .. 2048\n"
-          "  qgemv: the int4 decode kernel (qmma) and the bf16 linear on Llama-2-7B's\n"
+          "  qgemv: the int4 decode kernels (qmv: M <= 8, qmma) and the bf16 linear on "
+          "Llama-2-7B's\n"
           "         shapes, M = 1 .. 32, bytes read against the copy bandwidth\n"
           "  moe: Mixtral-8x7B's expert linears at T = 1 .. 16 tokens through the expert GEMV\n"
           "       and the grouped tensor-core GEMM, bytes read against the copy bandwidth\n"

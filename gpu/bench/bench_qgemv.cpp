@@ -63,6 +63,16 @@ void bench_qgemv(std::vector<Row>& rows) {
                               nullptr, o.data, s.N, M, s.N, s.K, G, st);
           },
           50, 5);
+      const double ms_v =
+          M > 8 ? 0.0
+                : time_ms(
+                      st,
+                      [&](int i) {
+                        const Packed& p = pk[static_cast<size_t>(i % nq)];
+                        cuda::launch_qmv(DType::BF16, DType::BF16, x.data, p.q, p.sc, p.z, nullptr,
+                                         kGroup, nullptr, o.data, s.N, M, s.N, s.K, G, st);
+                      },
+                      50, 5);
       const double ms_b = time_ms(
           st, [&](int i) { b.linear(x, wb[static_cast<size_t>(i % nb)], nullptr, o); }, 50, 5);
       const auto add = [&](const char* kernel, double ms, size_t bytes) {
@@ -74,6 +84,7 @@ void bench_qgemv(std::vector<Row>& rows) {
         rows.push_back({name, ms, fmt("%.0f GB/s", gbs),
                         fmt("%.0f%% of the copy bandwidth", 100.0 * gbs / copy_gbs)});
       };
+      if (M <= 8) add("int4 qmv", ms_v, int4_bytes);
       add("int4 qmma", ms_m, int4_bytes);
       add("bf16 linear", ms_b, bf16_bytes);
       b.free(x);

@@ -5,8 +5,9 @@
 //  * GPTQ 4-bit group 64 and 8-bit per-channel, fp16 and bf16, with and
 //    without act-order, a fused weight of three parts whose act-order
 //    permutations differ (each part then reads its own x order);
-//  * M = 1 … 32 (4-bit codes in the tensor-core layout: mma fragments
-//    dequantized in registers), 1 … 8 (other codes: the fp32 GEMV), and
+//  * M = 1 … 8 and 9 … 32 (4-bit codes in the tensor-core layout: mma
+//    fragments dequantized in registers, qmv_kernel then qmma_kernel),
+//    1 … 8 (other codes: the fp32 GEMV), and
 //    above (the weight dequantized — coalesced from the tensor-core layout,
 //    scattered with act-order — then cuBLASLt), out in the act dtype and
 //    F32, with a bias; 4-bit codes outside that layout (K % 64 != 0, or
@@ -147,6 +148,16 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 
 TEST(CudaQuantLinear, Gptq4BitGroup64) {
   PAGODA_REQUIRE_GPU();
   for (DType dt : {DType::F16, DType::BF16}) check_fused(dt, 4, 64, false);
+}
+// Group 128, the published checkpoints' usual: the decode kernel (M <= 8)
+// scales once per two 16-byte loads; 4224 inputs split unevenly over its
+// warps (66 loads a lane: runs of 8 and 10, a partial last batch).
+TEST(CudaQuantLinear, Gptq4BitGroup128DecodeBatches) {
+  PAGODA_REQUIRE_GPU();
+  for (DType dt : {DType::F16, DType::BF16}) {
+    check_fused(dt, 4, 128, false, 4096, {1, 2, 5, 8, 9, 32});
+    check_fused(dt, 4, 128, false, 4224, {1, 4, 7, 8});
+  }
 }
 TEST(CudaQuantLinear, Gptq4BitOutsideTheTensorCoreLayout) {
   PAGODA_REQUIRE_GPU();

@@ -1,0 +1,56 @@
+// 4-bit codes into mma.m16n8k16 A-fragment registers (internal to gpu/;
+// the layout: engine/quant/packed_linear.h, tile_int4). A lane's 32-bit
+// word of a tile holds its 8 codes; register p of the fragment is
+// and_or(word >> 4p, 0x000F000F, kWord): two halves (magic + q) exactly,
+// q in 0..15 sitting in the low mantissa bits of the magic value (1024 in
+// fp16, 128 in bf16, whose ulp is 1). Marlin (Frantar et al. 2024) builds
+// its fragments the same way.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace pagoda::cuda {
+
+// (a & mask) | magic in one LOP3.
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t magic) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(magic));
+  return r;
+}
+
+template <typename T>
+struct Int4Magic;
+template <>
+struct Int4Magic<__half> {
+  static constexpr uint32_t kWord = 0x64006400u;     // 1024.0 in each half: 1024 + q exactly
+  static constexpr uint32_t kNegWord = 0xE400E400u;  // -(1024 + z) = kNegWord | z, each half
+  static constexpr float kBase = 1024.f;
+  __device__ static uint32_t sub(uint32_t a, uint32_t b) {
+    const __half2 r =
+        __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+  __device__ static uint32_t pair(float v) {
+    const __half2 r = __float2half2_rn(v);
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+};
+template <>
+struct Int4Magic<__nv_bfloat16> {
+  static constexpr uint32_t kWord = 0x43004300u;     // 128.0 in each bf16: 128 + q exactly
+  static constexpr uint32_t kNegWord = 0xC300C300u;  // -(128 + z) = kNegWord | z, each bf16
+  static constexpr float kBase = 128.f;
+  __device__ static uint32_t sub(uint32_t a, uint32_t b) {
+    const __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                     *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+  __device__ static uint32_t pair(float v) {
+    const __nv_bfloat162 r = __float2bfloat162_rn(v);
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+};
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,290 @@
+// qmv_kernel: the packed 4-bit linear for decode batches of M <= 8 rows of x
+// (launch_qmv, gpu/quant_kernels.h; codes in the tensor-core layout,
+// engine/quant/packed_linear.h tile_int4).
+//
+// qmma_kernel (quant_linear.cu) subtracts the zero point from every code
+// pair (HSUB2) and reads x, the group record and loop predicates per
+// 32-position chunk (~137 issued instructions per 512 bytes of codes a
+// warp loads, Nsight Compute). This kernel issues fewer in its loop:
+//  * A holds (magic + q) straight from the LOP3 (int4_fragment.cuh) and the
+//    zero point enters as a second mma with A = −(magic + z) per row
+//    (kNegWord | z: exact), accumulated into the same fp32 sums right after
+//    each code mma, so a 32-bit word costs 3 shifts, 4 LOP3s and 2 mma;
+//  * the scale multiplies the sums once per step of CPG chunks that share
+//    a group (4 for group 128: once per two 16-byte loads), from records
+//    per (group, row pair) — the zero fragment {−(magic + z(r)),
+//    −(magic + z(r + 8))} twice, and {s(r), s(r + 8)} — that the CTA builds
+//    in shared memory before it computes;
+//  * B (x) is read as one 16-byte L1 load per chunk for every lane, rows
+//    past M repeating row M − 1 (their sums are dropped): no predicates.
+// One CTA of 8 warps per 16-feature row tile (N / 16 CTAs, 4 resident an
+// SM); the warps split K in runs of whole steps. A lane streams its run through a ring of kRing
+// 16-byte slots in shared memory filled by cp.async (codes in flight cost no registers); the warps'
+// sums meet in shared memory. Measured (H200, docs/PERFORMANCE.md, ninth session): 1.4–1.9 TB/s of
+// codes at M = 1 against qmma's 1.3–1.8 in the same call (qkv +11 %,
+// gate_up +10 %, down +6 %, o_proj +2 %); batch-1 decode of the Llama-2-7B
+// GPTQ shape +3 % over qmma (measured with 16-warp CTAs for three of the
+// four linears, which the same call showed slower than these 8-warp
+// ones). Neither the instruction count nor the bytes in flight set the
+// pace: variants with the codes in registers, with persistent CTAs
+// streaming across tiles, and with the zero point by HSUB2 ran at the same
+// rate, at ~15 cycles between a warp's instructions and 6–7 warps a
+// scheduler.
+// The fp32 sums see (magic + q)·x and −(magic + z)·x alternately, so a
+// partial sum never exceeds magic · Σ|x| over 16 positions: the
+// cancellation costs ~2^−24 · 1024 · 16 relative to a 16-position term
+// at worst (fp16), far below the output's rounding.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <stdexcept>
+
+#include "gpu/cuda_check.h"
+#include "gpu/dtype_util.cuh"
+#include "gpu/int4_fragment.cuh"
+#include "gpu/ptx.cuh"
+#include "gpu/quant_kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kRing = 8;  // 16-byte loads a lane keeps in flight (its shared-memory ring)
+
+// d += A·B (mma.m16n8k16, fp32 accumulation); not volatile, so the
+// compiler may interleave it with the loads and LOP3s around it.
+template <typename T>
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Shared memory in bytes: the lanes' rings [W][kRing][32] (uint4),
+// per (group, row pair) the zero fragment (uint4) and the two scales
+// (float2), the chunk-group table [K / 32] (int32, table kernels), the
+// warps' sums [W][4][32] (fp32).
+size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
+  return static_cast<size_t>(W * kRing * 512 + G * 8 * 24 + (table ? K / 32 * 4 : 0) +
+                             W * 4 * 32 * 4);
+}
+
+// CPG: chunks (32 positions) per step, a divisor of the group's chunks so a
+// step never leaves its group; TABLE: the group of a step's first chunk
+// comes from chunk_group (act-order, or group sizes not 32 · 2^j), else
+// it is chunk >> group_shift.
+// W: warps a CTA.
+template <typename T, typename TO, int W, int CPG, bool TABLE>
+__global__ void __launch_bounds__(W * 32, 32 / W)
+    qmv_kernel(const T* __restrict__ x, const uint4* __restrict__ tiles,
+               const float* __restrict__ scales, const uint8_t* __restrict__ zeros,
+               const int32_t* __restrict__ chunk_group, int group_shift, const T* __restrict__ bias,
+               TO* __restrict__ out, int64_t ldo, int M, int K, int G) {
+  using Mg = Int4Magic<T>;
+  constexpr int SU = CPG >= 2 ? CPG / 2 : 1;  // 16-byte loads per step (CPG 1: two steps per load)
+  constexpr uint32_t kMask = 0x000F000Fu;
+  extern __shared__ __align__(16) uint4 smem4[];
+  uint4* ring = smem4;
+  uint4* zrec = ring + W * kRing * 32;  // [G][8]: the A fragment −(magic + z) of rows i, i + 8
+  float2* srec = reinterpret_cast<float2*>(zrec + 8 * G);  // [G][8]: their scales
+  int32_t* cg = reinterpret_cast<int32_t*>(srec + 8 * G);
+  float* red = reinterpret_cast<float*>(cg + (TABLE ? K / 32 : 0));
+
+  const int t = blockIdx.x;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r4 = lane >> 2, q = lane & 3;
+  const int U = K >> 6;  // 16-byte loads a lane per row tile
+  const int nsu = U / SU;
+  const int u0 = warp * nsu / W * SU, n = (warp + 1) * nsu / W * SU - u0;
+  const uint4* wp = tiles + (static_cast<int64_t>(t) * U + u0) * 32 + lane;
+  const T* xp = x + static_cast<int64_t>(min(r4, M - 1)) * K + u0 * 64 + 8 * q;
+  // The lane's ring: load i of its run goes to slot i % kRing, one commit
+  // group per load (empty past the run), so after kRing + i commits,
+  // wait_group(kRing - 1) means load i has landed. A lane reads back only
+  // what it copied itself: no barrier.
+  uint4* slot = ring + warp * kRing * 32 + lane;
+#pragma unroll
+  for (int i = 0; i < kRing; ++i) {
+    if (i < n) cp_async16(slot + i * 32, wp + i * 32, true);
+    cp_async_commit();
+  }
+
+  for (int e = threadIdx.x; e < 8 * G; e += W * 32) {
+    const int i = e & 7, g = e >> 3;
+    const int64_t r0 = (static_cast<int64_t>(t) * 16 + i) * G + g,
+                  r8 = r0 + 8 * static_cast<int64_t>(G);
+    const uint32_t zb = Mg::kNegWord;
+    const uint32_t z0 = zb | static_cast<uint32_t>(zeros[r0]) * 0x10001u;
+    const uint32_t z8 = zb | static_cast<uint32_t>(zeros[r8]) * 0x10001u;
+    zrec[e] = uint4{z0, z8, z0, z8};
+    srec[e] = float2{scales[r0], scales[r8]};
+  }
+  if constexpr (TABLE)
+    for (int c = threadIdx.x; c < K / 32; c += W * 32) cg[c] = chunk_group[c];
+  __syncthreads();
+
+  // Two accumulator chains (the fragment's two 16-position tiles), each
+  // alternating code and zero mma; summed when a step is scaled.
+  float acc[4] = {0.f, 0.f, 0.f, 0.f}, part[2][4] = {};
+  uint4 za = {};   // the step's zero fragment
+  float2 sc = {};  // and scales
+  for (int i0 = 0; i0 < n; i0 += SU) {
+#pragma unroll
+    for (int s = 0; s < SU; ++s) {
+      const int i = i0 + s;
+      cp_async_wait<kRing - 1>();
+      const uint4 wv = slot[(i & (kRing - 1)) * 32];
+      const uint4 xv[2] = {*reinterpret_cast<const uint4*>(xp + i * 64),
+                           *reinterpret_cast<const uint4*>(xp + i * 64 + 32)};
+      const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        if (CPG == 1 || (c == 0 && s == 0)) {  // a step starts: its group's record
+          const int chunk = 2 * (u0 + i) + c;
+          const int g = TABLE ? cg[chunk] : chunk >> group_shift;
+          za = zrec[g * 8 + r4];
+          sc = srec[g * 8 + r4];
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t wd = words[2 * c + h];
+          const uint32_t b0 = h == 0 ? xv[c].x : xv[c].z, b1 = h == 0 ? xv[c].y : xv[c].w;
+          mma<T>(part[h], and_or(wd, kMask, Mg::kWord), and_or(wd >> 4, kMask, Mg::kWord),
+                 and_or(wd >> 8, kMask, Mg::kWord), and_or(wd >> 12, kMask, Mg::kWord), b0, b1);
+          mma<T>(part[h], za.x, za.y, za.z, za.w, b0, b1);
+        }
+        if (CPG == 1 || (c == 1 && s == SU - 1)) {  // the step ends: scale its sums
+          const float s0 = sc.x, s8 = sc.y;
+          acc[0] = fmaf(s0, part[0][0] + part[1][0], acc[0]);
+          acc[1] = fmaf(s0, part[0][1] + part[1][1], acc[1]);
+          acc[2] = fmaf(s8, part[0][2] + part[1][2], acc[2]);
+          acc[3] = fmaf(s8, part[0][3] + part[1][3], acc[3]);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) part[0][k] = part[1][k] = 0.f;
+        }
+      }
+      // The slot is read (its words were used above): refill it.
+      if (i + kRing < n) cp_async16(slot + (i & (kRing - 1)) * 32, wp + (i + kRing) * 32, true);
+      cp_async_commit();
+    }
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) red[(warp * 4 + i) * 32 + lane] = acc[i];
+  __syncthreads();
+  if (warp < 4) {  // warp i sums accumulator i: c0, c1 row r4; c2, c3 row r4 + 8
+    const int i = warp;
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) v += red[(w * 4 + i) * 32 + lane];
+    const int row = t * 16 + r4 + (i < 2 ? 0 : 8), col = 2 * q + (i & 1);
+    if (col < M)
+      out[static_cast<int64_t>(col) * ldo + row] =
+          from_f32<TO>(v + (bias ? to_f32(bias[row]) : 0.f));
+  }
+}
+
+template <typename T, typename TO, int W, int CPG, bool TABLE>
+void qmv_launch(int ntiles, size_t smem, const T* x, const uint4* tiles, const float* s,
+                const uint8_t* z, const int32_t* cg, int shift, const T* bias, TO* out, int64_t ldo,
+                int M, int K, int G, cudaStream_t st) {
+  static const bool attr = [] {
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmv_kernel<T, TO, W, CPG, TABLE>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           smem_optin_limit()));
+    return true;
+  }();
+  (void)attr;
+  qmv_kernel<T, TO, W, CPG, TABLE>
+      <<<ntiles, W * 32, smem, st>>>(x, tiles, s, z, cg, shift, bias, out, ldo, M, K, G);
+}
+
+template <typename T, typename TO>
+void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, const int32_t* cg,
+           int64_t gs, const void* bias, void* out, int64_t ldo, int M, int N, int K, int G,
+           cudaStream_t st) {
+  // chunk -> group as a shift when group_size is 32 · 2^j, else the table;
+  // steps of up to 4 chunks inside one group (act-order: 1, any group).
+  int shift = -1, cpg = 1;
+  if (gs > 0) {
+    for (int j = 0; j < 24; ++j)
+      if (int64_t{32} << j == gs) shift = j;
+    const int64_t chunks = gs / 32;
+    cpg = chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
+  }
+  const bool table = shift < 0;
+  const int ntiles = N / 16;
+  // 8 warps a CTA: in the same device call 16-warp CTAs ran every
+  // Llama-2-7B linear 9–16 % slower (docs/PERFORMANCE.md, ninth session).
+  constexpr int W = 8;
+  const size_t smem = qmv_smem(W, K, G, table);
+  if (smem > static_cast<size_t>(smem_optin_limit()))
+    throw std::invalid_argument("launch_qmv: too many groups for shared memory");
+  const T* xp = static_cast<const T*>(x);
+  const auto* tp = reinterpret_cast<const uint4*>(qw);
+  const T* bp = static_cast<const T*>(bias);
+  TO* op = static_cast<TO*>(out);
+#define PAGODA_QMV(C, TB) \
+  qmv_launch<T, TO, W, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st)
+  if (table) {
+    if (cpg == 4)
+      PAGODA_QMV(4, true);
+    else if (cpg == 2)
+      PAGODA_QMV(2, true);
+    else
+      PAGODA_QMV(1, true);
+  } else {
+    if (cpg == 4)
+      PAGODA_QMV(4, false);
+    else if (cpg == 2)
+      PAGODA_QMV(2, false);
+    else
+      PAGODA_QMV(1, false);
+  }
+#undef PAGODA_QMV
+  PAGODA_CUDA_CHECK_LAUNCH("qmv_kernel");
+}
+
+}  // namespace
+
+bool qmv_fits(int64_t K, int64_t G) {
+  return K % 64 == 0 && qmv_smem(8, K, G, true) <= static_cast<size_t>(smem_optin_limit());
+}
+
+void launch_qmv(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,
+                const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size,
+                const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
+                int64_t G, cudaStream_t stream) {
+  if ((act != DType::F16 && act != DType::BF16) || (out_dt != act && out_dt != DType::F32) ||
+      M < 1 || M > 8 || N % 16 != 0 || K % 64 != 0 ||
+      (group_size > 0 && (group_size % 32 != 0 || K % group_size != 0)))
+    throw std::invalid_argument("launch_qmv: unsupported shape or dtype");
+  if (N == 0) return;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K),
+            g = static_cast<int>(G);
+  if (act == DType::BF16) {
+    if (out_dt == DType::F32)
+      qmv_t<__nv_bfloat16, float>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo,
+                                  m, n, k, g, stream);
+    else
+      qmv_t<__nv_bfloat16, __nv_bfloat16>(x, tiles, scales, zeros, chunk_group, group_size, bias,
+                                          out, ldo, m, n, k, g, stream);
+  } else {
+    if (out_dt == DType::F32)
+      qmv_t<__half, float>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo, m, n,
+                           k, g, stream);
+    else
+      qmv_t<__half, __half>(x, tiles, scales, zeros, chunk_group, group_size, bias, out, ldo, m, n,
+                            k, g, stream);
+  }
+}
+
+}  // namespace pagoda::cuda
