@@ -206,8 +206,9 @@ size_t CudaBackend::weight_bytes(const Tensor& w) const { return quant_->bytes(w
 std::string CudaBackend::quantized_linear_path() const {
   if (act_ == DType::F32) return Backend::quantized_linear_path();
   return std::string(
-             "kept packed (decoded in registers for batches of <= 32 rows with int4 tensor-core "
-             "fragments, <= 8 with the int8 GEMV; dequantized to ") +
+             "kept packed (decoded in registers into tensor-core fragments for int4 batches of "
+             "<= 8 rows by qmv_kernel and of 9..32 by qmma_kernel, for int8 batches of <= 8 by "
+             "the fp32 GEMV; dequantized to ") +
          dtype_name(act_) + " per step for cuBLASLt above)";
 }
 
