@@ -17,13 +17,14 @@
 #include <cuda_fp16.h>
 
 #include <stdexcept>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
 #include "gpu/ptx.cuh"
+#include "gpu/smem_optin.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -255,10 +256,8 @@ void launch_mma_dw(const AttentionArgs& a, cudaStream_t stream) {
   const int tiles = (a.max_query_len * G + 16 * W - 1) / (16 * W);
   if (tiles == 0) return;
   constexpr int smem = prefill_mma_smem_bytes<T, D>();
-  // Over 48 KB needs the opt-in, once per kernel (thread-safe static init).
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      prefill_mma_kernel<T, D, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  PAGODA_CUDA_CHECK(attr);
+  // Over 48 KB needs the opt-in, once per kernel and device.
+  opt_in_dynamic_smem(reinterpret_cast<const void*>(prefill_mma_kernel<T, D, W>), smem);
   prefill_mma_kernel<T, D, W><<<dim3(tiles, a.num_kv_heads, a.num_seqs), W * 32, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH("prefill_mma_kernel");
 }

@@ -24,8 +24,7 @@ template <typename T>
 struct Int4Magic;
 template <>
 struct Int4Magic<__half> {
-  static constexpr uint32_t kWord = 0x64006400u;     // 1024.0 in each half: 1024 + q exactly
-  static constexpr uint32_t kNegWord = 0xE400E400u;  // -(1024 + z) = kNegWord | z, each half
+  static constexpr uint32_t kWord = 0x64006400u;  // 1024.0 in each half: 1024 + q exactly
   static constexpr float kBase = 1024.f;
   __device__ static uint32_t sub(uint32_t a, uint32_t b) {
     const __half2 r =
@@ -39,8 +38,7 @@ struct Int4Magic<__half> {
 };
 template <>
 struct Int4Magic<__nv_bfloat16> {
-  static constexpr uint32_t kWord = 0x43004300u;     // 128.0 in each bf16: 128 + q exactly
-  static constexpr uint32_t kNegWord = 0xC300C300u;  // -(128 + z) = kNegWord | z, each bf16
+  static constexpr uint32_t kWord = 0x43004300u;  // 128.0 in each bf16: 128 + q exactly
   static constexpr float kBase = 128.f;
   __device__ static uint32_t sub(uint32_t a, uint32_t b) {
     const __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a),

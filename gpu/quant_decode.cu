@@ -2,38 +2,33 @@
 // (launch_qmv, gpu/quant_kernels.h; codes in the tensor-core layout,
 // engine/quant/packed_linear.h tile_int4).
 //
-// qmma_kernel (quant_linear.cu) subtracts the zero point from every code
-// pair (HSUB2) and reads x, the group record and loop predicates per
-// 32-position chunk (~137 issued instructions per 512 bytes of codes a
-// warp loads, Nsight Compute). This kernel issues fewer in its loop:
-//  * A holds (magic + q) straight from the LOP3 (int4_fragment.cuh) and the
-//    zero point enters as a second mma with A = −(magic + z) per row
-//    (kNegWord | z: exact), accumulated into the same fp32 sums right after
-//    each code mma, so a 32-bit word costs 3 shifts, 4 LOP3s and 2 mma;
+// Same arithmetic as qmma_kernel (quant_linear.cu): A = (magic + q) from a
+// LOP3 minus (magic + z) by one HSUB2 a register pair — q − z exactly, so
+// the weights are exact and only x and the output are rounded — one mma
+// per 16 positions, fp32 sums. What differs is the loop around it:
 //  * the scale multiplies the sums once per step of CPG chunks that share
 //    a group (4 for group 128: once per two 16-byte loads), from records
-//    per (group, row pair) — the zero fragment {−(magic + z(r)),
-//    −(magic + z(r + 8))} twice, and {s(r), s(r + 8)} — that the CTA builds
-//    in shared memory before it computes;
+//    per (group, row pair) — the zero pairs {magic + z(r), magic + z(r + 8)}
+//    and the scales {s(r), s(r + 8)} — that the CTA builds in shared memory
+//    before it computes;
 //  * B (x) is read as one 16-byte L1 load per chunk for every lane, rows
-//    past M repeating row M − 1 (their sums are dropped): no predicates.
-// One CTA of 8 warps per 16-feature row tile (N / 16 CTAs, 4 resident an
-// SM); the warps split K in runs of whole steps. A lane streams its run through a ring of kRing
-// 16-byte slots in shared memory filled by cp.async (codes in flight cost no registers); the warps'
-// sums meet in shared memory. Measured (H200, docs/PERFORMANCE.md, ninth session): 1.4–1.9 TB/s of
-// codes at M = 1 against qmma's 1.3–1.8 in the same call (qkv +11 %,
-// gate_up +10 %, down +6 %, o_proj +2 %); batch-1 decode of the Llama-2-7B
-// GPTQ shape +3 % over qmma (measured with 16-warp CTAs for three of the
-// four linears, which the same call showed slower than these 8-warp
-// ones). Neither the instruction count nor the bytes in flight set the
-// pace: variants with the codes in registers, with persistent CTAs
-// streaming across tiles, and with the zero point by HSUB2 ran at the same
-// rate, at ~15 cycles between a warp's instructions and 6–7 warps a
-// scheduler.
-// The fp32 sums see (magic + q)·x and −(magic + z)·x alternately, so a
-// partial sum never exceeds magic · Σ|x| over 16 positions: the
-// cancellation costs ~2^−24 · 1024 · 16 relative to a 16-position term
-// at worst (fp16), far below the output's rounding.
+//    past M repeating row M − 1 (their sums are dropped): no predicates;
+//  * one CTA of 8 warps per 16-feature row tile (N / 16 CTAs, 4 resident an
+//    SM); the warps split K in runs of whole steps, and a lane streams its
+//    run through a ring of kRing 16-byte slots in shared memory filled by
+//    cp.async (codes in flight cost no registers); the warps' sums meet in
+//    shared memory.
+// Measured (H200, docs/PERFORMANCE.md, ninth session), this form against
+// qmma in the same call, GB/s of codes at M = 1: qkv 1,388 vs 1,359, o_proj
+// 732 vs 712, gate_up 1,878 vs 1,742, down 1,484 vs 1,333; batch-1 decode
+// of the Llama-2-7B GPTQ shape 411 vs 394 tok/s (with 16-warp CTAs for
+// three of the four linears, which that call showed slower than 8). The
+// zero point as a second mma with A = −(magic + z) was as fast, but its
+// fp32 sums cancel terms of magnitude magic · Σ x (1024 in fp16), which
+// for inputs of one sign costs ~1e-4 relative: not kept. Neither the
+// instruction count nor the bytes in flight set the pace: the codes in
+// registers and persistent CTAs streaming across tiles ran at the same
+// rate, at ~15 cycles between a warp's instructions, 6–7 warps a scheduler.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -44,6 +39,7 @@
 #include "gpu/int4_fragment.cuh"
 #include "gpu/ptx.cuh"
 #include "gpu/quant_kernels.h"
+#include "gpu/smem_optin.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -120,7 +116,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
     const int i = e & 7, g = e >> 3;
     const int64_t r0 = (static_cast<int64_t>(t) * 16 + i) * G + g,
                   r8 = r0 + 8 * static_cast<int64_t>(G);
-    const uint32_t zb = Mg::kNegWord;
+    const uint32_t zb = Mg::kWord;
     const uint32_t z0 = zb | static_cast<uint32_t>(zeros[r0]) * 0x10001u;
     const uint32_t z8 = zb | static_cast<uint32_t>(zeros[r8]) * 0x10001u;
     zrec[e] = uint4{z0, z8, z0, z8};
@@ -156,9 +152,10 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         for (int h = 0; h < 2; ++h) {
           const uint32_t wd = words[2 * c + h];
           const uint32_t b0 = h == 0 ? xv[c].x : xv[c].z, b1 = h == 0 ? xv[c].y : xv[c].w;
-          mma<T>(part[h], and_or(wd, kMask, Mg::kWord), and_or(wd >> 4, kMask, Mg::kWord),
-                 and_or(wd >> 8, kMask, Mg::kWord), and_or(wd >> 12, kMask, Mg::kWord), b0, b1);
-          mma<T>(part[h], za.x, za.y, za.z, za.w, b0, b1);
+          mma<T>(part[h], Mg::sub(and_or(wd, kMask, Mg::kWord), za.x),
+                 Mg::sub(and_or(wd >> 4, kMask, Mg::kWord), za.y),
+                 Mg::sub(and_or(wd >> 8, kMask, Mg::kWord), za.x),
+                 Mg::sub(and_or(wd >> 12, kMask, Mg::kWord), za.y), b0, b1);
         }
         if (CPG == 1 || (c == 1 && s == SU - 1)) {  // the step ends: scale its sums
           const float s0 = sc.x, s8 = sc.y;
@@ -196,13 +193,8 @@ template <typename T, typename TO, int W, int CPG, bool TABLE>
 void qmv_launch(int ntiles, size_t smem, const T* x, const uint4* tiles, const float* s,
                 const uint8_t* z, const int32_t* cg, int shift, const T* bias, TO* out, int64_t ldo,
                 int M, int K, int G, cudaStream_t st) {
-  static const bool attr = [] {
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmv_kernel<T, TO, W, CPG, TABLE>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           smem_optin_limit()));
-    return true;
-  }();
-  (void)attr;
+  opt_in_dynamic_smem(reinterpret_cast<const void*>(qmv_kernel<T, TO, W, CPG, TABLE>),
+                      smem_optin_limit());
   qmv_kernel<T, TO, W, CPG, TABLE>
       <<<ntiles, W * 32, smem, st>>>(x, tiles, s, z, cg, shift, bias, out, ldo, M, K, G);
 }

@@ -35,9 +35,8 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
                  int64_t G, cudaStream_t stream);
 
 // The same for 1 <= M <= 8 (qmv_kernel, gpu/quant_decode.cu): one CTA per
-// 16-feature row tile, its warps splitting K; the zero point enters as a
-// second mma per fragment, so a 32-bit word of codes costs three shifts,
-// four LOP3s and two mma. Same arguments and layout as launch_qmma
+// 16-feature row tile, its warps splitting K, the codes streamed through
+// shared memory by cp.async. Same arguments and layout as launch_qmma
 // (group_size > 0: a multiple of 32 dividing K); std::invalid_argument on
 // other shapes or dtypes, or when qmv_fits(K, G) is false.
 void launch_qmv(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,

@@ -266,7 +266,10 @@ void QuantLinearStore::linear(const Tensor& x, const Tensor& w, const void* bias
       const uint32_t* codes = e->qweight + p.row_begin * e->words();
       const float* sc = e->scales + p.row_begin * e->g;
       const uint8_t* zp = e->zeros + p.row_begin * e->g;
-      if (e->tiled && M <= 8 && use_qmv() && qmv_fits(K, e->g))
+      // qmv's steps need whole groups (a checkpoint whose K is not a
+      // multiple of group_size has a short last group): qmma otherwise.
+      const bool whole_groups = !p.regular || K % e->group_size == 0;
+      if (e->tiled && M <= 8 && use_qmv() && whole_groups && qmv_fits(K, e->g))
         launch_qmv(act_, out.dtype, xp, codes, sc, zp, p.d_chunk_group,
                    p.regular ? e->group_size : 0, bias_at(p), op, N, M, p.rows, K, e->g, stream_);
       else if (e->tiled)

@@ -30,6 +30,7 @@
 #include "gpu/int4_fragment.cuh"
 #include "gpu/ptx.cuh"
 #include "gpu/quant_kernels.h"
+#include "gpu/smem_optin.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -435,10 +436,9 @@ template <typename T, typename TO, int NT, int MINB>
 void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const float* s, const uint8_t* z,
                  const int32_t* cg, int shift, const T* bp, TO* op, int64_t ldo, int M, int K, int G,
                  cudaStream_t st) {
+  opt_in_dynamic_smem(reinterpret_cast<const void*>(qmma_kernel<T, TO, NT, MINB>),
+                      smem_optin_limit());
   static const int fit = [] {  // CTAs of this kernel an SM holds at once (at a typical smem size)
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(qmma_kernel<T, TO, NT, MINB>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           smem_optin_limit()));
     int dev = 0, sms = 0, per = 0;
     PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));

@@ -56,7 +56,7 @@ QuantizedWeight random_gptq(std::mt19937_64& rng, const QuantConfig& qc, int64_t
   w.out_features = N;
   w.in_features = K;
   const int64_t gs = qc.group_size == -1 ? K : qc.group_size;
-  w.num_groups = K / gs;
+  w.num_groups = (K + gs - 1) / gs;  // a short last group when gs does not divide K
   const int64_t pack = 32 / qc.bits;
   w.qweight.resize(static_cast<size_t>(K / pack * N));
   for (int32_t& v : w.qweight) v = static_cast<int32_t>(rng());
@@ -103,7 +103,7 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 
   const int64_t rows[3] = {96, 32, 64}, N = 192;
   // Register-dequantizing kernels (exact weights) up to this many rows of x:
   // the tensor-core one for 4-bit codes in its layout, else the fp32 GEMV.
-  const int64_t G = group == -1 ? 1 : K / group;
+  const int64_t G = group == -1 ? 1 : (K + group - 1) / group;
   const int64_t exact_up_to = tileable(bits, N, K) && cuda::qmma_fits(K, G) ? 32 : 8;
   ASSERT_TRUE(backend->keeps_quantized(qc, K));
   Tensor w = backend->alloc_quantized_linear(N, K, qc);
@@ -151,12 +151,14 @@ TEST(CudaQuantLinear, Gptq4BitGroup64) {
 }
 // Group 128, the published checkpoints' usual: the decode kernel (M <= 8)
 // scales once per two 16-byte loads; 4224 inputs split unevenly over its
-// warps (66 loads a lane: runs of 8 and 10, a partial last batch).
+// warps (66 loads a lane: runs of 8 and 10); 4160 inputs end in a short
+// group of 64 (qmma then, whose groups are per chunk).
 TEST(CudaQuantLinear, Gptq4BitGroup128DecodeBatches) {
   PAGODA_REQUIRE_GPU();
   for (DType dt : {DType::F16, DType::BF16}) {
     check_fused(dt, 4, 128, false, 4096, {1, 2, 5, 8, 9, 32});
     check_fused(dt, 4, 128, false, 4224, {1, 4, 7, 8});
+    check_fused(dt, 4, 128, false, 4160, {1, 8, 33});
   }
 }
 TEST(CudaQuantLinear, Gptq4BitOutsideTheTensorCoreLayout) {
