@@ -65,8 +65,8 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 }
 
 // Shared memory in bytes: the lanes' rings [W][kRing][32] (uint4),
-// per (group, row pair) the zero fragment (uint4) and the two scales
-// (float2), the chunk-group table [K / 32] (int32, table kernels), the
+// per (group, row pair) the (magic + zero) pairs (uint4: the two rows',
+// twice) and the two scales (float2), the chunk-group table [K / 32] (int32, table kernels), the
 // warps' sums [W][4][32] (fp32).
 size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
   return static_cast<size_t>(W * kRing * 512 + G * 8 * 24 + (table ? K / 32 * 4 : 0) +
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   constexpr uint32_t kMask = 0x000F000Fu;
   extern __shared__ __align__(16) uint4 smem4[];
   uint4* ring = smem4;
-  uint4* zrec = ring + W * kRing * 32;  // [G][8]: the A fragment −(magic + z) of rows i, i + 8
+  uint4* zrec = ring + W * kRing * 32;  // [G][8]: (magic + z) pairs of rows i, i + 8 (twice)
   float2* srec = reinterpret_cast<float2*>(zrec + 8 * G);  // [G][8]: their scales
   int32_t* cg = reinterpret_cast<int32_t*>(srec + 8 * G);
   float* red = reinterpret_cast<float*>(cg + (TABLE ? K / 32 : 0));
@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
     for (int c = threadIdx.x; c < K / 32; c += W * 32) cg[c] = chunk_group[c];
   __syncthreads();
 
-  // Two accumulator chains (the fragment's two 16-position tiles), each
-  // alternating code and zero mma; summed when a step is scaled.
+  // Two accumulator chains (the fragment's two 16-position tiles), summed
+  // when a step is scaled.
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, part[2][4] = {};
   uint4 za = {};   // the step's zero fragment
   float2 sc = {};  // and scales
