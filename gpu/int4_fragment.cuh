@@ -13,6 +13,15 @@
 
 namespace pagoda::cuda {
 
+// The shift that maps a 32-position chunk to its group (chunk >> shift)
+// when group_size is 32 · 2^j; −1 otherwise (irregular or act-order groups,
+// group_size <= 0: the chunk-group table).
+inline int chunk_group_shift(int64_t group_size) {
+  for (int j = 0; j < 24; ++j)
+    if (group_size > 0 && (int64_t{32} << j) == group_size) return j;
+  return -1;
+}
+
 // (a & mask) | magic in one LOP3.
 __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t magic) {
   uint32_t r;

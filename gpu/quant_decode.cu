@@ -205,13 +205,9 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
            cudaStream_t st) {
   // chunk -> group as a shift when group_size is 32 · 2^j, else the table;
   // steps of up to 4 chunks inside one group (act-order: 1, any group).
-  int shift = -1, cpg = 1;
-  if (gs > 0) {
-    for (int j = 0; j < 24; ++j)
-      if (int64_t{32} << j == gs) shift = j;
-    const int64_t chunks = gs / 32;
-    cpg = chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
-  }
+  const int shift = chunk_group_shift(gs);
+  const int64_t chunks = gs > 0 ? gs / 32 : 1;
+  const int cpg = chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
   const bool table = shift < 0;
   const int ntiles = N / 16;
   // 8 warps a CTA: in the same device call 16-warp CTAs ran every
@@ -247,8 +243,9 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
 
 }  // namespace
 
-bool qmv_fits(int64_t K, int64_t G) {
-  return K % 64 == 0 && qmv_smem(8, K, G, true) <= static_cast<size_t>(smem_optin_limit());
+bool qmv_fits(int64_t K, int64_t G, int64_t group_size) {
+  return K % 64 == 0 && (group_size <= 0 || (group_size % 32 == 0 && K % group_size == 0)) &&
+         qmv_smem(8, K, G, true) <= static_cast<size_t>(smem_optin_limit());
 }
 
 void launch_qmv(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,
@@ -256,8 +253,7 @@ void launch_qmv(DType act, DType out_dt, const void* x, const uint32_t* tiles, c
                 const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
                 int64_t G, cudaStream_t stream) {
   if ((act != DType::F16 && act != DType::BF16) || (out_dt != act && out_dt != DType::F32) ||
-      M < 1 || M > 8 || N % 16 != 0 || K % 64 != 0 ||
-      (group_size > 0 && (group_size % 32 != 0 || K % group_size != 0)))
+      M < 1 || M > 8 || N % 16 != 0 || !qmv_fits(K, G, group_size))
     throw std::invalid_argument("launch_qmv: unsupported shape or dtype");
   if (N == 0) return;
   const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K),

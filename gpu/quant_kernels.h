@@ -37,16 +37,19 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
 // The same for 1 <= M <= 8 (qmv_kernel, gpu/quant_decode.cu): one CTA per
 // 16-feature row tile, its warps splitting K, the codes streamed through
 // shared memory by cp.async. Same arguments and layout as launch_qmma
-// (group_size > 0: a multiple of 32 dividing K); std::invalid_argument on
-// other shapes or dtypes, or when qmv_fits(K, G) is false.
+// (group_size <= 0: groups from chunk_group); std::invalid_argument on
+// other shapes or dtypes, or when qmv_fits(K, G, group_size) is false.
 void launch_qmv(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,
                 const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size,
                 const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,
                 int64_t G, cudaStream_t stream);
 
-// True when launch_qmv can run a linear of K inputs in G groups (its shared
-// memory: the tile's [G][8] scale records and the chunk-group table).
-bool qmv_fits(int64_t K, int64_t G);
+// True when launch_qmv can run a linear of K inputs in G groups of
+// group_size (<= 0: from the chunk-group table): K % 64 == 0, a regular
+// group_size a multiple of 32 that divides K (its steps never cross a
+// group; a short last group is qmma's), and shared memory for the tile's
+// [G][8] records and the chunk-group table.
+bool qmv_fits(int64_t K, int64_t G, int64_t group_size);
 
 // Dynamic shared memory a block may opt in to on the current device (bytes).
 int smem_optin_limit();

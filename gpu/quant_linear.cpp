@@ -266,15 +266,13 @@ void QuantLinearStore::linear(const Tensor& x, const Tensor& w, const void* bias
       const uint32_t* codes = e->qweight + p.row_begin * e->words();
       const float* sc = e->scales + p.row_begin * e->g;
       const uint8_t* zp = e->zeros + p.row_begin * e->g;
-      // qmv's steps need whole groups (a checkpoint whose K is not a
-      // multiple of group_size has a short last group): qmma otherwise.
-      const bool whole_groups = !p.regular || K % e->group_size == 0;
-      if (e->tiled && M <= 8 && use_qmv() && whole_groups && qmv_fits(K, e->g))
-        launch_qmv(act_, out.dtype, xp, codes, sc, zp, p.d_chunk_group,
-                   p.regular ? e->group_size : 0, bias_at(p), op, N, M, p.rows, K, e->g, stream_);
+      const int64_t gs = p.regular ? e->group_size : 0;  // 0: the chunk-group table
+      if (e->tiled && M <= 8 && use_qmv() && qmv_fits(K, e->g, gs))
+        launch_qmv(act_, out.dtype, xp, codes, sc, zp, p.d_chunk_group, gs, bias_at(p), op, N, M,
+                   p.rows, K, e->g, stream_);
       else if (e->tiled)
-        launch_qmma(act_, out.dtype, xp, codes, sc, zp, p.d_chunk_group,
-                    p.regular ? e->group_size : 0, bias_at(p), op, N, M, p.rows, K, e->g, stream_);
+        launch_qmma(act_, out.dtype, xp, codes, sc, zp, p.d_chunk_group, gs, bias_at(p), op, N, M,
+                    p.rows, K, e->g, stream_);
       else
         launch_qgemv(act_, out.dtype, e->bits, xp, codes, sc, zp, p.d_chunk_group, bias_at(p), op,
                      N, M, p.rows, K, e->g, stream_);

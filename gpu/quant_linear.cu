@@ -459,9 +459,7 @@ void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z,
   const T* bp = static_cast<const T*>(bias);
   TO* op = static_cast<TO*>(out);
   // chunk -> group as a shift when group_size is 32 · 2^j; the table otherwise.
-  int shift = -1;
-  for (int j = 0; j < 24 && gs > 0; ++j)
-    if (32 << j == gs) shift = j;
+  const int shift = chunk_group_shift(gs);
   const int NT = (M + 7) / 8;
   const size_t smem = static_cast<size_t>(QmmaSmem(NT, K, G, shift < 0).total) * 4;
   if (smem > static_cast<size_t>(smem_optin_limit()))
