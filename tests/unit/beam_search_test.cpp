@@ -7,11 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/support/beam_reference.h"
 #include "tests/support/test_engine.h"
@@ -50,21 +53,25 @@ TEST(BeamSearch, MatchesTransformersOnTinyRandomLlama) {
   check_model("tiny-random-llama", dir);
 }
 
-// A fixed table instead of a model: token 1 ends beams (eos); early_stopping
-// true stops as soon as beam_width hypotheses are kept.
+// A fixed table instead of a model: every running beam gets the first k of
+// `table` as its next-token logprobs; each call (one engine step) counted in
+// *calls when given.
+NextTokenLogprobs same_for_every_beam(std::vector<std::pair<int32_t, float>> table,
+                                      int* calls = nullptr) {
+  return [table, calls](const std::vector<std::vector<int32_t>>& seqs, int k) {
+    if (calls) ++*calls;
+    std::vector<std::pair<int32_t, float>> l = table;
+    l.resize(std::min<size_t>(l.size(), static_cast<size_t>(k)));
+    return std::vector<std::vector<std::pair<int32_t, float>>>(seqs.size(), l);
+  };
+}
+
+// Token 1 ends beams (eos); early_stopping true stops as soon as beam_width
+// hypotheses are kept.
 TEST(BeamSearch, EarlyStoppingTrueStopsWhenTheSlotsAreFull) {
   int calls = 0;
-  const NextTokenLogprobs next = [&](const std::vector<std::vector<int32_t>>& seqs, int k) {
-    ++calls;
-    std::vector<std::vector<std::pair<int32_t, float>>> out;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      std::vector<std::pair<int32_t, float>> l{
-          {1, -0.1f}, {2, -0.5f}, {3, -0.6f}, {4, -0.7f}, {5, -0.8f}};
-      l.resize(std::min<size_t>(l.size(), static_cast<size_t>(k)));
-      out.push_back(l);
-    }
-    return out;
-  };
+  const NextTokenLogprobs next =
+      same_for_every_beam({{1, -0.1f}, {2, -0.5f}, {3, -0.6f}, {4, -0.7f}, {5, -0.8f}}, &calls);
   BeamSearchParams p;
   p.beam_width = 2;
   p.max_tokens = 50;
@@ -84,15 +91,8 @@ TEST(BeamSearch, EarlyStoppingTrueStopsWhenTheSlotsAreFull) {
 // -1e9 of an empty hypothesis slot. The finished beams are still the ones
 // kept and returned (the best first), never an empty slot.
 TEST(BeamSearch, NegativeLengthPenaltyKeepsTheFinishedBeams) {
-  const NextTokenLogprobs next = [](const std::vector<std::vector<int32_t>>& seqs, int k) {
-    std::vector<std::vector<std::pair<int32_t, float>>> out;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      std::vector<std::pair<int32_t, float>> l{{5, -2.0f}, {6, -2.5f}, {7, -3.0f}, {8, -3.5f}};
-      l.resize(std::min<size_t>(l.size(), static_cast<size_t>(k)));
-      out.push_back(l);
-    }
-    return out;
-  };
+  const NextTokenLogprobs next =
+      same_for_every_beam({{5, -2.0f}, {6, -2.5f}, {7, -3.0f}, {8, -3.5f}});
   BeamSearchParams p;
   p.beam_width = 2;
   p.max_tokens = 300;
