@@ -10,6 +10,8 @@
 // combine kernel merges them: out = Σ l_i e^{m_i - M} o_i / Σ l_i e^{m_i - M}.
 // A thread group of TG lanes loads one token's D elements with 16-byte
 // vectors (coalesced); fp32 math.
+// Both kernels and the tensor-core one (attention_decode_mma.cu) are
+// launched with programmatic dependent launch (gpu/pdl.h).
 // AttentionOptions (AttentionArgs): with a sliding window W the sequence's
 // keys are those at positions [max(0, ctx - W), ctx) (the query sits at
 // ctx - 1 and sees (ctx - 1 - W, ctx - 1]), and the partitions tile that
@@ -23,6 +25,7 @@
 #include "gpu/decode_partition.cuh"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
+#include "gpu/pdl.cuh"
 
 namespace pagoda::cuda {
 namespace {
@@ -35,6 +38,8 @@ template <typename T, int D, int GC>
 __global__ void __launch_bounds__(kWarps * 32)
 decode_attention_kernel(AttentionArgs a, int part, float* __restrict__ ws_out, float* __restrict__ ws_max,
                         float* __restrict__ ws_sum) {
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int VEC = (16 / static_cast<int>(sizeof(T))) < D ? 16 / static_cast<int>(sizeof(T)) : D;
   constexpr int TG = D / VEC;      // lanes per token
   constexpr int TPW = 32 / TG;     // tokens per warp per step
@@ -216,6 +221,8 @@ template <typename T, int D>
 __global__ void decode_combine_kernel(AttentionArgs a, int part, int nsplits, const float* __restrict__ ws_out,
                                       const float* __restrict__ ws_max,
                                       const float* __restrict__ ws_sum) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
   const int ctx = a.context_lens[seq];
   const int first = a.sliding_window > 0 ? max(0, ctx - a.sliding_window) : 0;
@@ -244,11 +251,22 @@ void launch_decode_d(const AttentionArgs& a, int part, int nsplits, float* ws_ou
   const int GC = group_chunk(G);
   const int nchunks = (G + GC - 1) / GC;
   const dim3 grid(a.num_kv_heads * nchunks, a.num_seqs, nsplits);
+  const auto go = [&](auto kernel) {
+    launch_pdl(kernel, grid, kWarps * 32, 0, stream, a, part, ws_out, ws_max, ws_sum);
+  };
   switch (GC) {
-    case 1: decode_attention_kernel<T, D, 1><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
-    case 2: decode_attention_kernel<T, D, 2><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
-    case 4: decode_attention_kernel<T, D, 4><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
-    default: decode_attention_kernel<T, D, 8><<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum); break;
+    case 1:
+      go(decode_attention_kernel<T, D, 1>);
+      break;
+    case 2:
+      go(decode_attention_kernel<T, D, 2>);
+      break;
+    case 4:
+      go(decode_attention_kernel<T, D, 4>);
+      break;
+    default:
+      go(decode_attention_kernel<T, D, 8>);
+      break;
   }
   PAGODA_CUDA_CHECK_LAUNCH("decode_attention_kernel");
 }
@@ -263,8 +281,9 @@ void run_d(DType dt, const AttentionArgs& a, bool mma, int part, int nsplits, fl
   else
     launch_decode_d<T, D>(a, part, nsplits, ws_out, ws_max, ws_sum, stream);
   if (nsplits > 1) {
-    decode_combine_kernel<T, D><<<dim3(a.num_heads, a.num_seqs), D, 0, stream>>>(a, part, nsplits, ws_out,
-                                                                                 ws_max, ws_sum);
+    launch_pdl(decode_combine_kernel<T, D>, dim3(a.num_heads, a.num_seqs), D, 0, stream, a, part,
+               nsplits, static_cast<const float*>(ws_out), static_cast<const float*>(ws_max),
+               static_cast<const float*>(ws_sum));
     PAGODA_CUDA_CHECK_LAUNCH("decode_combine_kernel");
   }
 }

@@ -38,6 +38,7 @@
 #include "gpu/decode_partition.cuh"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
+#include "gpu/pdl.cuh"
 #include "gpu/ptx.cuh"
 
 namespace pagoda::cuda {
@@ -55,6 +56,8 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     decode_mma_kernel(AttentionArgs a, int part, float* __restrict__ ws_out,
                       float* __restrict__ ws_max, float* __restrict__ ws_sum) {
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int KS = D / 16;  // k-steps of S
   constexpr int OT = D / 8;   // n-tiles of O
   constexpr int KV = D / 32;  // 16-byte loads per K (or Q) row share
@@ -274,20 +277,19 @@ bool decode_attention_mma_applies(DType dt, const AttentionArgs& a) {
 void launch_decode_attention_mma(DType dt, const AttentionArgs& a, int part, int nsplits,
                                  float* ws_out, float* ws_max, float* ws_sum, cudaStream_t stream) {
   const dim3 grid(a.num_kv_heads, a.num_seqs, nsplits);
+  const auto go = [&](auto kernel) {
+    launch_pdl(kernel, grid, kWarps * 32, 0, stream, a, part, ws_out, ws_max, ws_sum);
+  };
   if (dt == DType::BF16) {
     if (a.head_dim == 64)
-      decode_mma_kernel<__nv_bfloat16, 64>
-          <<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum);
+      go(decode_mma_kernel<__nv_bfloat16, 64>);
     else
-      decode_mma_kernel<__nv_bfloat16, 128>
-          <<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum);
+      go(decode_mma_kernel<__nv_bfloat16, 128>);
   } else {
     if (a.head_dim == 64)
-      decode_mma_kernel<__half, 64>
-          <<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum);
+      go(decode_mma_kernel<__half, 64>);
     else
-      decode_mma_kernel<__half, 128>
-          <<<grid, kWarps * 32, 0, stream>>>(a, part, ws_out, ws_max, ws_sum);
+      go(decode_mma_kernel<__half, 128>);
   }
   PAGODA_CUDA_CHECK_LAUNCH("decode_mma_kernel");
 }

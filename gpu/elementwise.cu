@@ -2,6 +2,8 @@
 // Sennrich 2019, arXiv:1910.07467) with optional fused residual add,
 // SwiGLU's silu(gate) * up (Shazeer 2020, arXiv:2002.05202), row gather,
 // bias add, dtype conversion and a seeded normal fill. fp32 math throughout.
+// The decode step's kernels here (embedding, the norms, silu_mul, row
+// gather) are launched with programmatic dependent launch (gpu/pdl.h).
 #include <stdexcept>
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "gpu/dtype_util.cuh"
 #include "gpu/gated_mul.cuh"
 #include "gpu/kernels.h"
+#include "gpu/pdl.cuh"
 
 namespace pagoda::cuda {
 namespace {
@@ -31,6 +34,8 @@ __device__ __forceinline__ float block_sum(float v, float* smem) {
 template <typename T>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
                                  T* __restrict__ out, int64_t H, int64_t V) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const int64_t id = ids[t];
   T* o = out + t * H;
@@ -45,6 +50,8 @@ __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __res
 template <typename T, bool kAdd>
 __global__ void rms_norm_kernel(const T* x, T* residual, const T* __restrict__ w, float eps,
                                 T* out, int64_t H) {
+  pdl_wait();
+  pdl_launch_dependents();
   __shared__ float smem[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * H;
@@ -79,6 +86,8 @@ __global__ void rms_norm_kernel(const T* x, T* residual, const T* __restrict__ w
 template <typename T, bool kAdd, int NV>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_vec_kernel(const T* x, T* residual, const T* __restrict__ w, float eps, T* out, int64_t H) {
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int VEC = 16 / sizeof(T);
   using V = Vec<T, VEC>;
   __shared__ float smem[32];
@@ -140,13 +149,22 @@ void launch_norm_t(const void* x, void* residual, const void* w, float eps, void
   const auto* wp = static_cast<const T*>(w);
   auto* op = static_cast<T*>(out);
   if (H % VEC != 0 || per > 4 || !al(x) || !al(w) || !al(out) || (kAdd && !al(residual))) {
-    rms_norm_kernel<T, kAdd><<<T_, kNormThreads, 0, stream>>>(xp, rp, wp, eps, op, H);
+    launch_pdl(rms_norm_kernel<T, kAdd>, T_, kNormThreads, 0, stream, xp, rp, wp, eps, op, H);
     return;
   }
+  const auto go = [&](auto kernel) {
+    launch_pdl(kernel, T_, kNormThreads, 0, stream, xp, rp, wp, eps, op, H);
+  };
   switch (per) {
-    case 1: rms_norm_vec_kernel<T, kAdd, 1><<<T_, kNormThreads, 0, stream>>>(xp, rp, wp, eps, op, H); break;
-    case 2: rms_norm_vec_kernel<T, kAdd, 2><<<T_, kNormThreads, 0, stream>>>(xp, rp, wp, eps, op, H); break;
-    default: rms_norm_vec_kernel<T, kAdd, 4><<<T_, kNormThreads, 0, stream>>>(xp, rp, wp, eps, op, H); break;
+    case 1:
+      go(rms_norm_vec_kernel<T, kAdd, 1>);
+      break;
+    case 2:
+      go(rms_norm_vec_kernel<T, kAdd, 2>);
+      break;
+    default:
+      go(rms_norm_vec_kernel<T, kAdd, 4>);
+      break;
   }
 }
 
@@ -157,6 +175,8 @@ struct SiluAct {
 
 __global__ void gather_rows_kernel(const char* __restrict__ x, const int32_t* __restrict__ idx,
                                    char* __restrict__ out, int64_t row_bytes, int64_t T) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t l = blockIdx.x;
   const int64_t r = idx[l];
   char* o = out + l * row_bytes;
@@ -216,8 +236,10 @@ unsigned grid_for(int64_t n, int threads) {
 void launch_embedding(DType dt, const int32_t* ids, const void* table, void* out, int64_t T,
                       int64_t H, int64_t V, cudaStream_t stream) {
   if (T == 0) return;
-  PAGODA_DISPATCH_FLOAT(dt, "embedding", embedding_kernel<scalar_t><<<T, 256, 0, stream>>>(
-      ids, static_cast<const scalar_t*>(table), static_cast<scalar_t*>(out), H, V));
+  PAGODA_DISPATCH_FLOAT(
+      dt, "embedding",
+      launch_pdl(embedding_kernel<scalar_t>, T, 256, 0, stream, ids,
+                 static_cast<const scalar_t*>(table), static_cast<scalar_t*>(out), H, V));
   PAGODA_CUDA_CHECK_LAUNCH("embedding_kernel");
 }
 
@@ -248,8 +270,8 @@ void launch_silu_mul(DType dt, const void* gate_up, void* out, int64_t T, int64_
 void launch_gather_rows(const void* x, const int32_t* idx, void* out, int64_t L,
                         int64_t row_bytes, int64_t T, cudaStream_t stream) {
   if (L == 0) return;
-  gather_rows_kernel<<<L, 256, 0, stream>>>(static_cast<const char*>(x), idx,
-                                            static_cast<char*>(out), row_bytes, T);
+  launch_pdl(gather_rows_kernel, L, 256, 0, stream, static_cast<const char*>(x), idx,
+             static_cast<char*>(out), row_bytes, T);
   PAGODA_CUDA_CHECK_LAUNCH("gather_rows_kernel");
 }
 

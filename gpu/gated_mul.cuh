@@ -12,12 +12,15 @@
 #include <cstdint>
 
 #include "gpu/dtype_util.cuh"
+#include "gpu/pdl.cuh"
 
 namespace pagoda::cuda {
 
 template <typename T, typename Act, int VEC>
 __global__ void gated_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t I,
                                  Act act) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t t = blockIdx.y;
   const T* g = gu + t * 2 * I;
   const T* u = g + I;
@@ -34,7 +37,8 @@ __global__ void gated_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, 
   }
 }
 
-// Launches gated_mul_kernel on `stream` (no error check: the caller's
+// Launches gated_mul_kernel on `stream` with programmatic dependent launch
+// (gpu/pdl.h; no error check: the caller's
 // PAGODA_CUDA_CHECK_LAUNCH). T rows beyond 65535 go in slices of grid rows.
 template <typename T, typename Act>
 void launch_gated_mul_t(const T* gu, T* out, int64_t rows, int64_t I, Act act,
@@ -50,9 +54,9 @@ void launch_gated_mul_t(const T* gu, T* out, int64_t rows, int64_t I, Act act,
     const T* g = gu + r0 * 2 * I;
     T* o = out + r0 * I;
     if (vec)
-      gated_mul_kernel<T, Act, kVec><<<grid, kThreads, 0, stream>>>(g, o, I, act);
+      launch_pdl(gated_mul_kernel<T, Act, kVec>, grid, kThreads, 0, stream, g, o, I, act);
     else
-      gated_mul_kernel<T, Act, 1><<<grid, kThreads, 0, stream>>>(g, o, I, act);
+      launch_pdl(gated_mul_kernel<T, Act, 1>, grid, kThreads, 0, stream, g, o, I, act);
   }
 }
 

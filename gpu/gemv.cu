@@ -3,10 +3,10 @@
 // One warp per output column n: each lane streams 16-byte chunks of w's row
 // (kUnroll chunks in flight, read-only non-allocating loads) and dots them
 // with the matching chunks of the M rows of x (L1/L2 resident); fp32
-// accumulation, warp-shuffle reduction. Backend::linear uses it for bf16/f16
-// at M <= 2 (LtGemm::auto_kernel: beyond that, re-reading x per row from L1
-// makes it slower than the alternatives) when K % 8 == 0 and the pointers
-// are 16-byte aligned.
+// accumulation, warp-shuffle reduction. Launched with programmatic
+// dependent launch (gpu/pdl.h): the first weights stream before the wait. Backend::linear uses it
+// for bf16/f16 at M <= 2 (LtGemm::auto_kernel: beyond that, re-reading x per row from L1 makes it
+// slower than the alternatives) when K % 8 == 0 and the pointers are 16-byte aligned.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,6 +16,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
+#include "gpu/pdl.cuh"
 #include "gpu/ptx.cuh"
 
 namespace pagoda::cuda {
@@ -40,18 +41,31 @@ gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restric
             TO* __restrict__ out, int N, int K) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n = blockIdx.x * kWarpsPerCta + warp;
-  if (n >= N) return;
-  const int nchunks = K / 8;
-  const T* wr = w + static_cast<int64_t>(n) * K;
+  const bool live = n < N;
+  const int nchunks = live ? K / 8 : 0;
+  const T* wr = w + static_cast<int64_t>(live ? n : 0) * K;
+  // Two rounds of kUnroll chunks in flight: the next round is loaded
+  // before the current one is used. The first round depends on nothing
+  // earlier in the stream, so it is issued before pdl_wait() and overlaps
+  // the previous kernel (gpu/pdl.h).
+  uint4 wv[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int c = lane + 32 * u;
+    wv[u] = c < nchunks ? ld_stream(wr + c * 8) : uint4{0, 0, 0, 0};
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+  if (!live) return;
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.f;
   for (int c0 = lane; c0 < nchunks; c0 += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+    uint4 nv[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int c = c0 + 32 * u;
-      wv[u] = c < nchunks ? ld_stream(wr + c * 8) : uint4{0, 0, 0, 0};
+      const int c = c0 + 32 * (kUnroll + u);
+      nv[u] = c < nchunks ? ld_stream(wr + c * 8) : uint4{0, 0, 0, 0};
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -63,6 +77,7 @@ gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restric
           acc[m] += dot8<T>(wv[u], xv);
         }
       }
+      wv[u] = nv[u];
     }
   }
 #pragma unroll
@@ -84,15 +99,34 @@ void launch_t(const void* x, const void* w, const void* bias, void* out, int M, 
   const T* wp = static_cast<const T*>(w);
   const T* bp = static_cast<const T*>(bias);
   TO* op = static_cast<TO*>(out);
+  const auto go = [&](auto kernel) {
+    launch_pdl(kernel, grid, block, 0, stream, xp, wp, bp, op, N, K);
+  };
   switch (M) {
-    case 1: gemv_kernel<T, TO, 1><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
-    case 2: gemv_kernel<T, TO, 2><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
-    case 3: gemv_kernel<T, TO, 3><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
-    case 4: gemv_kernel<T, TO, 4><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
-    case 5: gemv_kernel<T, TO, 5><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
-    case 6: gemv_kernel<T, TO, 6><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
-    case 7: gemv_kernel<T, TO, 7><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
-    default: gemv_kernel<T, TO, 8><<<grid, block, 0, stream>>>(xp, wp, bp, op, N, K); break;
+    case 1:
+      go(gemv_kernel<T, TO, 1>);
+      break;
+    case 2:
+      go(gemv_kernel<T, TO, 2>);
+      break;
+    case 3:
+      go(gemv_kernel<T, TO, 3>);
+      break;
+    case 4:
+      go(gemv_kernel<T, TO, 4>);
+      break;
+    case 5:
+      go(gemv_kernel<T, TO, 5>);
+      break;
+    case 6:
+      go(gemv_kernel<T, TO, 6>);
+      break;
+    case 7:
+      go(gemv_kernel<T, TO, 7>);
+      break;
+    default:
+      go(gemv_kernel<T, TO, 8>);
+      break;
   }
   PAGODA_CUDA_CHECK_LAUNCH("gemv_kernel");
 }

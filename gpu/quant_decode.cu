@@ -37,6 +37,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/int4_fragment.cuh"
+#include "gpu/pdl.cuh"
 #include "gpu/ptx.cuh"
 #include "gpu/quant_kernels.h"
 #include "gpu/smem_optin.h"
@@ -125,6 +126,10 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   if constexpr (TABLE)
     for (int c = threadIdx.x; c < K / 32; c += W * 32) cg[c] = chunk_group[c];
   __syncthreads();
+  // The ring and the records hold weights only, which depend on nothing
+  // earlier in the stream: they were loaded before the wait (gpu/pdl.h).
+  pdl_wait();
+  pdl_launch_dependents();
 
   // Two accumulator chains (the fragment's two 16-position tiles), summed
   // when a step is scaled.
@@ -195,8 +200,8 @@ void qmv_launch(int ntiles, size_t smem, const T* x, const uint4* tiles, const f
                 int M, int K, int G, cudaStream_t st) {
   opt_in_dynamic_smem(reinterpret_cast<const void*>(qmv_kernel<T, TO, W, CPG, TABLE>),
                       smem_optin_limit());
-  qmv_kernel<T, TO, W, CPG, TABLE>
-      <<<ntiles, W * 32, smem, st>>>(x, tiles, s, z, cg, shift, bias, out, ldo, M, K, G);
+  launch_pdl(qmv_kernel<T, TO, W, CPG, TABLE>, ntiles, W * 32, smem, st, x, tiles, s, z, cg, shift,
+             bias, out, ldo, M, K, G);
 }
 
 template <typename T, typename TO>

@@ -28,6 +28,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/int4_fragment.cuh"
+#include "gpu/pdl.cuh"
 #include "gpu/ptx.cuh"
 #include "gpu/quant_kernels.h"
 #include "gpu/smem_optin.h"
@@ -331,6 +332,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
   int t = blockIdx.x;
   if (nbatch > 0) load(cur, t, 0);
   stage(t, 0);
+  // The first weights and scales depend on nothing earlier in the stream:
+  // they are in flight before the wait (gpu/pdl.h).
+  pdl_wait();
+  pdl_launch_dependents();
   for (int j = 0; t < ntiles; ++j, t += gridDim.x) {
     const int tn = t + gridDim.x;
     stage(tn, (j + 1) & 1);  // the next tile's scales, in flight during this one
@@ -447,8 +452,8 @@ void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const fl
     return sms * (per > 0 ? per : 1);
   }();
   const int grid = ntiles < fit ? ntiles : fit;
-  qmma_kernel<T, TO, NT, MINB><<<grid, kMmaWarps * 32, smem, st>>>(xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G,
-                                                                  ntiles);
+  launch_pdl(qmma_kernel<T, TO, NT, MINB>, grid, kMmaWarps * 32, smem, st, xp, tp, s, z, cg, shift,
+             bp, op, ldo, M, K, G, ntiles);
 }
 
 template <typename T, typename TO>

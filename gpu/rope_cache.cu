@@ -8,7 +8,8 @@
 // with cos_sin[p, j] = cos(p * inv_freq[j]), cos_sin[p, h + j] = sin(...)
 // (engine/cpu/cpu_kernels.cpp rope_partial_f32 is the reference).
 // fp32 math, one rounding to the activation dtype. Full rotate-half rotary
-// with 16-byte-aligned rows takes the vectorised kernel.
+// with 16-byte-aligned rows takes the vectorised kernel. Launched with
+// programmatic dependent launch (gpu/pdl.h).
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
+#include "gpu/pdl.cuh"
 
 namespace pagoda::cuda {
 namespace {
@@ -36,6 +38,8 @@ __global__ void __launch_bounds__(kThreads)
                           const int32_t* __restrict__ positions, const int32_t* __restrict__ slot_mapping,
                           int Hq, int Hk, int D, int R, bool interleaved, T* __restrict__ q_out,
                           T* __restrict__ k_cache, T* __restrict__ v_cache) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const int half = D / 2, rh = R / 2;
   const int hpc = heads_per_cta(half);
@@ -89,6 +93,8 @@ __global__ void __launch_bounds__(kThreads)
                               const int32_t* __restrict__ positions, const int32_t* __restrict__ slot_mapping,
                               int Hq, int Hk, int D, T* __restrict__ q_out, T* __restrict__ k_cache,
                               T* __restrict__ v_cache) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const int half = D / 2, per_head = half / VEC;
   const int u = blockIdx.y * blockDim.x + threadIdx.x;
@@ -139,29 +145,33 @@ void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int6
   if (vec && dt != DType::F32 && D % 16 == 0) {  // 8 pairs of 2-byte elements: 16-byte halves
     const int units = (Hq + 2 * Hk) * (D / 16);
     const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((units + kThreads - 1) / kThreads));
-    PAGODA_DISPATCH_FLOAT(dt, "rope_and_cache",
-        rope_and_cache_vec_kernel<scalar_t, 8><<<grid, kThreads, 0, stream>>>(
-            static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk, D,
-            static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache), static_cast<scalar_t*>(v_cache)));
+    PAGODA_DISPATCH_FLOAT(
+        dt, "rope_and_cache",
+        launch_pdl(rope_and_cache_vec_kernel<scalar_t, 8>, grid, kThreads, 0, stream,
+                   static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq,
+                   Hk, D, static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache),
+                   static_cast<scalar_t*>(v_cache)));
     PAGODA_CUDA_CHECK_LAUNCH("rope_and_cache_vec_kernel");
     return;
   }
   if (vec && dt == DType::F32 && D % 8 == 0) {  // 4 pairs of fp32
     const int units = (Hq + 2 * Hk) * (D / 8);
     const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((units + kThreads - 1) / kThreads));
-    rope_and_cache_vec_kernel<float, 4><<<grid, kThreads, 0, stream>>>(
-        static_cast<const float*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk, D,
-        static_cast<float*>(q_out), static_cast<float*>(k_cache), static_cast<float*>(v_cache));
+    launch_pdl(rope_and_cache_vec_kernel<float, 4>, grid, kThreads, 0, stream,
+               static_cast<const float*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk, D,
+               static_cast<float*>(q_out), static_cast<float*>(k_cache),
+               static_cast<float*>(v_cache));
     PAGODA_CUDA_CHECK_LAUNCH("rope_and_cache_vec_kernel");
     return;
   }
   const int hpc = heads_per_cta(D / 2);
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((Hq + 2 * Hk + hpc - 1) / hpc));
-  PAGODA_DISPATCH_FLOAT(dt, "rope_and_cache",
-      rope_and_cache_kernel<scalar_t><<<grid, kThreads, 0, stream>>>(
-          static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq, Hk,
-          D, rotary_dim, interleaved, static_cast<scalar_t*>(q_out), static_cast<scalar_t*>(k_cache),
-          static_cast<scalar_t*>(v_cache)));
+  PAGODA_DISPATCH_FLOAT(
+      dt, "rope_and_cache",
+      launch_pdl(rope_and_cache_kernel<scalar_t>, grid, kThreads, 0, stream,
+                 static_cast<const scalar_t*>(qkv), cos_sin, max_pos, positions, slot_mapping, Hq,
+                 Hk, D, rotary_dim, interleaved, static_cast<scalar_t*>(q_out),
+                 static_cast<scalar_t*>(k_cache), static_cast<scalar_t*>(v_cache)));
   PAGODA_CUDA_CHECK_LAUNCH("rope_and_cache_kernel");
 }
 

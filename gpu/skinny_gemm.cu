@@ -28,6 +28,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
+#include "gpu/pdl.cuh"
 #include "gpu/ptx.cuh"
 
 namespace pagoda::cuda {
@@ -43,6 +44,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                    TO* __restrict__ out, int M, int N, int K) {
   __shared__ float red[kWarps][NT * MB * 4][32];
+  pdl_wait();
+  pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * (16 * NT);
@@ -139,13 +142,22 @@ void launch_nt(const void* x, const void* w, const void* bias, void* out, int M,
   const T* bp = static_cast<const T*>(bias);
   TO* op = static_cast<TO*>(out);
   const int groups = (M + 7) / 8;
-  if (groups == 1) skinny_gemm_kernel<T, TO, NT, 1><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
-  else if (groups == 2) skinny_gemm_kernel<T, TO, NT, 2><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
-  else if (groups == 3) skinny_gemm_kernel<T, TO, NT, 3><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
-  else if (groups == 4) skinny_gemm_kernel<T, TO, NT, 4><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
+  const auto go = [&](auto kernel) {
+    launch_pdl(kernel, grid, block, 0, stream, xp, wp, bp, op, M, N, K);
+  };
+  if (groups == 1)
+    go(skinny_gemm_kernel<T, TO, NT, 1>);
+  else if (groups == 2)
+    go(skinny_gemm_kernel<T, TO, NT, 2>);
+  else if (groups == 3)
+    go(skinny_gemm_kernel<T, TO, NT, 3>);
+  else if (groups == 4)
+    go(skinny_gemm_kernel<T, TO, NT, 4>);
   else if constexpr (NT == 1) {  // shared memory: NT * MB <= 8 (32 KB)
-    if (groups <= 6) skinny_gemm_kernel<T, TO, 1, 6><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
-    else skinny_gemm_kernel<T, TO, 1, 8><<<grid, block, 0, stream>>>(xp, wp, bp, op, M, N, K);
+    if (groups <= 6)
+      go(skinny_gemm_kernel<T, TO, 1, 6>);
+    else
+      go(skinny_gemm_kernel<T, TO, 1, 8>);
   }
   PAGODA_CUDA_CHECK_LAUNCH("skinny_gemm_kernel");
 }

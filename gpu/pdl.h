@@ -1,0 +1,23 @@
+// Programmatic dependent launch (PDL, compute capability 9.0+): a kernel
+// launched with cudaLaunchAttributeProgrammaticStreamSerialization may
+// start while the kernel before it on the stream is still running; it must
+// call pdl_wait() (griddepcontrol.wait) before it reads what that kernel
+// wrote or writes what that kernel reads. Whatever a kernel does before
+// pdl_wait() overlaps the previous kernel: the decode GEMVs stream their
+// first weights there, which depend on nothing earlier in the step. Source:
+// CUDA C++ Programming Guide, "Programmatic Dependent Launch and
+// Synchronization"; PTX ISA, "griddepcontrol". Stream capture keeps the
+// dependency as a programmatic edge, so the CUDA graphs get it too.
+// Internal to gpu/.
+#pragma once
+#include <cuda_runtime.h>
+
+namespace pagoda::cuda {
+
+// Whether launch_pdl sets the attribute on the current device: compute
+// capability 9.0 or newer and the environment does not say PAGODA_PDL=0
+// (a benchmark switch: the same kernels with full serialization).
+// Cached per device; thread-safe. Throws std::runtime_error (CUDA errors).
+bool pdl_enabled();
+
+}  // namespace pagoda::cuda
