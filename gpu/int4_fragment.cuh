@@ -35,6 +35,17 @@ template <>
 struct Int4Magic<__half> {
   static constexpr uint32_t kWord = 0x64006400u;  // 1024.0 in each half: 1024 + q exactly
   static constexpr float kBase = 1024.f;
+  // A code in a byte's high nibble reads as 1024 + 16 q: hi(v, c) = v / 16
+  // + c, exact, gives q − z in one HFMA2 with c = −(64 + z) (Marlin's fp16
+  // dequantization), so registers 1 and 3 need no shift.
+  static constexpr bool kHiFma = true;
+  __device__ static uint32_t hi(uint32_t a, uint32_t c) {
+    const uint32_t sixteenth = 0x2C002C00u;  // 1/16 in each half
+    const __half2 r = __hfma2(*reinterpret_cast<const __half2*>(&a),
+                              *reinterpret_cast<const __half2*>(&sixteenth),
+                              *reinterpret_cast<const __half2*>(&c));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
   __device__ static uint32_t sub(uint32_t a, uint32_t b) {
     const __half2 r =
         __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
@@ -49,6 +60,8 @@ template <>
 struct Int4Magic<__nv_bfloat16> {
   static constexpr uint32_t kWord = 0x43004300u;  // 128.0 in each bf16: 128 + q exactly
   static constexpr float kBase = 128.f;
+  // bf16's 7-bit mantissa holds no high nibble: every register is shifted.
+  static constexpr bool kHiFma = false;
   __device__ static uint32_t sub(uint32_t a, uint32_t b) {
     const __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a),
                                      *reinterpret_cast<const __nv_bfloat162*>(&b));

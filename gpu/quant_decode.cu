@@ -67,8 +67,8 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 
 // Shared memory in bytes: the lanes' rings [W][kRing][32] (uint4),
 // per (group, row pair) the (magic + zero) pairs (uint4: the two rows',
-// twice) and the two scales (float2), the chunk-group table [K / 32] (int32, table kernels), the
-// warps' sums [W][4][32] (fp32).
+// row i's again, and for fp16 −(64 + zero) of row i + 8) and the two scales (float2), the
+// chunk-group table [K / 32] (int32, table kernels), the warps' sums [W][4][32] (fp32).
 size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
   return static_cast<size_t>(W * kRing * 512 + G * 8 * 24 + (table ? K / 32 * 4 : 0) +
                              W * 4 * 32 * 4);
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   constexpr uint32_t kMask = 0x000F000Fu;
   extern __shared__ __align__(16) uint4 smem4[];
   uint4* ring = smem4;
-  uint4* zrec = ring + W * kRing * 32;  // [G][8]: (magic + z) pairs of rows i, i + 8 (twice)
+  uint4* zrec = ring + W * kRing * 32;  // [G][8]: (magic + z) pairs of rows i, i + 8, i; .w below
   float2* srec = reinterpret_cast<float2*>(zrec + 8 * G);  // [G][8]: their scales
   int32_t* cg = reinterpret_cast<int32_t*>(srec + 8 * G);
   float* red = reinterpret_cast<float*>(cg + (TABLE ? K / 32 : 0));
@@ -120,7 +120,9 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
     const uint32_t zb = Mg::kWord;
     const uint32_t z0 = zb | static_cast<uint32_t>(zeros[r0]) * 0x10001u;
     const uint32_t z8 = zb | static_cast<uint32_t>(zeros[r8]) * 0x10001u;
-    zrec[e] = uint4{z0, z8, z0, z8};
+    // .w: −(64 + z) of rows i + 8 for the fp16 high-nibble HFMA2 (Int4Magic::hi).
+    const uint32_t h8 = Mg::kHiFma ? Mg::pair(-(64.f + static_cast<float>(zeros[r8]))) : z8;
+    zrec[e] = uint4{z0, z8, z0, h8};
     srec[e] = float2{scales[r0], scales[r8]};
   }
   if constexpr (TABLE)
@@ -157,10 +159,18 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         for (int h = 0; h < 2; ++h) {
           const uint32_t wd = words[2 * c + h];
           const uint32_t b0 = h == 0 ? xv[c].x : xv[c].z, b1 = h == 0 ? xv[c].y : xv[c].w;
-          mma<T>(part[h], Mg::sub(and_or(wd, kMask, Mg::kWord), za.x),
-                 Mg::sub(and_or(wd >> 4, kMask, Mg::kWord), za.y),
-                 Mg::sub(and_or(wd >> 8, kMask, Mg::kWord), za.x),
-                 Mg::sub(and_or(wd >> 12, kMask, Mg::kWord), za.y), b0, b1);
+          if constexpr (Mg::kHiFma) {  // registers 1, 3 (rows i + 8) from the high nibbles
+            const uint32_t w8 = wd >> 8;
+            mma<T>(part[h], Mg::sub(and_or(wd, kMask, Mg::kWord), za.x),
+                   Mg::hi(and_or(wd, kMask << 4, Mg::kWord), za.w),
+                   Mg::sub(and_or(w8, kMask, Mg::kWord), za.x),
+                   Mg::hi(and_or(w8, kMask << 4, Mg::kWord), za.w), b0, b1);
+          } else {
+            mma<T>(part[h], Mg::sub(and_or(wd, kMask, Mg::kWord), za.x),
+                   Mg::sub(and_or(wd >> 4, kMask, Mg::kWord), za.y),
+                   Mg::sub(and_or(wd >> 8, kMask, Mg::kWord), za.x),
+                   Mg::sub(and_or(wd >> 12, kMask, Mg::kWord), za.y), b0, b1);
+          }
         }
         if (CPG == 1 || (c == 1 && s == SU - 1)) {  // the step ends: scale its sums
           const float s0 = sc.x, s8 = sc.y;

@@ -225,7 +225,8 @@ TEST_P(CudaOps, Linear) {
 // tensor-core GEMM for every M up to kSkinnyGemmMaxRows, the CUDA-core GEMV
 // up to 8, cuBLASLt) and LtGemm's own choice, on M at and around their batch-group edges (8-row
 // groups, 2 tiles of 16 columns a CTA from N = 8192), N not a multiple of 16, K at the 32-element
-// step (and one step short of a warp's stride), with and without bias, act-dtype and F32 output;
+// step (and one step short of a warp's stride), small N with large K (the GEMV's split-k: 2 and 4
+// warps a row, x in shared memory for M <= 2), with and without bias, act-dtype and F32 output;
 // against the double-precision product. The skinny kernel also declines what it cannot do (K % 32).
 TEST_P(CudaOps, SmallBatchLinearKernelsAgree) {
   PAGODA_REQUIRE_GPU();
@@ -240,10 +241,10 @@ TEST_P(CudaOps, SmallBatchLinearKernelsAgree) {
   struct Shape {
     int64_t M, N, K;
   };
-  const Shape shapes[] = {{1, 8200, 4096}, {2, 100, 32},    {7, 4096, 256}, {8, 8192, 96},
-                          {9, 40, 1024},   {16, 8208, 512}, {17, 33, 4064}, {24, 4096, 128},
-                          {31, 12288, 64}, {32, 9000, 160}, {33, 200, 288}, {48, 64, 512},
-                          {64, 8192, 224}, {5, 17, 11008}};
+  const Shape shapes[] = {{1, 8200, 4096}, {2, 100, 32},    {7, 4096, 256},  {8, 8192, 96},
+                          {9, 40, 1024},   {16, 8208, 512}, {17, 33, 4064},  {24, 4096, 128},
+                          {31, 12288, 64}, {32, 9000, 160}, {33, 200, 288},  {48, 64, 512},
+                          {64, 8192, 224}, {5, 17, 11008},  {1, 4096, 4096}, {2, 1000, 8192}};
   for (const Shape s : shapes) {
     auto x = random_vec(rng, s.M * s.K, dt);
     auto w = random_vec(rng, s.N * s.K, dt, -0.1f, 0.1f);
