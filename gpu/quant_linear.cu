@@ -346,9 +346,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
       const uint8_t* zs = reinterpret_cast<const uint8_t*>(smem + (j & 1) * L.buf + 16 * L.sstride);
       for (int e = threadIdx.x; e < 8 * G; e += blockDim.x) {
         const int g = e / 8, i = e % 8;
-        rec[e] = uint4{__float_as_uint(ss[i * L.sstride + g]), __float_as_uint(ss[(i + 8) * L.sstride + g]),
-                       Mg::pair(Mg::kBase + static_cast<float>(zs[i * 4 * L.zstride + g])),
-                       Mg::pair(Mg::kBase + static_cast<float>(zs[(i + 8) * 4 * L.zstride + g]))};
+        rec[e] = uint4{
+            __float_as_uint(ss[i * L.sstride + g]), __float_as_uint(ss[(i + 8) * L.sstride + g]),
+            Mg::pair(Mg::kBase + static_cast<float>(zs[i * 4 * L.zstride + g])),
+            // rows i + 8 take the high nibbles: −(64 + z) for fp16's HFMA2 (Int4Magic::hi)
+            Mg::pair(Mg::kHiFma ? -(64.f + static_cast<float>(zs[(i + 8) * 4 * L.zstride + g]))
+                                : Mg::kBase + static_cast<float>(zs[(i + 8) * 4 * L.zstride + g]))};
       }
     }
     __syncthreads();
@@ -390,10 +393,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
           for (int h = 0; h < 2; ++h) {
             const uint32_t w = words[2 * c + h];
             uint32_t a[4];
-            a[0] = Mg::sub(and_or(w, 0x000F000Fu, Mg::kWord), sz.z);        // row r0, columns 2q, 2q+1
-            a[1] = Mg::sub(and_or(w >> 4, 0x000F000Fu, Mg::kWord), sz.w);   // row r8
-            a[2] = Mg::sub(and_or(w >> 8, 0x000F000Fu, Mg::kWord), sz.z);   // row r0, columns + 8
-            a[3] = Mg::sub(and_or(w >> 12, 0x000F000Fu, Mg::kWord), sz.w);  // row r8, columns + 8
+            a[0] = Mg::sub(and_or(w, 0x000F000Fu, Mg::kWord), sz.z);  // row r0, columns 2q, 2q+1
+            a[2] = Mg::sub(and_or(w >> 8, 0x000F000Fu, Mg::kWord), sz.z);  // row r0, columns + 8
+            if constexpr (Mg::kHiFma) {  // row r8 from the high nibbles, unshifted
+              a[1] = Mg::hi(and_or(w, 0x00F000F0u, Mg::kWord), sz.w);
+              a[3] = Mg::hi(and_or(w >> 8, 0x00F000F0u, Mg::kWord), sz.w);
+            } else {
+              a[1] = Mg::sub(and_or(w >> 4, 0x000F000Fu, Mg::kWord), sz.w);   // row r8
+              a[3] = Mg::sub(and_or(w >> 12, 0x000F000Fu, Mg::kWord), sz.w);  // row r8, columns + 8
+            }
 #pragma unroll
             for (int q = 0; q < NT; ++q)
               mma16816<T>(part[q], a, h == 0 ? xb[q].x : xb[q].z, h == 0 ? xb[q].y : xb[q].w);
