@@ -69,8 +69,15 @@ void bench_decode_table(const std::string& model_dir, const std::string& label, 
 
   const double H = double(c.hidden_size), I = double(c.intermediate_size), L = double(c.num_hidden_layers);
   const double D = double(c.head_dim), Hq = double(c.num_attention_heads), Hk = double(c.num_key_value_heads);
-  const double per_layer = H * (Hq + 2 * Hk) * D + Hq * D * H + 3 * I * H + 2 * H;
-  const double weight_bytes = 2.0 * (L * per_layer + double(c.vocab_size) * H + 2 * H);
+  const double linear = H * (Hq + 2 * Hk) * D + Hq * D * H + 3 * I * H;  // per layer
+  // Bytes a linear's weight streams per element: bf16, or a quantized
+  // checkpoint's codes plus, per group of a row, its fp32 scale and 8-bit
+  // zero (the packed layout the CUDA kernels read: gpu/quant_linear.h).
+  const QuantConfig& q = c.quantization;
+  const double per_elem =
+      !q.enabled() ? 2.0 : q.bits / 8.0 + (q.group_size > 0 ? 5.0 / double(q.group_size) : 0.0);
+  const double weight_bytes =
+      L * (linear * per_elem + 2.0 * 2 * H) + 2.0 * (double(c.vocab_size) * H + H);
   const double kv_bytes_per_token = 2.0 * 2.0 * L * Hk * D;  // K and V, bf16
 
   DeviceSamplingBatch sampling;
