@@ -1,7 +1,7 @@
 // Skinny GEMM for decode-sized batches (M <= 8 rows of x): out[m, n] =
 // Σ_k x[m, k] · w[n, k] (+ bias[n]), memory-bound on the weight stream.
 // One warp per output column n: each lane streams 16-byte chunks of w's row
-// (kUnroll chunks in flight, read-only non-allocating loads) and dots them
+// (two rounds of kUnroll chunks in flight, read-only non-allocating loads) and dots them
 // with the matching chunks of the M rows of x (L1/L2 resident); fp32
 // accumulation, warp-shuffle reduction. Launched with programmatic
 // dependent launch (gpu/pdl.h): the first weights stream before the wait. Backend::linear uses it

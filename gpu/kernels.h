@@ -94,9 +94,12 @@ void launch_rope_and_cache(DType dt, const void* qkv, const float* cos_sin, int6
                            int Hk, int D, int rotary_dim, bool interleaved, void* q_out,
                            void* k_cache, void* v_cache, cudaStream_t stream);
 
-// Skinny GEMM out[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N], same dtype as x)
-// for 1 <= M <= 8, bf16/f16 in, out in dtype or F32 (gemv.cu). Returns false
+// GEMV out[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N], same dtype as x) for
+// 1 <= M <= 8, bf16/f16 in, out in dtype or F32 (gemv.cu). Returns false
 // (nothing launched) when it does not apply: F32, M > 8, K % 8, alignment.
+// w must not be written by a kernel that may still be running on `stream`:
+// the kernel reads its first weights before the programmatic-launch wait
+// (gpu/pdl.h).
 bool launch_gemv(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
                  void* out, int64_t M, int64_t N, int64_t K, cudaStream_t stream);
 

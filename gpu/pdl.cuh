@@ -10,7 +10,6 @@
 
 #include <utility>
 
-#include "gpu/cuda_check.h"
 #include "gpu/pdl.h"
 
 namespace pagoda::cuda {
@@ -49,7 +48,7 @@ void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cu
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = pdl_enabled() ? 1 : 0;
-  (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(std::forward<Args>(args))...);
+  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 }  // namespace pagoda::cuda

@@ -4,7 +4,10 @@
 // call pdl_wait() (griddepcontrol.wait) before it reads what that kernel
 // wrote or writes what that kernel reads. Whatever a kernel does before
 // pdl_wait() overlaps the previous kernel: the decode GEMVs stream their
-// first weights there, which depend on nothing earlier in the step. Source:
+// first weights there. That is safe only for memory no kernel that may
+// still be running writes: weights are written at load time, then the
+// stream is synchronized (launch_gemv, launch_qmv and launch_qmma state
+// the precondition). Source:
 // CUDA C++ Programming Guide, "Programmatic Dependent Launch and
 // Synchronization"; PTX ISA, "griddepcontrol". Stream capture keeps the
 // dependency as a programmatic edge, so the CUDA graphs get it too.
@@ -15,7 +18,9 @@
 namespace pagoda::cuda {
 
 // Whether launch_pdl sets the attribute on the current device: compute
-// capability 9.0 or newer and the environment does not say PAGODA_PDL=0
+// capability 9.0 or newer, this library's kernels compiled for a virtual
+// architecture of 9.0 or newer (else griddepcontrol is compiled out and
+// the kernels could not wait), and the environment does not say PAGODA_PDL=0
 // (a benchmark switch: the same kernels with full serialization).
 // Cached per device; thread-safe. Throws std::runtime_error (CUDA errors).
 bool pdl_enabled();

@@ -2,14 +2,16 @@
 // (launch_qmv, gpu/quant_kernels.h; codes in the tensor-core layout,
 // engine/quant/packed_linear.h tile_int4).
 //
-// Same arithmetic as qmma_kernel (quant_linear.cu): A = (magic + q) from a
-// LOP3 minus (magic + z) by one HSUB2 a register pair — q − z exactly, so
-// the weights are exact and only x and the output are rounded — one mma
-// per 16 positions, fp32 sums. What differs is the loop around it:
+// Same arithmetic as qmma_kernel (quant_linear.cu): A = q − z exactly from
+// the codes by int4_fragment (gpu/int4_fragment.cuh: LOP3, then HSUB2 of
+// magic + z, or for fp16's rows r + 8 one HFMA2) — the weights are exact
+// and only x and the output are rounded — one mma per 16 positions, fp32
+// sums. What differs is the loop around it:
 //  * the scale multiplies the sums once per step of CPG chunks that share
 //    a group (4 for group 128: once per two 16-byte loads), from records
-//    per (group, row pair) — the zero pairs {magic + z(r), magic + z(r + 8)}
-//    and the scales {s(r), s(r + 8)} — that the CTA builds in shared memory
+//    per (group, row pair) — the zero values {magic + z(r),
+//    Int4Magic::hi_zero(z(r + 8))} and the scales {s(r), s(r + 8)} — that
+//    the CTA builds in shared memory
 //    before it computes;
 //  * B (x) is read as one 16-byte L1 load per chunk for every lane, rows
 //    past M repeating row M − 1 (their sums are dropped): no predicates;
@@ -66,8 +68,8 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 }
 
 // Shared memory in bytes: the lanes' rings [W][kRing][32] (uint4),
-// per (group, row pair) the (magic + zero) pairs (uint4: the two rows',
-// row i's again, and for fp16 −(64 + zero) of row i + 8) and the two scales (float2), the
+// per (group, row pair) the zero values (uint4: {magic + z(i),
+// Int4Magic::hi_zero(z(i + 8))}, twice) and the two scales (float2), the
 // chunk-group table [K / 32] (int32, table kernels), the warps' sums [W][4][32] (fp32).
 size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
   return static_cast<size_t>(W * kRing * 512 + G * 8 * 24 + (table ? K / 32 * 4 : 0) +
@@ -87,10 +89,9 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
                TO* __restrict__ out, int64_t ldo, int M, int K, int G) {
   using Mg = Int4Magic<T>;
   constexpr int SU = CPG >= 2 ? CPG / 2 : 1;  // 16-byte loads per step (CPG 1: two steps per load)
-  constexpr uint32_t kMask = 0x000F000Fu;
   extern __shared__ __align__(16) uint4 smem4[];
   uint4* ring = smem4;
-  uint4* zrec = ring + W * kRing * 32;  // [G][8]: (magic + z) pairs of rows i, i + 8, i; .w below
+  uint4* zrec = ring + W * kRing * 32;  // [G][8]: zero values of rows i, i + 8 (twice)
   float2* srec = reinterpret_cast<float2*>(zrec + 8 * G);  // [G][8]: their scales
   int32_t* cg = reinterpret_cast<int32_t*>(srec + 8 * G);
   float* red = reinterpret_cast<float*>(cg + (TABLE ? K / 32 : 0));
@@ -119,10 +120,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
                   r8 = r0 + 8 * static_cast<int64_t>(G);
     const uint32_t zb = Mg::kWord;
     const uint32_t z0 = zb | static_cast<uint32_t>(zeros[r0]) * 0x10001u;
-    const uint32_t z8 = zb | static_cast<uint32_t>(zeros[r8]) * 0x10001u;
-    // .w: −(64 + z) of rows i + 8 for the fp16 high-nibble HFMA2 (Int4Magic::hi).
-    const uint32_t h8 = Mg::kHiFma ? Mg::pair(-(64.f + static_cast<float>(zeros[r8]))) : z8;
-    zrec[e] = uint4{z0, z8, z0, h8};
+    const uint32_t z8 = Mg::hi_zero(static_cast<float>(zeros[r8]));  // int4_fragment's zr8
+    zrec[e] = uint4{z0, z8, z0, z8};
     srec[e] = float2{scales[r0], scales[r8]};
   }
   if constexpr (TABLE)
@@ -159,18 +158,9 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         for (int h = 0; h < 2; ++h) {
           const uint32_t wd = words[2 * c + h];
           const uint32_t b0 = h == 0 ? xv[c].x : xv[c].z, b1 = h == 0 ? xv[c].y : xv[c].w;
-          if constexpr (Mg::kHiFma) {  // registers 1, 3 (rows i + 8) from the high nibbles
-            const uint32_t w8 = wd >> 8;
-            mma<T>(part[h], Mg::sub(and_or(wd, kMask, Mg::kWord), za.x),
-                   Mg::hi(and_or(wd, kMask << 4, Mg::kWord), za.w),
-                   Mg::sub(and_or(w8, kMask, Mg::kWord), za.x),
-                   Mg::hi(and_or(w8, kMask << 4, Mg::kWord), za.w), b0, b1);
-          } else {
-            mma<T>(part[h], Mg::sub(and_or(wd, kMask, Mg::kWord), za.x),
-                   Mg::sub(and_or(wd >> 4, kMask, Mg::kWord), za.y),
-                   Mg::sub(and_or(wd >> 8, kMask, Mg::kWord), za.x),
-                   Mg::sub(and_or(wd >> 12, kMask, Mg::kWord), za.y), b0, b1);
-          }
+          uint32_t a[4];
+          int4_fragment<T>(wd, za.x, za.y, a);
+          mma<T>(part[h], a[0], a[1], a[2], a[3], b0, b1);
         }
         if (CPG == 1 || (c == 1 && s == SU - 1)) {  // the step ends: scale its sums
           const float s0 = sc.x, s8 = sc.y;

@@ -29,6 +29,9 @@ void launch_qdequant(DType act, int bits, const uint32_t* qweight, const float* 
 // The same for 4-bit codes in the tensor-core layout (packed_linear.h,
 // tile_int4) and 1 <= M <= 32: N % 16 == 0, K % 64 == 0. group_size > 0:
 // chunk c's group is c * 32 / group_size (chunk_group unread); <= 0: act-order, chunk_group.
+// The codes, scales, zeros and chunk_group must not be written by a kernel
+// that may still be running on `stream`: they are read before the
+// programmatic-launch wait (gpu/pdl.h). Likewise launch_qmv.
 void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, const float* scales,
                  const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size,
                  const void* bias, void* out, int64_t ldo, int64_t M, int64_t N, int64_t K,

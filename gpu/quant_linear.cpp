@@ -291,6 +291,11 @@ void QuantLinearStore::linear(const Tensor& x, const Tensor& w, const void* bias
       launch_qdequant(act_, e->bits, codes, sc, zp, p.d_chunk_group, p.d_perm, wp, p.rows, K, e->g,
                       stream_);
   }
+  // deq_ was just written by the kernels above: gemm_.run must not take the
+  // GEMV here (it reads weights before its programmatic-launch wait,
+  // gpu/pdl.h). It does not: this path runs only above kMaxSmallM rows
+  // (tiled) or 8 (not tiled), and launch_gemv takes at most 8.
+  static_assert(kMaxSmallM >= 8, "the dequantize-then-GEMM path must stay above the GEMV's rows");
   gemm_.run(act_, out.dtype, x.data, deq_, bias, act_, out.data, M, N, K);
 }
 

@@ -233,17 +233,16 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
 // asynchronously (cp.async) while this tile is computed. (Short-lived CTAs
 // that load once and compute once reached ~1.3 TB/s: each waits out a full
 // memory latency with nothing else in flight; docs/PERFORMANCE.md.)
-// A lane's word of a tile is its A fragment of mma.m16n8k16: four LOP3s
-// (0x000F000F | magic, after shifts of 4, 8, 12) give the four registers as
-// (magic + q) pairs, one HSUB2 each subtracts (magic + zero) exactly, so A
-// holds q − zero exactly in fp16 / bf16 and an fp32 accumulator gets
-// Σ (q − zero)·x over a 32-position chunk (one group), which the row's scale
-// then multiplies into the sum. B (x, n = the batch row) is read
-// from L1/L2 as one 16-byte load per chunk (the layout's column order,
-// packed_linear.h). The weights are never rounded:
-// only x and the output are in fp16 / bf16. The warps' sums meet in shared
-// memory. Marlin (Frantar et al. 2024) does the same dequantization into
-// fragments, with asynchronous copies and larger tiles for big batches.
+// A lane's word of a tile is its A fragment of mma.m16n8k16: int4_fragment
+// (gpu/int4_fragment.cuh) builds the four registers as (magic + q) pairs by
+// LOP3 and subtracts (magic + zero) exactly by HSUB2 (fp16's rows r + 8: one
+// HFMA2 on the unshifted high nibbles), so A holds q − zero exactly in fp16 / bf16 and an fp32
+// accumulator gets Σ (q − zero)·x over a 32-position chunk (one group), which the row's scale then
+// multiplies into the sum. B (x, n = the batch row) is read from L1/L2 as one 16-byte load per
+// chunk (the layout's column order, packed_linear.h). The weights are never rounded: only x and the
+// output are in fp16 / bf16. The warps' sums meet in shared memory. Marlin (Frantar et al. 2024)
+// does the same dequantization into fragments, with asynchronous copies and larger tiles for big
+// batches.
 constexpr int kMmaUnroll = 4;
 constexpr int kMmaWarps = 8;
 
@@ -258,7 +257,7 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // Shared memory of qmma_kernel, in 4-byte words: two buffers of a tile's
 // raw scales [16][G + 1] (fp32) and zeros [16][4 * zstride] (uint8; the
 // padding spreads rows over banks), the records [G][8] (uint4: the scales
-// of rows i and i + 8 and their (magic + zero) pairs, built from a raw
+// of rows i and i + 8, magic + z(i) and Int4Magic::hi_zero(z(i + 8)), built from a raw
 // buffer once per tile so the loop reads one record per chunk), the chunk
 // groups [K / 32] (act-order or irregular groups) and the warps' partial
 // sums [W][NT * 4][32].
@@ -346,12 +345,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
       const uint8_t* zs = reinterpret_cast<const uint8_t*>(smem + (j & 1) * L.buf + 16 * L.sstride);
       for (int e = threadIdx.x; e < 8 * G; e += blockDim.x) {
         const int g = e / 8, i = e % 8;
-        rec[e] = uint4{
-            __float_as_uint(ss[i * L.sstride + g]), __float_as_uint(ss[(i + 8) * L.sstride + g]),
-            Mg::pair(Mg::kBase + static_cast<float>(zs[i * 4 * L.zstride + g])),
-            // rows i + 8 take the high nibbles: −(64 + z) for fp16's HFMA2 (Int4Magic::hi)
-            Mg::pair(Mg::kHiFma ? -(64.f + static_cast<float>(zs[(i + 8) * 4 * L.zstride + g]))
-                                : Mg::kBase + static_cast<float>(zs[(i + 8) * 4 * L.zstride + g]))};
+        rec[e] = uint4{__float_as_uint(ss[i * L.sstride + g]),
+                       __float_as_uint(ss[(i + 8) * L.sstride + g]),
+                       Mg::pair(Mg::kBase + static_cast<float>(zs[i * 4 * L.zstride + g])),
+                       Mg::hi_zero(static_cast<float>(zs[(i + 8) * 4 * L.zstride + g]))};
       }
     }
     __syncthreads();
@@ -393,15 +390,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
           for (int h = 0; h < 2; ++h) {
             const uint32_t w = words[2 * c + h];
             uint32_t a[4];
-            a[0] = Mg::sub(and_or(w, 0x000F000Fu, Mg::kWord), sz.z);  // row r0, columns 2q, 2q+1
-            a[2] = Mg::sub(and_or(w >> 8, 0x000F000Fu, Mg::kWord), sz.z);  // row r0, columns + 8
-            if constexpr (Mg::kHiFma) {  // row r8 from the high nibbles, unshifted
-              a[1] = Mg::hi(and_or(w, 0x00F000F0u, Mg::kWord), sz.w);
-              a[3] = Mg::hi(and_or(w >> 8, 0x00F000F0u, Mg::kWord), sz.w);
-            } else {
-              a[1] = Mg::sub(and_or(w >> 4, 0x000F000Fu, Mg::kWord), sz.w);   // row r8
-              a[3] = Mg::sub(and_or(w >> 12, 0x000F000Fu, Mg::kWord), sz.w);  // row r8, columns + 8
-            }
+            int4_fragment<T>(w, sz.z, sz.w, a);
 #pragma unroll
             for (int q = 0; q < NT; ++q)
               mma16816<T>(part[q], a, h == 0 ? xb[q].x : xb[q].z, h == 0 ? xb[q].y : xb[q].w);

@@ -72,10 +72,13 @@ void bench_decode_table(const std::string& model_dir, const std::string& label, 
   const double linear = H * (Hq + 2 * Hk) * D + Hq * D * H + 3 * I * H;  // per layer
   // Bytes a linear's weight streams per element: bf16, or a quantized
   // checkpoint's codes plus, per group of a row, its fp32 scale and 8-bit
-  // zero (the packed layout the CUDA kernels read: gpu/quant_linear.h).
+  // zero (the packed layout the CUDA kernels read: gpu/quant_linear.h;
+  // group_size -1: one group of K). AWQ's modules_to_not_convert are
+  // counted as quantized too (an underestimate for such checkpoints); a
+  // dense MLP is assumed (3 · I · H).
   const QuantConfig& q = c.quantization;
-  const double per_elem =
-      !q.enabled() ? 2.0 : q.bits / 8.0 + (q.group_size > 0 ? 5.0 / double(q.group_size) : 0.0);
+  const double group = q.group_size > 0 ? double(q.group_size) : std::max(H, I);
+  const double per_elem = !q.enabled() ? 2.0 : q.bits / 8.0 + 5.0 / group;
   const double weight_bytes =
       L * (linear * per_elem + 2.0 * 2 * H) + 2.0 * (double(c.vocab_size) * H + H);
   const double kv_bytes_per_token = 2.0 * 2.0 * L * Hk * D;  // K and V, bf16

@@ -225,8 +225,8 @@ TEST_P(CudaOps, Linear) {
 // tensor-core GEMM for every M up to kSkinnyGemmMaxRows, the CUDA-core GEMV
 // up to 8, cuBLASLt) and LtGemm's own choice, on M at and around their batch-group edges (8-row
 // groups, 2 tiles of 16 columns a CTA from N = 8192), N not a multiple of 16, K at the 32-element
-// step (and one step short of a warp's stride), small N with large K at M = 1 and 2, with and
-// without bias, act-dtype and F32 output;
+// step (and one step short of a warp's stride), the decode shapes of o_proj (4096 × 4096, M = 1)
+// and a narrow N with K = 8192 at M = 2, with and without bias, act-dtype and F32 output;
 // against the double-precision product. The skinny kernel also declines what it cannot do (K % 32).
 TEST_P(CudaOps, SmallBatchLinearKernelsAgree) {
   PAGODA_REQUIRE_GPU();

@@ -1,13 +1,21 @@
-#include "gpu/pdl.h"
-
+// pdl_enabled (gpu/pdl.h).
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "gpu/cuda_check.h"
+#include "gpu/pdl.h"
 
 namespace pagoda::cuda {
+namespace {
+
+// Compiled like every kernel of this library: its PTX version says whether
+// griddepcontrol was compiled in (__CUDA_ARCH__ >= 900) or left out (a
+// build for an older virtual architecture that the driver JIT-compiles).
+__global__ void pdl_probe_kernel() {}
+
+}  // namespace
 
 bool pdl_enabled() {
   static const bool off = [] {
@@ -24,7 +32,9 @@ bool pdl_enabled() {
   if (k == 0) {
     int major = 0;
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    k = major >= 9 ? 2 : 1;
+    cudaFuncAttributes fa{};
+    PAGODA_CUDA_CHECK(cudaFuncGetAttributes(&fa, pdl_probe_kernel));
+    k = major >= 9 && fa.ptxVersion >= 90 ? 2 : 1;
     known[dev].store(k, std::memory_order_relaxed);
   }
   return k == 2;
