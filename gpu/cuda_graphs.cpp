@@ -9,6 +9,7 @@
 
 #include "gpu/cuda_backend_impl.h"
 #include "gpu/cuda_check.h"
+#include "gpu/pdl.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -102,9 +103,14 @@ void DecodeGraphs::capture(const std::vector<int64_t>& sizes, int64_t max_num_ba
     if (!list.empty()) list.push_back(',');
     list.append(std::to_string(g.size));
   }
-  spdlog::info("CUDA graphs: captured {} decode batch sizes [{}] in {:.2f} s, {:.1f} MiB of device memory",
-               graphs_.size(), list, secs,
-               static_cast<double>(free0 > free1 ? free0 - free1 : 0) / (1 << 20));
+  spdlog::info(
+      "CUDA graphs: captured {} decode batch sizes [{}] in {:.2f} s, {:.1f} MiB of device memory; "
+      "programmatic dependent launch {}",
+      graphs_.size(), list, secs,
+      static_cast<double>(free0 > free1 ? free0 - free1 : 0) / (1 << 20),
+      pdl_enabled() ? "on"
+                    : "off (needs sm_90 kernels on a compute capability 9.0 device; PAGODA_PDL=0 "
+                      "turns it off)");
 }
 
 const DecodeGraphs::Graph* DecodeGraphs::find(int64_t size) const {
