@@ -24,6 +24,8 @@ void bench_qgemv(std::vector<Row>& rows) {
     int64_t N, K;
   };
   constexpr int64_t kGroup = 128;
+  constexpr int kPerGraph = 8;
+  bool graphed = true;
   for (const Shape& s : {Shape{"qkv", 3 * 4096, 4096}, Shape{"o_proj", 4096, 4096},
                          Shape{"gate_up", 2 * 11008, 4096}, Shape{"down", 4096, 11008}}) {
     const int64_t G = s.K / kGroup;
@@ -55,26 +57,27 @@ void bench_qgemv(std::vector<Row>& rows) {
     for (const int64_t M : {1, 2, 4, 8, 16, 32}) {
       Tensor x = b.alloc(DType::BF16, {M, s.K}), o = b.alloc(DType::BF16, {M, s.N});
       b.fill_normal(x, 0, 1, 9);
-      const double ms_m = time_ms(
+      const double ms_m = time_ms_graph(
           st,
           [&](int i) {
             const Packed& p = pk[static_cast<size_t>(i % nq)];
             cuda::launch_qmma(DType::BF16, DType::BF16, x.data, p.q, p.sc, p.z, nullptr, kGroup,
                               nullptr, o.data, s.N, M, s.N, s.K, G, st);
           },
-          50, 5);
+          kPerGraph, 20, &graphed);
       const double ms_v =
           M > 8 ? 0.0
-                : time_ms(
+                : time_ms_graph(
                       st,
                       [&](int i) {
                         const Packed& p = pk[static_cast<size_t>(i % nq)];
                         cuda::launch_qmv(DType::BF16, DType::BF16, x.data, p.q, p.sc, p.z, nullptr,
                                          kGroup, nullptr, o.data, s.N, M, s.N, s.K, G, st);
                       },
-                      50, 5);
-      const double ms_b = time_ms(
-          st, [&](int i) { b.linear(x, wb[static_cast<size_t>(i % nb)], nullptr, o); }, 50, 5);
+                      kPerGraph, 20, &graphed);
+      const double ms_b = time_ms_graph(
+          st, [&](int i) { b.linear(x, wb[static_cast<size_t>(i % nb)], nullptr, o); }, kPerGraph,
+          20, &graphed);
       const auto add = [&](const char* kernel, double ms, size_t bytes) {
         const double gbs = static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
         char name[160];
@@ -98,6 +101,11 @@ void bench_qgemv(std::vector<Row>& rows) {
     for (auto& w : wb) b.free(w);
   }
   std::printf("device-to-device copy bandwidth: %.0f GB/s\n", copy_gbs);
+  std::printf(
+      "times per launch: %d back-to-back launches (rotating weight copies) in one CUDA graph, "
+      "median of 20 "
+      "replays%s\n",
+      kPerGraph, graphed ? "" : " (some calls could not be captured: timed one launch at a time)");
 }
 
 }  // namespace pagoda::bench
