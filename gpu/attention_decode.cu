@@ -38,8 +38,7 @@ template <typename T, int D, int GC>
 __global__ void __launch_bounds__(kWarps * 32)
 decode_attention_kernel(AttentionArgs a, int part, float* __restrict__ ws_out, float* __restrict__ ws_max,
                         float* __restrict__ ws_sum) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   constexpr int VEC = (16 / static_cast<int>(sizeof(T))) < D ? 16 / static_cast<int>(sizeof(T)) : D;
   constexpr int TG = D / VEC;      // lanes per token
   constexpr int TPW = 32 / TG;     // tokens per warp per step
@@ -221,8 +220,7 @@ template <typename T, int D>
 __global__ void decode_combine_kernel(AttentionArgs a, int part, int nsplits, const float* __restrict__ ws_out,
                                       const float* __restrict__ ws_max,
                                       const float* __restrict__ ws_sum) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
   const int ctx = a.context_lens[seq];
   const int first = a.sliding_window > 0 ? max(0, ctx - a.sliding_window) : 0;

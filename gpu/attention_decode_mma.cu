@@ -56,8 +56,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     decode_mma_kernel(AttentionArgs a, int part, float* __restrict__ ws_out,
                       float* __restrict__ ws_max, float* __restrict__ ws_sum) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   constexpr int KS = D / 16;  // k-steps of S
   constexpr int OT = D / 8;   // n-tiles of O
   constexpr int KV = D / 32;  // 16-byte loads per K (or Q) row share

@@ -34,8 +34,7 @@ __device__ __forceinline__ float block_sum(float v, float* smem) {
 template <typename T>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
                                  T* __restrict__ out, int64_t H, int64_t V) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   const int64_t t = blockIdx.x;
   const int64_t id = ids[t];
   T* o = out + t * H;
@@ -50,8 +49,7 @@ __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __res
 template <typename T, bool kAdd>
 __global__ void rms_norm_kernel(const T* x, T* residual, const T* __restrict__ w, float eps,
                                 T* out, int64_t H) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   __shared__ float smem[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * H;
@@ -86,8 +84,7 @@ __global__ void rms_norm_kernel(const T* x, T* residual, const T* __restrict__ w
 template <typename T, bool kAdd, int NV>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_vec_kernel(const T* x, T* residual, const T* __restrict__ w, float eps, T* out, int64_t H) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   constexpr int VEC = 16 / sizeof(T);
   using V = Vec<T, VEC>;
   __shared__ float smem[32];
@@ -175,8 +172,7 @@ struct SiluAct {
 
 __global__ void gather_rows_kernel(const char* __restrict__ x, const int32_t* __restrict__ idx,
                                    char* __restrict__ out, int64_t row_bytes, int64_t T) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   const int64_t l = blockIdx.x;
   const int64_t r = idx[l];
   char* o = out + l * row_bytes;

@@ -19,8 +19,7 @@ namespace pagoda::cuda {
 template <typename T, typename Act, int VEC>
 __global__ void gated_mul_kernel(const T* __restrict__ gu, T* __restrict__ out, int64_t I,
                                  Act act) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   const int64_t t = blockIdx.y;
   const T* g = gu + t * 2 * I;
   const T* u = g + I;

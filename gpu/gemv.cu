@@ -1,12 +1,14 @@
 // Skinny GEMM for decode-sized batches (M <= 8 rows of x): out[m, n] =
 // Σ_k x[m, k] · w[n, k] (+ bias[n]), memory-bound on the weight stream.
 // One warp per output column n: each lane streams 16-byte chunks of w's row
-// (two rounds of kUnroll chunks in flight, read-only non-allocating loads) and dots them
-// with the matching chunks of the M rows of x (L1/L2 resident); fp32
-// accumulation, warp-shuffle reduction. Launched with programmatic
-// dependent launch (gpu/pdl.h): the first weights stream before the wait. Backend::linear uses it
-// for bf16/f16 at M <= 2 (LtGemm::auto_kernel: beyond that, re-reading x per row from L1 makes it
-// slower than the alternatives) when K % 8 == 0 and the pointers are 16-byte aligned.
+// (two rounds of kUnroll chunks in flight, read-only non-allocating loads)
+// and dots them with the matching chunks of the M rows of x (L1/L2
+// resident); fp32 accumulation, warp-shuffle reduction. Launched with
+// programmatic dependent launch (gpu/pdl.h): the first weights stream
+// before the wait. Backend::linear uses it for bf16/f16 at M <= 2
+// (LtGemm::auto_kernel: beyond that, re-reading x per row from L1 makes it
+// slower than the alternatives) when K % 8 == 0 and the pointers are
+// 16-byte aligned.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -46,16 +48,15 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32)
   const T* wr = w + static_cast<int64_t>(live ? n : 0) * K;
   // Two rounds of kUnroll chunks in flight: the next round is loaded
   // before the current one is used. The first round depends on nothing
-  // earlier in the stream, so it is issued before pdl_wait() and overlaps
-  // the previous kernel (gpu/pdl.h).
+  // earlier in the stream, so it is issued before pdl_wait_then_release()
+  // and overlaps the previous kernel (gpu/pdl.h).
   uint4 wv[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int c = lane + 32 * u;
     wv[u] = c < nchunks ? ld_stream(wr + c * 8) : uint4{0, 0, 0, 0};
   }
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   if (!live) return;
   float acc[M];
 #pragma unroll

@@ -42,6 +42,9 @@ struct Int4Magic<__half> {
   // + c, exact, gives q − z in one HFMA2 with c = −(64 + z) (Marlin's fp16
   // dequantization), so registers 1 and 3 need no shift.
   static constexpr bool kHiFma = true;
+  // The record value for rows r (z the zero point): magic + z in each half,
+  // sub()'s subtrahend.
+  __device__ static uint32_t lo_zero(float z) { return pair(kBase + z); }
   // The record value for rows r + 8 (z the zero point, 0..255): −(64 + z)
   // in each half, hi()'s addend.
   __device__ static uint32_t hi_zero(float z) { return pair(-(kBase / 16.f + z)); }
@@ -68,6 +71,8 @@ struct Int4Magic<__nv_bfloat16> {
   static constexpr float kBase = 128.f;
   // bf16's 7-bit mantissa holds no high nibble: every register is shifted.
   static constexpr bool kHiFma = false;
+  // The record value for rows r: magic + z in each half, sub()'s subtrahend.
+  __device__ static uint32_t lo_zero(float z) { return pair(kBase + z); }
   // The record value for rows r + 8: (magic + z) in each half, as for row r.
   __device__ static uint32_t hi_zero(float z) { return pair(kBase + z); }
   __device__ static uint32_t sub(uint32_t a, uint32_t b) {
@@ -82,8 +87,8 @@ struct Int4Magic<__nv_bfloat16> {
 };
 
 // The A fragment of a lane's word w: a[p] = q − z exactly in T's pairs,
-// with zr = (magic + z) of row r (Int4Magic::pair(kBase + z)) and zr8 =
-// Int4Magic::hi_zero(z) of row r + 8.
+// with zr = Int4Magic::lo_zero(z) of row r and zr8 = Int4Magic::hi_zero(z)
+// of row r + 8.
 template <typename T>
 __device__ __forceinline__ void int4_fragment(uint32_t w, uint32_t zr, uint32_t zr8,
                                               uint32_t (&a)[4]) {

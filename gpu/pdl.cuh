@@ -1,9 +1,9 @@
 // Device side of programmatic dependent launch (gpu/pdl.h) and the launch
-// helper. Every kernel launched through launch_pdl calls pdl_wait() on
-// every path before it touches what an earlier kernel of the stream writes
-// or reads (it is a no-op when the kernel was launched without the
-// attribute, or on devices older than sm_90), and pdl_wait() before it
-// returns, so a kernel never completes ahead of the one it depends on and
+// helper. Every kernel launched through launch_pdl calls
+// pdl_wait_then_release() on every path before it touches what an earlier
+// kernel of the stream writes or reads (it is a no-op when the kernel was
+// launched without the attribute, or on devices older than sm_90), and
+// before it returns, so a kernel never completes ahead of the one it depends on and
 // the dependency chain stays transitive. Internal to gpu/.
 #pragma once
 #include <cuda_runtime.h>
@@ -15,19 +15,14 @@
 namespace pagoda::cuda {
 
 // Blocks until the kernels this grid programmatically depends on have
-// completed and their memory is visible (griddepcontrol.wait).
-__device__ __forceinline__ void pdl_wait() {
+// completed and their memory is visible (griddepcontrol.wait), then lets
+// the next kernel of the stream (if launched with the attribute) be
+// scheduled once every CTA of this grid has got here or exited
+// (griddepcontrol.launch_dependents). Releasing only after the wait keeps
+// at most one kernel waiting ahead of the running one.
+__device__ __forceinline__ void pdl_wait_then_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
-// Lets the next kernel of the stream (if launched with the attribute) be
-// scheduled once every CTA of this grid has called this or exited
-// (griddepcontrol.launch_dependents). Called after pdl_wait(), so at most
-// one kernel waits ahead of the running one.
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" :::);
 #endif
 }

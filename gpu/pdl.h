@@ -1,17 +1,16 @@
 // Programmatic dependent launch (PDL, compute capability 9.0+): a kernel
 // launched with cudaLaunchAttributeProgrammaticStreamSerialization may
 // start while the kernel before it on the stream is still running; it must
-// call pdl_wait() (griddepcontrol.wait) before it reads what that kernel
-// wrote or writes what that kernel reads. Whatever a kernel does before
-// pdl_wait() overlaps the previous kernel: the decode GEMVs stream their
-// first weights there. That is safe only for memory no kernel that may
-// still be running writes: weights are written at load time, then the
-// stream is synchronized (launch_gemv, launch_qmv and launch_qmma state
-// the precondition). Source:
-// CUDA C++ Programming Guide, "Programmatic Dependent Launch and
-// Synchronization"; PTX ISA, "griddepcontrol". Stream capture keeps the
-// dependency as a programmatic edge, so the CUDA graphs get it too.
-// Internal to gpu/.
+// call pdl_wait_then_release() (griddepcontrol.wait, gpu/pdl.cuh) before it
+// reads what that kernel wrote or writes what that kernel reads. Whatever a
+// kernel does before that call overlaps the previous kernel: the decode
+// GEMVs stream their first weights there. That is safe only for memory no
+// kernel that may still be running writes: weights are written at load
+// time, then the stream is synchronized (launch_gemv, launch_qmv and
+// launch_qmma state the precondition). Source: CUDA C++ Programming Guide,
+// "Programmatic Dependent Launch and Synchronization"; PTX ISA,
+// "griddepcontrol". Stream capture keeps the dependency as a programmatic
+// edge, so the CUDA graphs get it too. Internal to gpu/.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -9,10 +9,9 @@
 // sums. What differs is the loop around it:
 //  * the scale multiplies the sums once per step of CPG chunks that share
 //    a group (4 for group 128: once per two 16-byte loads), from records
-//    per (group, row pair) — the zero values {magic + z(r),
-//    Int4Magic::hi_zero(z(r + 8))} and the scales {s(r), s(r + 8)} — that
-//    the CTA builds in shared memory
-//    before it computes;
+//    per (group, row pair) — the zero values {Int4Magic::lo_zero(z(r)),
+//    hi_zero(z(r + 8))} and the scales {s(r), s(r + 8)} — that the CTA
+//    builds in shared memory before it computes;
 //  * B (x) is read as one 16-byte L1 load per chunk for every lane, rows
 //    past M repeating row M − 1 (their sums are dropped): no predicates;
 //  * one CTA of 8 warps per 16-feature row tile (N / 16 CTAs, 4 resident an
@@ -68,8 +67,8 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 }
 
 // Shared memory in bytes: the lanes' rings [W][kRing][32] (uint4),
-// per (group, row pair) the zero values (uint4: {magic + z(i),
-// Int4Magic::hi_zero(z(i + 8))}, twice) and the two scales (float2), the
+// per (group, row pair) the zero values (uint4: {Int4Magic::lo_zero(z(i)),
+// hi_zero(z(i + 8))}, twice) and the two scales (float2), the
 // chunk-group table [K / 32] (int32, table kernels), the warps' sums [W][4][32] (fp32).
 size_t qmv_smem(int W, int64_t K, int64_t G, bool table) {
   return static_cast<size_t>(W * kRing * 512 + G * 8 * 24 + (table ? K / 32 * 4 : 0) +
@@ -118,9 +117,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
     const int i = e & 7, g = e >> 3;
     const int64_t r0 = (static_cast<int64_t>(t) * 16 + i) * G + g,
                   r8 = r0 + 8 * static_cast<int64_t>(G);
-    const uint32_t zb = Mg::kWord;
-    const uint32_t z0 = zb | static_cast<uint32_t>(zeros[r0]) * 0x10001u;
-    const uint32_t z8 = Mg::hi_zero(static_cast<float>(zeros[r8]));  // int4_fragment's zr8
+    const uint32_t z0 = Mg::lo_zero(static_cast<float>(zeros[r0]));  // int4_fragment's zr
+    const uint32_t z8 = Mg::hi_zero(static_cast<float>(zeros[r8]));  // and zr8
     zrec[e] = uint4{z0, z8, z0, z8};
     srec[e] = float2{scales[r0], scales[r8]};
   }
@@ -129,8 +127,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   __syncthreads();
   // The ring and the records hold weights only, which depend on nothing
   // earlier in the stream: they were loaded before the wait (gpu/pdl.h).
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
 
   // Two accumulator chains (the fragment's two 16-position tiles), summed
   // when a step is scaled.

@@ -236,13 +236,15 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
 // A lane's word of a tile is its A fragment of mma.m16n8k16: int4_fragment
 // (gpu/int4_fragment.cuh) builds the four registers as (magic + q) pairs by
 // LOP3 and subtracts (magic + zero) exactly by HSUB2 (fp16's rows r + 8: one
-// HFMA2 on the unshifted high nibbles), so A holds q − zero exactly in fp16 / bf16 and an fp32
-// accumulator gets Σ (q − zero)·x over a 32-position chunk (one group), which the row's scale then
-// multiplies into the sum. B (x, n = the batch row) is read from L1/L2 as one 16-byte load per
-// chunk (the layout's column order, packed_linear.h). The weights are never rounded: only x and the
-// output are in fp16 / bf16. The warps' sums meet in shared memory. Marlin (Frantar et al. 2024)
-// does the same dequantization into fragments, with asynchronous copies and larger tiles for big
-// batches.
+// HFMA2 on the unshifted high nibbles), so A holds q − zero exactly in
+// fp16 / bf16 and an fp32 accumulator gets Σ (q − zero)·x over a
+// 32-position chunk (one group), which the row's scale then multiplies into
+// the sum. B (x, n = the batch row) is read from L1/L2 as one 16-byte load
+// per chunk (the layout's column order, packed_linear.h). The weights are
+// never rounded: only x and the output are in fp16 / bf16. The warps' sums
+// meet in shared memory. Marlin (Frantar et al. 2024) does the same
+// dequantization into fragments, with asynchronous copies and larger tiles
+// for big batches.
 constexpr int kMmaUnroll = 4;
 constexpr int kMmaWarps = 8;
 
@@ -257,7 +259,7 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // Shared memory of qmma_kernel, in 4-byte words: two buffers of a tile's
 // raw scales [16][G + 1] (fp32) and zeros [16][4 * zstride] (uint8; the
 // padding spreads rows over banks), the records [G][8] (uint4: the scales
-// of rows i and i + 8, magic + z(i) and Int4Magic::hi_zero(z(i + 8)), built from a raw
+// of rows i and i + 8, Int4Magic::lo_zero(z(i)) and hi_zero(z(i + 8)), built from a raw
 // buffer once per tile so the loop reads one record per chunk), the chunk
 // groups [K / 32] (act-order or irregular groups) and the warps' partial
 // sums [W][NT * 4][32].
@@ -333,8 +335,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
   stage(t, 0);
   // The first weights and scales depend on nothing earlier in the stream:
   // they are in flight before the wait (gpu/pdl.h).
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   for (int j = 0; t < ntiles; ++j, t += gridDim.x) {
     const int tn = t + gridDim.x;
     stage(tn, (j + 1) & 1);  // the next tile's scales, in flight during this one
@@ -347,7 +348,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
         const int g = e / 8, i = e % 8;
         rec[e] = uint4{__float_as_uint(ss[i * L.sstride + g]),
                        __float_as_uint(ss[(i + 8) * L.sstride + g]),
-                       Mg::pair(Mg::kBase + static_cast<float>(zs[i * 4 * L.zstride + g])),
+                       Mg::lo_zero(static_cast<float>(zs[i * 4 * L.zstride + g])),
                        Mg::hi_zero(static_cast<float>(zs[(i + 8) * 4 * L.zstride + g]))};
       }
     }

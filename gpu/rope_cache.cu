@@ -38,8 +38,7 @@ __global__ void __launch_bounds__(kThreads)
                           const int32_t* __restrict__ positions, const int32_t* __restrict__ slot_mapping,
                           int Hq, int Hk, int D, int R, bool interleaved, T* __restrict__ q_out,
                           T* __restrict__ k_cache, T* __restrict__ v_cache) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   const int64_t t = blockIdx.x;
   const int half = D / 2, rh = R / 2;
   const int hpc = heads_per_cta(half);
@@ -93,8 +92,7 @@ __global__ void __launch_bounds__(kThreads)
                               const int32_t* __restrict__ positions, const int32_t* __restrict__ slot_mapping,
                               int Hq, int Hk, int D, T* __restrict__ q_out, T* __restrict__ k_cache,
                               T* __restrict__ v_cache) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   const int64_t t = blockIdx.x;
   const int half = D / 2, per_head = half / VEC;
   const int u = blockIdx.y * blockDim.x + threadIdx.x;

@@ -44,8 +44,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                    TO* __restrict__ out, int M, int N, int K) {
   __shared__ float red[kWarps][NT * MB * 4][32];
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * (16 * NT);

@@ -103,8 +103,7 @@ void bench_qgemv(std::vector<Row>& rows) {
   std::printf("device-to-device copy bandwidth: %.0f GB/s\n", copy_gbs);
   std::printf(
       "times per launch: %d back-to-back launches (rotating weight copies) in one CUDA graph, "
-      "median of 20 "
-      "replays%s\n",
+      "median of 20 replays%s\n",
       kPerGraph, graphed ? "" : " (some calls could not be captured: timed one launch at a time)");
 }
 
