@@ -295,6 +295,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The table on stdout and, with --out, in that file (header: a first line, e.g. the device).
+  const auto emit = [&](const std::vector<Row>& rows, const std::string& header) {
+    print_table(rows, stdout);
+    if (out_path.empty()) return;
+    if (FILE* f = std::fopen(out_path.c_str(), "w")) {
+      if (!header.empty()) std::fprintf(f, "%s\n\n", header.c_str());
+      print_table(rows, f);
+      std::fclose(f);
+    }
+  };
   if (only == "qgemm" || only == "qgemv" || only == "moe") {
     std::vector<Row> rows;
     try {
@@ -305,7 +315,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s benchmark failed: %s\n", only.c_str(), e.what());
       return 1;
     }
-    print_table(rows, stdout);
+    emit(rows, "");
     return 0;
   }
   if (only == "engine" || only == "ops" || only == "allreduce" || only == "sampler" ||
@@ -335,13 +345,7 @@ int main(int argc, char** argv) {
       rows.push_back({only + " benchmark FAILED: " + e.what(), 0, "-", "-"});
       failed = true;
     }
-    print_table(rows, stdout);
-    if (!out_path.empty()) {
-      if (FILE* f = std::fopen(out_path.c_str(), "w")) {
-        print_table(rows, f);
-        std::fclose(f);
-      }
-    }
+    emit(rows, "");
     return failed ? 1 : 0;
   }
   if (cuda::device_count() == 0) {
@@ -399,15 +403,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("\n");
-    print_table(rows, stdout);
-    if (!out_path.empty()) {
-      FILE* f = std::fopen(out_path.c_str(), "w");
-      if (f) {
-        std::fprintf(f, "device: %s\n\n", cuda::device_description(0).c_str());
-        print_table(rows, f);
-        std::fclose(f);
-      }
-    }
+    emit(rows, "device: " + cuda::device_description(0));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pagoda_gpu_bench: %s\n", e.what());
     return 1;
