@@ -39,6 +39,7 @@ SchedulerConfig scheduler_config(const EngineConfig& c, const Tokenizer& tok,
   s.max_model_len = c.max_model_len;
   s.max_prompt_logprob_tokens = c.max_prompt_logprob_tokens;
   s.long_prefill_token_threshold = c.long_prefill_token_threshold;
+  s.max_prefill_tokens_with_decodes = c.max_prefill_tokens_with_decodes;
   s.eos_token_ids = c.eos_token_ids;
   s.preemption_mode = c.preemption_mode;
   if (s.eos_token_ids.empty() && tok.eos_token_id()) s.eos_token_ids.push_back(*tok.eos_token_id());
@@ -67,6 +68,8 @@ class EngineImpl {
           "max_model_len and max_prompt_logprob_tokens must be > 0");
     if (config.long_prefill_token_threshold < 0)
       throw std::invalid_argument("EngineConfig: long_prefill_token_threshold must be >= 0");
+    if (config.max_prefill_tokens_with_decodes < 0)
+      throw std::invalid_argument("EngineConfig: max_prefill_tokens_with_decodes must be >= 0");
     published.kv_blocks_total = blocks.num_blocks();
     local.kv_blocks_total = blocks.num_blocks();
     published.cpu_kv_blocks_total = host_blocks.num_blocks();

@@ -58,6 +58,9 @@ struct EngineConfig {
   // --long-prefill-token-threshold (SchedulerConfig): > 0 caps one
   // sequence's prefill tokens per step; 0 = off.
   int64_t long_prefill_token_threshold = 0;
+  // --max-prefill-tokens-with-decodes (SchedulerConfig): > 0 caps the
+  // prompt tokens of a step that carries decodes; 0 = off.
+  int64_t max_prefill_tokens_with_decodes = 0;
   // --enable-prefix-caching / --no-enable-prefix-caching (vLLM v1: on by
   // default): full KV blocks are kept by the hash of their tokens and every
   // token before them, and a new sequence starts from the longest cached

@@ -32,6 +32,13 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
                  "Most prompt tokens one request prefills per step (vLLM's flag; 0: off, only "
                  "--max-num-batched-tokens caps it): bounds how long a step carrying a prefill "
                  "chunk stalls the decodes batched with it");
+  app.add_option("--max-prefill-tokens-with-decodes", a.max_prefill_tokens_with_decodes,
+                 "Most prompt tokens a step that also decodes takes, all requests together "
+                 "(Pagoda's own; 0: off): a prompt arriving while others stream goes in "
+                 "chunks so their next tokens are not held up; steps without decodes keep "
+                 "--max-num-batched-tokens")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step");
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block");
   app.add_option("--seed", a.seed,
@@ -124,6 +131,7 @@ void validate_engine_args(const EngineArgs& a, uint64_t total_cpu_memory) {
   at_least("max_num_seqs", a.max_num_seqs, 1);
   at_least("max_num_batched_tokens", a.max_num_batched_tokens, 1);
   at_least("long_prefill_token_threshold", a.long_prefill_token_threshold, 0);
+  at_least("max_prefill_tokens_with_decodes", a.max_prefill_tokens_with_decodes, 0);
   at_least("block_size", a.block_size, 1);
   at_least("num_gpu_blocks_override", a.num_gpu_blocks_override, 0);
   at_least("tensor_parallel_size", a.tensor_parallel_size, 1);
@@ -355,6 +363,7 @@ LoadedModel load_model(const EngineArgs& a) {
   ec.max_num_seqs = a.max_num_seqs;
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.long_prefill_token_threshold = a.long_prefill_token_threshold;
+  ec.max_prefill_tokens_with_decodes = a.max_prefill_tokens_with_decodes;
   ec.max_model_len = m.max_model_len;
   ec.log_stats = !a.disable_log_stats;
   ec.log_requests = a.enable_log_requests;

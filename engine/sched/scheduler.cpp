@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -269,12 +270,30 @@ SchedulerOutput Scheduler::schedule() {
     return c;
   };
 
+  // A sequence decodes when its prompt is done and one token is left to
+  // compute (the last sampled one); anything else it computes is prefill.
+  const auto is_decode = [](const Sequence* seq) {
+    return seq->num_output_tokens() > 0 && seq->num_computed_tokens == seq->num_tokens() - 1;
+  };
+  // The prompt tokens this step may still take (max_prefill_tokens_with_decodes
+  // when a running sequence decodes in it).
+  int64_t prefill_budget = std::numeric_limits<int64_t>::max();
+  if (config_.max_prefill_tokens_with_decodes > 0 &&
+      std::any_of(running_.begin(), running_.end(), is_decode))
+    prefill_budget = config_.max_prefill_tokens_with_decodes;
   // A prefill longer than long_prefill_token_threshold goes in chunks of
-  // that many (vLLM v1: before the step's budget is applied).
+  // that many (vLLM v1: before the step's budget is applied), and no
+  // prefill chunk takes more than prefill_budget.
   const auto cap_long = [&](const Sequence* seq) {
     const int64_t left = seq->num_tokens() - seq->num_computed_tokens;
     const int64_t t = config_.long_prefill_token_threshold;
-    return t > 0 ? std::min(left, t) : left;
+    const int64_t n = t > 0 ? std::min(left, t) : left;
+    return is_decode(seq) ? n : std::min(n, prefill_budget);
+  };
+  // n tokens scheduled, a decode's or prefill.
+  const auto charge = [&](bool decode, int64_t n) {
+    budget -= n;
+    if (!decode) prefill_budget -= n;
   };
 
   // 1. Running sequences: decodes and continuing prefill chunks.
@@ -314,7 +333,7 @@ SchedulerOutput Scheduler::schedule() {
                     seq->num_computed_tokens == seq->num_tokens() - 1;
     (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
     out.seqs.push_back({seq, n, samples});
-    budget -= n;
+    charge(decoding, n);
     ++i;
   }
 
@@ -334,13 +353,13 @@ SchedulerOutput Scheduler::schedule() {
         n == 1 && seq->num_output_tokens() > 0 && computed == seq->num_tokens() - 1;
     (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
     out.seqs.push_back({seq, n, computed + n == seq->num_tokens()});
-    budget -= n;
+    charge(decoding, n);
   }
 
   // 3. Waiting sequences, FIFO, unless this step had to preempt or a
   // swapped sequence still waits for blocks (it resumes first).
-  while (out.num_preempted == 0 && swapped_.empty() && budget > 0 && !waiting_.empty() &&
-         seats_taken < config_.max_num_seqs) {
+  while (out.num_preempted == 0 && swapped_.empty() && budget > 0 && prefill_budget > 0 &&
+         !waiting_.empty() && seats_taken < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     // Prefix caching: start from the longest cached run of its leading
     // full blocks, then of a partially filled block continuing them (all
@@ -393,7 +412,7 @@ SchedulerOutput Scheduler::schedule() {
     ++seats_taken;
     out.num_prefill_tokens += n;
     out.seqs.push_back({seq, n, need == seq->num_tokens()});
-    budget -= n;
+    charge(false, n);
   }
   reap();
   return out;

@@ -106,6 +106,15 @@ struct SchedulerConfig {
   // many), bounding how long a step that carries a prefill chunk stalls the
   // decodes batched with it; 0: only max_num_batched_tokens caps it.
   int64_t long_prefill_token_threshold = 0;
+  // > 0: a step that carries decodes (a running sequence with one token
+  // left to compute, its prompt done) schedules at most this many prompt
+  // tokens in all — prefill chunks of running, swapped-in and waiting
+  // sequences — so no prefill stretches a decode step by more than that
+  // much work; steps without decodes keep the whole budget. 0: off. Not a
+  // vLLM flag (vLLM v1 bounds one request's chunk with
+  // long_prefill_token_threshold, which also splits prompts on an idle
+  // server).
+  int64_t max_prefill_tokens_with_decodes = 0;
   std::vector<int32_t> eos_token_ids;
   // > 0 when every attention layer sees only the last sliding_window
   // positions (ModelExecutor::uniform_sliding_window; vLLM v1's

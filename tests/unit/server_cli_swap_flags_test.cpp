@@ -119,5 +119,24 @@ TEST(ServerCli, LongPrefillTokenThreshold) {
   EXPECT_NE(neg.find("--long-prefill-token-threshold"), std::string::npos) << neg;
 }
 
+// --max-prefill-tokens-with-decodes (Pagoda's): serve bounds a decode step's
+// prompt tokens by default, generate (offline) does not; a value on either;
+// negative refused naming the flag; the value reaches the EngineConfig.
+TEST(ServerCli, MaxPrefillTokensWithDecodes) {
+  Parsed a;
+  parse({"serve"}, a);
+  EXPECT_EQ(a.serve.engine.max_prefill_tokens_with_decodes, kServeMaxPrefillTokensWithDecodes);
+  EXPECT_GT(kServeMaxPrefillTokensWithDecodes, 0);
+  parse({"serve", "--max-prefill-tokens-with-decodes", "0"}, a);
+  EXPECT_EQ(a.serve.engine.max_prefill_tokens_with_decodes, 0);
+  Parsed b;
+  parse({"generate", "--prompt", "hi"}, b);
+  EXPECT_EQ(b.gen.engine.max_prefill_tokens_with_decodes, 0);
+  parse({"generate", "--prompt", "hi", "--max-prefill-tokens-with-decodes=256"}, b);
+  EXPECT_EQ(b.gen.engine.max_prefill_tokens_with_decodes, 256);
+  const std::string neg = parse_error({"serve", "--max-prefill-tokens-with-decodes=-5"});
+  EXPECT_NE(neg.find("--max-prefill-tokens-with-decodes"), std::string::npos) << neg;
+}
+
 }  // namespace
 }  // namespace pagoda
