@@ -14,7 +14,7 @@ class App;
 namespace pagoda {
 
 struct ServeArgs {
-  EngineArgs engine = serve_engine_args();
+  EngineArgs engine;
   std::string host = "0.0.0.0";
   uint16_t port = 8000;  // 0: the OS picks a free port (printed)
   int network_threads = 2;

@@ -34,11 +34,11 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
                  "chunk stalls the decodes batched with it");
   app.add_option("--max-prefill-tokens-with-decodes", a.max_prefill_tokens_with_decodes,
                  "Most prompt tokens a step that also decodes takes, all requests together "
-                 "(Pagoda's own; 0: off): a prompt arriving while others stream goes in "
-                 "chunks so their next tokens are not held up; steps without decodes keep "
-                 "--max-num-batched-tokens")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+                 "(Pagoda's own; 0: off, the default): a prompt arriving while others stream "
+                 "goes in chunks so their next tokens are not held up; steps without decodes "
+                 "keep --max-num-batched-tokens. Under steady load it also caps prompt "
+                 "throughput at this many tokens a step")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step");
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block");
   app.add_option("--seed", a.seed,

@@ -32,9 +32,8 @@ struct EngineArgs {
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 8192;
   int64_t long_prefill_token_threshold = 0;  // vLLM's flag; 0 = off
-  // --max-prefill-tokens-with-decodes (SchedulerConfig; Pagoda's own): 0 =
-  // off, the engine's and offline default; pagoda serve's is
-  // kServeMaxPrefillTokensWithDecodes (serve_engine_args).
+  // --max-prefill-tokens-with-decodes (SchedulerConfig; Pagoda's own):
+  // 0 = off (the default: steps schedule as vLLM's do).
   int64_t max_prefill_tokens_with_decodes = 0;
   int64_t block_size = 16;
   uint64_t seed = 0;
@@ -63,21 +62,6 @@ struct EngineArgs {
   // the samplers compute at most kMaxLogprobs.
   int64_t max_logprobs = kMaxLogprobs;
 };
-
-// pagoda serve's bound on the prompt tokens a step that carries decodes
-// takes: on the H200 a 7B model's step then stays near 10 ms, and at 4
-// req/s with 512-token prompts inter-token latency p99 stayed under 10 ms
-// with median TTFT under 20 ms (the same bound per request,
-// --long-prefill-token-threshold 384: docs/PERFORMANCE.md, device call 21).
-constexpr int64_t kServeMaxPrefillTokensWithDecodes = 384;
-
-// EngineArgs with pagoda serve's defaults (an interactive server: the bound
-// above on).
-inline EngineArgs serve_engine_args() {
-  EngineArgs a;
-  a.max_prefill_tokens_with_decodes = kServeMaxPrefillTokensWithDecodes;
-  return a;
-}
 
 // The largest --seed: vLLM seeds Python's, numpy's and torch's generators
 // with it (Platform.seed_everything), and np.random.seed refuses anything

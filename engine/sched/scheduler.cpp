@@ -275,11 +275,15 @@ SchedulerOutput Scheduler::schedule() {
   const auto is_decode = [](const Sequence* seq) {
     return seq->num_output_tokens() > 0 && seq->num_computed_tokens == seq->num_tokens() - 1;
   };
-  // The prompt tokens this step may still take (max_prefill_tokens_with_decodes
-  // when a running sequence decodes in it).
+  // The prompt tokens this step may still take: max_prefill_tokens_with_decodes
+  // when a running or swapped sequence decodes (a swapped one may come back
+  // this step; if it does not, the cap only makes the step stricter). A
+  // swapped prefill that finds it spent waits at the front of the swap
+  // queue (FIFO, as the decodes behind it) until a later step.
   int64_t prefill_budget = std::numeric_limits<int64_t>::max();
   if (config_.max_prefill_tokens_with_decodes > 0 &&
-      std::any_of(running_.begin(), running_.end(), is_decode))
+      (std::any_of(running_.begin(), running_.end(), is_decode) ||
+       std::any_of(swapped_.begin(), swapped_.end(), is_decode)))
     prefill_budget = config_.max_prefill_tokens_with_decodes;
   // A prefill longer than long_prefill_token_threshold goes in chunks of
   // that many (vLLM v1: before the step's budget is applied), and no

@@ -119,16 +119,14 @@ TEST(ServerCli, LongPrefillTokenThreshold) {
   EXPECT_NE(neg.find("--long-prefill-token-threshold"), std::string::npos) << neg;
 }
 
-// --max-prefill-tokens-with-decodes (Pagoda's): serve bounds a decode step's
-// prompt tokens by default, generate (offline) does not; a value on either;
-// negative refused naming the flag; the value reaches the EngineConfig.
+// --max-prefill-tokens-with-decodes (Pagoda's): off by default on serve and
+// generate, a value on either, negative refused naming the flag.
 TEST(ServerCli, MaxPrefillTokensWithDecodes) {
   Parsed a;
   parse({"serve"}, a);
-  EXPECT_EQ(a.serve.engine.max_prefill_tokens_with_decodes, kServeMaxPrefillTokensWithDecodes);
-  EXPECT_GT(kServeMaxPrefillTokensWithDecodes, 0);
-  parse({"serve", "--max-prefill-tokens-with-decodes", "0"}, a);
   EXPECT_EQ(a.serve.engine.max_prefill_tokens_with_decodes, 0);
+  parse({"serve", "--max-prefill-tokens-with-decodes", "384"}, a);
+  EXPECT_EQ(a.serve.engine.max_prefill_tokens_with_decodes, 384);
   Parsed b;
   parse({"generate", "--prompt", "hi"}, b);
   EXPECT_EQ(b.gen.engine.max_prefill_tokens_with_decodes, 0);
