@@ -38,7 +38,7 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
                  "goes in chunks so their next tokens are not held up; steps without decodes "
                  "keep --max-num-batched-tokens. Under steady load it also caps prompt "
                  "throughput at this many tokens a step")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::int_in(0, cli::kInt64Max));
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step");
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block");
   app.add_option("--seed", a.seed,
