@@ -106,8 +106,8 @@ struct SchedulerConfig {
   // many), bounding how long a step that carries a prefill chunk stalls the
   // decodes batched with it; 0: only max_num_batched_tokens caps it.
   int64_t long_prefill_token_threshold = 0;
-  // > 0: a step that carries decodes (a running sequence with one token
-  // left to compute, its prompt done) schedules at most this many prompt
+  // > 0: a step that may carry decodes (a running or swapped sequence with
+  // one token left to compute, its prompt done) schedules at most this many prompt
   // tokens in all — prefill chunks of running, swapped-in and waiting
   // sequences — so no prefill stretches a decode step by more than that
   // much work; steps without decodes keep the whole budget. 0: off. Not a
