@@ -333,8 +333,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     allocate(seq, need);
     bool samples = need == seq->num_tokens();
-    bool decoding = n == 1 && seq->num_output_tokens() > 0 &&
-                    seq->num_computed_tokens == seq->num_tokens() - 1;
+    const bool decoding = n == 1 && is_decode(seq);
     (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
     out.seqs.push_back({seq, n, samples});
     charge(decoding, n);
@@ -349,12 +348,11 @@ SchedulerOutput Scheduler::schedule() {
     Sequence* seq = swapped_.front();
     const int64_t computed = seq->num_computed_tokens;
     const int64_t n = cap_scored(seq, std::min(cap_long(seq), budget));
+    const bool decoding = n == 1 && is_decode(seq);  // (before swap_in, as `computed`)
     if (n == 0 || !swap_in(seq, n, out)) break;
     swapped_.pop_front();
     running_.push_back(seq);
     ++seats_taken;
-    const bool decoding =
-        n == 1 && seq->num_output_tokens() > 0 && computed == seq->num_tokens() - 1;
     (decoding ? out.num_decode_tokens : out.num_prefill_tokens) += n;
     out.seqs.push_back({seq, n, computed + n == seq->num_tokens()});
     charge(decoding, n);
