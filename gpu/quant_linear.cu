@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -224,8 +225,9 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
 // ---- 4-bit codes in the tensor-core layout (packed_linear.h, tile_int4) ----
 //
 // qmma_kernel, for up to 8 * NT rows of x (decode batches up to 32): a
-// persistent grid (as many CTAs as fit the GPU at once) whose CTAs take the
-// 16-feature row tiles in turn; the W warps of a CTA split each tile's input
+// persistent grid (as many CTAs as fit the GPU at once) whose CTAs take
+// groups of RT 16-feature row tiles in turn (RT = 2 from 17 rows: each x
+// fragment then serves both tiles); the W warps of a CTA split the input
 // positions (contiguous runs of 16-byte loads of four 16-position tiles).
 // The weight stream never stops: a warp issues its next kMmaUnroll loads —
 // of this tile or of the CTA's next one — before it computes the current
@@ -256,58 +258,68 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// Shared memory of qmma_kernel, in 4-byte words: two buffers of a tile's
-// raw scales [16][G + 1] (fp32) and zeros [16][4 * zstride] (uint8; the
-// padding spreads rows over banks), the records [G][8] (uint4: the scales
-// of rows i and i + 8, Int4Magic::lo_zero(z(i)) and hi_zero(z(i + 8)), built from a raw
-// buffer once per tile so the loop reads one record per chunk), the chunk
-// groups [K / 32] (act-order or irregular groups) and the warps' partial
-// sums [W][NT * 4][32].
+// Shared memory of qmma_kernel, in 4-byte words: two buffers of a tile
+// group's raw scales [16 RT][G + 1] (fp32) and zeros [16 RT][4 * zstride]
+// (uint8; the padding spreads rows over banks), the records [RT][G][8]
+// (uint4: the scales of rows i and i + 8 of a tile, Int4Magic::lo_zero(z(i))
+// and hi_zero(z(i + 8)), built from a raw buffer once per tile group so the
+// loop reads one record per chunk), the chunk groups [K / 32] (act-order or
+// irregular groups) and the warps' partial sums [W][RT * NT * 4][32].
 struct QmmaSmem {
   int sstride, zstride, buf, rec, cg, red, total;
-  __host__ __device__ QmmaSmem(int NT, int K, int G, bool table) {
+  __host__ __device__ QmmaSmem(int NT, int RT, int K, int G, bool table) {
     sstride = G + 1;
     zstride = (G + 3) / 4 + 1;
-    buf = 16 * (sstride + zstride);
+    buf = 16 * RT * (sstride + zstride);
     rec = (2 * buf + 3) & ~3;  // 16-byte aligned
-    cg = rec + 32 * G;
+    cg = rec + 32 * G * RT;
     red = cg + (table ? K / 32 : 0);
-    total = red + kMmaWarps * NT * 4 * 32;
+    total = red + kMmaWarps * RT * NT * 4 * 32;
   }
 };
 
-template <typename T, typename TO, int NT, int MINB>
+// RT: row tiles a CTA takes at once (a tile group): each lane's x for a
+// chunk (NT 16-byte loads) then serves RT tiles' A fragments, so x's
+// traffic through L1 per byte of codes falls RT-fold (at M = 32 one tile
+// read 8 bytes of x per byte of codes).
+template <typename T, typename TO, int NT, int RT, int MINB>
 __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
-    qmma_kernel(const T* __restrict__ x, const uint4* __restrict__ tiles, const float* __restrict__ scales,
-                const uint8_t* __restrict__ zeros, const int32_t* __restrict__ chunk_group, int group_shift,
-                const T* __restrict__ bias, TO* __restrict__ out, int64_t ldo, int M, int K, int G, int ntiles) {
+    qmma_kernel(const T* __restrict__ x, const uint4* __restrict__ tiles,
+                const float* __restrict__ scales, const uint8_t* __restrict__ zeros,
+                const int32_t* __restrict__ chunk_group, int group_shift,
+                const T* __restrict__ bias, TO* __restrict__ out, int64_t ldo, int M, int K, int G,
+                int ntiles) {
   using Mg = Int4Magic<T>;
+  constexpr int U = kMmaUnroll / RT;  // 16-byte loads of each tile in a batch
   extern __shared__ __align__(16) uint32_t smem[];
-  const QmmaSmem L(NT, K, G, group_shift < 0);
+  const QmmaSmem L(NT, RT, K, G, group_shift < 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int ngroups = K / 64;  // 16-byte loads per lane per row tile
   // Each warp takes a contiguous run of them (its groups change rarely).
   const int per = (ngroups + kMmaWarps - 1) / kMmaWarps;
   const int kb0 = min(ngroups, warp * per), kb1 = min(ngroups, kb0 + per);
-  const int nbatch = (kb1 - kb0 + kMmaUnroll - 1) / kMmaUnroll;  // may be 0 (short rows)
+  const int nbatch = (kb1 - kb0 + U - 1) / U;  // may be 0 (short rows)
   const int r4 = lane / 4;
+  const int ngt = (ntiles + RT - 1) / RT;  // tile groups
 
-  // Copies tile t's scales and zeros into buffer b (one commit group).
-  const auto stage = [&](int t, int b) {
-    if (t < ntiles) {
+  // Copies tile group tg's scales and zeros into buffer b (one commit group).
+  const auto stage = [&](int tg, int b) {
+    if (tg < ngt) {
+      const int rows = 16 * min(RT, ntiles - tg * RT);
       float* ss = reinterpret_cast<float*>(smem + b * L.buf);
-      uint32_t* zs = smem + b * L.buf + 16 * L.sstride;
-      const float* st = scales + static_cast<int64_t>(t) * 16 * G;
-      const uint8_t* zt = zeros + static_cast<int64_t>(t) * 16 * G;
-      for (int e = threadIdx.x; e < 16 * G; e += blockDim.x) cp_async4(ss + (e / G) * L.sstride + e % G, st + e);
+      uint32_t* zs = smem + b * L.buf + 16 * RT * L.sstride;
+      const float* st = scales + static_cast<int64_t>(tg) * RT * 16 * G;
+      const uint8_t* zt = zeros + static_cast<int64_t>(tg) * RT * 16 * G;
+      for (int e = threadIdx.x; e < rows * G; e += blockDim.x)
+        cp_async4(ss + (e / G) * L.sstride + e % G, st + e);
       // zeros: 4 bytes at a time when a row's G bytes are whole words;
       // otherwise (G % 4 != 0: rows not word-aligned) plain byte loads.
       if (G % 4 == 0) {
         const int wpr = G / 4;
-        for (int e = threadIdx.x; e < 16 * wpr; e += blockDim.x)
+        for (int e = threadIdx.x; e < rows * wpr; e += blockDim.x)
           cp_async4(zs + (e / wpr) * L.zstride + e % wpr, zt + 4 * e);
       } else {
-        for (int e = threadIdx.x; e < 16 * G; e += blockDim.x)
+        for (int e = threadIdx.x; e < rows * G; e += blockDim.x)
           reinterpret_cast<uint8_t*>(zs + (e / G) * L.zstride)[e % G] = zt[e];
       }
     }
@@ -319,33 +331,39 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
     for (int c = threadIdx.x; c < K / 32; c += blockDim.x) cg[c] = chunk_group[c];
   uint4* rec = reinterpret_cast<uint4*>(smem + L.rec);
 
-  // A warp's batches over the CTA's tiles: batch bi of tile t is its loads
-  // kb0 + bi · U ... (fewer in the last batch of a row).
-  const auto load = [&](uint4 (&dst)[kMmaUnroll], int t, int bi) {
-    const int kb = kb0 + bi * kMmaUnroll;
-    const uint4* base = tiles + (static_cast<int64_t>(t) * ngroups + kb) * 32 + lane;
+  // A warp's batches over the CTA's tile groups: batch bi of group tg is
+  // its loads kb0 + bi · U ... of each tile (fewer in the last batch).
+  const auto load = [&](uint4(&dst)[U][RT], int tg, int bi) {
+    const int kb = kb0 + bi * U;
 #pragma unroll
-    for (int u = 0; u < kMmaUnroll; ++u)
-      dst[u] = t < ntiles && kb + u < kb1 ? ld_stream(base + u * 32) : uint4{0, 0, 0, 0};
+    for (int r = 0; r < RT; ++r) {
+      const int t = tg * RT + r;
+      const uint4* base = tiles + (static_cast<int64_t>(t) * ngroups + kb) * 32 + lane;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        dst[u][r] = t < ntiles && kb + u < kb1 ? ld_stream(base + u * 32) : uint4{0, 0, 0, 0};
+    }
   };
 
-  uint4 cur[kMmaUnroll], nxt[kMmaUnroll];
-  int t = blockIdx.x;
-  if (nbatch > 0) load(cur, t, 0);
-  stage(t, 0);
+  uint4 cur[U][RT], nxt[U][RT];
+  int tg = blockIdx.x;
+  if (nbatch > 0) load(cur, tg, 0);
+  stage(tg, 0);
   // The first weights and scales depend on nothing earlier in the stream:
   // they are in flight before the wait (gpu/pdl.h).
   pdl_wait_then_release();
-  for (int j = 0; t < ntiles; ++j, t += gridDim.x) {
-    const int tn = t + gridDim.x;
-    stage(tn, (j + 1) & 1);  // the next tile's scales, in flight during this one
-    cp_async_wait<1>();      // this tile's are here
+  for (int j = 0; tg < ngt; ++j, tg += gridDim.x) {
+    const int tn = tg + gridDim.x;
+    stage(tn, (j + 1) & 1);  // the next group's scales, in flight during this one
+    cp_async_wait<1>();      // this group's are here
     __syncthreads();
     {
       const float* ss = reinterpret_cast<const float*>(smem + (j & 1) * L.buf);
-      const uint8_t* zs = reinterpret_cast<const uint8_t*>(smem + (j & 1) * L.buf + 16 * L.sstride);
-      for (int e = threadIdx.x; e < 8 * G; e += blockDim.x) {
-        const int g = e / 8, i = e % 8;
+      const uint8_t* zs =
+          reinterpret_cast<const uint8_t*>(smem + (j & 1) * L.buf + 16 * RT * L.sstride);
+      for (int e = threadIdx.x; e < RT * 8 * G; e += blockDim.x) {
+        const int i = 16 * (e / (8 * G)) + e % 8,
+                  g = (e / 8) % G;  // record [tile][g][row i of the tile]
         rec[e] = uint4{__float_as_uint(ss[i * L.sstride + g]),
                        __float_as_uint(ss[(i + 8) * L.sstride + g]),
                        Mg::lo_zero(static_cast<float>(zs[i * 4 * L.zstride + g])),
@@ -353,25 +371,27 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
       }
     }
     __syncthreads();
-    float acc[NT][4];
+    float acc[RT][NT][4];
 #pragma unroll
-    for (int q = 0; q < NT; ++q)
+    for (int r = 0; r < RT; ++r)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[q][i] = 0.f;
+      for (int q = 0; q < NT; ++q)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[r][q][i] = 0.f;
     for (int bi = 0; bi < nbatch; ++bi) {
-      if (bi + 1 < nbatch) load(nxt, t, bi + 1);
-      else load(nxt, tn, 0);  // the next tile's first loads (none past the last)
-      const int kb = kb0 + bi * kMmaUnroll;
+      if (bi + 1 < nbatch)
+        load(nxt, tg, bi + 1);
+      else
+        load(nxt, tn, 0);  // the next group's first loads (none past the last)
+      const int kb = kb0 + bi * U;
 #pragma unroll
-      for (int u = 0; u < kMmaUnroll; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int kg = kb + u;
         if (kg >= kb1) break;
-        const uint32_t words[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
 #pragma unroll
         for (int c = 0; c < 2; ++c) {  // a chunk: two 16-position tiles of one group
           const int chunk = kg * 2 + c;
           const int g = group_shift >= 0 ? chunk >> group_shift : cg[chunk];
-          const uint4 sz = rec[g * 8 + r4];
           // The lane's x for the chunk: positions 8 (lane % 4) .. + 7 of it
           // (packed_linear.h): B of tile h is {.x, .y} (h = 0), {.z, .w}.
           uint4 xb[NT];
@@ -382,49 +402,59 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
                                                             8 * (lane % 4))
                           : uint4{0, 0, 0, 0};
           }
-          float part[NT][4];
 #pragma unroll
-          for (int q = 0; q < NT; ++q)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) part[q][i] = 0.f;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t w = words[2 * c + h];
-            uint32_t a[4];
-            int4_fragment<T>(w, sz.z, sz.w, a);
+          for (int r = 0; r < RT; ++r) {
+            const uint4 sz = rec[(r * G + g) * 8 + r4];
+            const uint32_t words[4] = {cur[u][r].x, cur[u][r].y, cur[u][r].z, cur[u][r].w};
+            float part[NT][4];
 #pragma unroll
             for (int q = 0; q < NT; ++q)
-              mma16816<T>(part[q], a, h == 0 ? xb[q].x : xb[q].z, h == 0 ? xb[q].y : xb[q].w);
-          }
-          const float s0 = __uint_as_float(sz.x), s8 = __uint_as_float(sz.y);
 #pragma unroll
-          for (int q = 0; q < NT; ++q) {
-            acc[q][0] = fmaf(s0, part[q][0], acc[q][0]);
-            acc[q][1] = fmaf(s0, part[q][1], acc[q][1]);
-            acc[q][2] = fmaf(s8, part[q][2], acc[q][2]);
-            acc[q][3] = fmaf(s8, part[q][3], acc[q][3]);
+              for (int i = 0; i < 4; ++i) part[q][i] = 0.f;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              uint32_t a[4];
+              int4_fragment<T>(words[2 * c + h], sz.z, sz.w, a);
+#pragma unroll
+              for (int q = 0; q < NT; ++q)
+                mma16816<T>(part[q], a, h == 0 ? xb[q].x : xb[q].z, h == 0 ? xb[q].y : xb[q].w);
+            }
+            const float s0 = __uint_as_float(sz.x), s8 = __uint_as_float(sz.y);
+#pragma unroll
+            for (int q = 0; q < NT; ++q) {
+              acc[r][q][0] = fmaf(s0, part[q][0], acc[r][q][0]);
+              acc[r][q][1] = fmaf(s0, part[q][1], acc[r][q][1]);
+              acc[r][q][2] = fmaf(s8, part[q][2], acc[r][q][2]);
+              acc[r][q][3] = fmaf(s8, part[q][3], acc[r][q][3]);
+            }
           }
         }
       }
 #pragma unroll
-      for (int u = 0; u < kMmaUnroll; ++u) cur[u] = nxt[u];
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < RT; ++r) cur[u][r] = nxt[u][r];
     }
     if (nbatch == 0) load(cur, tn, 0);  // (warps with no positions keep nothing in flight)
-    float* red = reinterpret_cast<float*>(smem + L.red);  // [W][NT * 4][32]
+    float* red = reinterpret_cast<float*>(smem + L.red);  // [W][RT * NT * 4][32]
 #pragma unroll
-    for (int q = 0; q < NT; ++q)
+    for (int r = 0; r < RT; ++r)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[(warp * NT * 4 + q * 4 + i) * 32 + lane] = acc[q][i];
-    __syncthreads();  // also: every warp is done with this tile's records
-    if (warp == 0) {
-      const int r0 = t * 16 + r4, r8 = r0 + 8;
+      for (int q = 0; q < NT; ++q)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          red[(warp * RT * NT * 4 + (r * NT + q) * 4 + i) * 32 + lane] = acc[r][q][i];
+    __syncthreads();  // also: every warp is done with this group's records
+    if (warp < RT && tg * RT + warp < ntiles) {  // warp r sums and writes tile r
+      const int r = warp, r0 = (tg * RT + r) * 16 + r4, r8 = r0 + 8;
 #pragma unroll
       for (int q = 0; q < NT; ++q)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           float v = 0.f;
 #pragma unroll
-          for (int w = 0; w < kMmaWarps; ++w) v += red[(w * NT * 4 + q * 4 + i) * 32 + lane];
+          for (int w = 0; w < kMmaWarps; ++w)
+            v += red[(w * RT * NT * 4 + (r * NT + q) * 4 + i) * 32 + lane];
           const int row = i < 2 ? r0 : r8;  // C fragment: c0, c1 row r0; c2, c3 row r8
           const int m = q * 8 + 2 * (lane % 4) + (i % 2);
           if (m < M) out[static_cast<int64_t>(m) * ldo + row] = from_f32<TO>(v + (bias ? to_f32(bias[row]) : 0.f));
@@ -435,23 +465,37 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
   cp_async_wait<0>();
 }
 
-template <typename T, typename TO, int NT, int MINB>
-void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const float* s, const uint8_t* z,
-                 const int32_t* cg, int shift, const T* bp, TO* op, int64_t ldo, int M, int K, int G,
-                 cudaStream_t st) {
-  opt_in_dynamic_smem(reinterpret_cast<const void*>(qmma_kernel<T, TO, NT, MINB>),
+template <typename T, typename TO, int NT, int RT, int MINB>
+void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const float* s,
+                 const uint8_t* z, const int32_t* cg, int shift, const T* bp, TO* op, int64_t ldo,
+                 int M, int K, int G, cudaStream_t st) {
+  opt_in_dynamic_smem(reinterpret_cast<const void*>(qmma_kernel<T, TO, NT, RT, MINB>),
                       smem_optin_limit());
   static const int fit = [] {  // CTAs of this kernel an SM holds at once (at a typical smem size)
     int dev = 0, sms = 0, per = 0;
     PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    PAGODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, qmma_kernel<T, TO, NT, MINB>,
-                                                                    kMmaWarps * 32, 16 * 1024));
+    PAGODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per, qmma_kernel<T, TO, NT, RT, MINB>, kMmaWarps * 32, 16 * 1024));
     return sms * (per > 0 ? per : 1);
   }();
-  const int grid = ntiles < fit ? ntiles : fit;
-  launch_pdl(qmma_kernel<T, TO, NT, MINB>, grid, kMmaWarps * 32, smem, st, xp, tp, s, z, cg, shift,
-             bp, op, ldo, M, K, G, ntiles);
+  const int ngt = (ntiles + RT - 1) / RT;
+  const int grid = ngt < fit ? ngt : fit;
+  launch_pdl(qmma_kernel<T, TO, NT, RT, MINB>, grid, kMmaWarps * 32, smem, st, xp, tp, s, z, cg,
+             shift, bp, op, ldo, M, K, G, ntiles);
+}
+
+// Row tiles a qmma CTA takes at once for NT batch tiles: 2 from 17 rows of
+// x up (x's L1 traffic halved; qkv at M = 32 971 GB/s of codes against 699
+// with one, docs/PERFORMANCE.md) unless PAGODA_QMMA_ROW_TILES=1 (a
+// benchmark switch) or its shared memory does not fit. At 9-16 rows two
+// tiles measured no better (128 registers for 2 CTAs an SM: spills).
+int qmma_row_tiles(int NT) {
+  static const bool one = [] {
+    const char* v = std::getenv("PAGODA_QMMA_ROW_TILES");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return NT >= 3 && !one ? 2 : 1;
 }
 
 template <typename T, typename TO>
@@ -464,20 +508,33 @@ void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z,
   // chunk -> group as a shift when group_size is 32 · 2^j; the table otherwise.
   const int shift = chunk_group_shift(gs);
   const int NT = (M + 7) / 8;
-  const size_t smem = static_cast<size_t>(QmmaSmem(NT, K, G, shift < 0).total) * 4;
+  int RT = qmma_row_tiles(NT);
+  if (RT > 1 && static_cast<size_t>(QmmaSmem(NT, RT, K, G, shift < 0).total) * 4 >
+                    static_cast<size_t>(smem_optin_limit()))
+    RT = 1;
+  const size_t smem = static_cast<size_t>(QmmaSmem(NT, RT, K, G, shift < 0).total) * 4;
   if (smem > static_cast<size_t>(smem_optin_limit()))
     throw std::invalid_argument("launch_qmma: too many groups for shared memory");
   const int ntiles = N / 16;
-#define PAGODA_QMMA(NT_, MB) \
-  qmma_launch<T, TO, NT_, MB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st)
+#define PAGODA_QMMA(NT_, RT_, MB) \
+  qmma_launch<T, TO, NT_, RT_, MB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st)
   // Two CTAs an SM: each warp keeps 4-8 loads in flight and registers to
   // interleave its chunks' mma chains (three CTAs at 80 registers spill and
-  // ran slower: docs/PERFORMANCE.md).
+  // ran slower: docs/PERFORMANCE.md). With two row tiles a batch is 2
+  // loads of each: the same bytes in flight.
   switch (NT) {
-    case 1: PAGODA_QMMA(1, 2); break;
-    case 2: PAGODA_QMMA(2, 2); break;
-    case 3: PAGODA_QMMA(3, 1); break;
-    default: PAGODA_QMMA(4, 1); break;
+    case 1:
+      PAGODA_QMMA(1, 1, 2);
+      break;
+    case 2:
+      PAGODA_QMMA(2, 1, 2);
+      break;
+    case 3:
+      RT == 2 ? PAGODA_QMMA(3, 2, 1) : PAGODA_QMMA(3, 1, 1);
+      break;
+    default:
+      RT == 2 ? PAGODA_QMMA(4, 2, 1) : PAGODA_QMMA(4, 1, 1);
+      break;
   }
 #undef PAGODA_QMMA
   PAGODA_CUDA_CHECK_LAUNCH("qmma_kernel");
@@ -688,10 +745,10 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
 
 bool qmma_fits(int64_t K, int64_t G) {
   // The largest batch tile (NT 4) with the chunk-group table.
-  return K % 64 == 0 &&
-         static_cast<int64_t>(QmmaSmem(4, static_cast<int>(K), static_cast<int>(G), true).total) *
-                 4 <=
-             smem_optin_limit();
+  return K % 64 == 0 && static_cast<int64_t>(
+                            QmmaSmem(4, 1, static_cast<int>(K), static_cast<int>(G), true).total) *
+                                4 <=
+                            smem_optin_limit();
 }
 
 void launch_qdequant_tiled(DType act, const uint32_t* tiles, const float* scales, const uint8_t* zeros,
