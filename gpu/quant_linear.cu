@@ -290,6 +290,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
                 const T* __restrict__ bias, TO* __restrict__ out, int64_t ldo, int M, int K, int G,
                 int ntiles) {
   using Mg = Int4Magic<T>;
+  static_assert(RT >= 1 && kMmaUnroll % RT == 0, "a batch takes whole loads of each row tile");
   constexpr int U = kMmaUnroll / RT;  // 16-byte loads of each tile in a batch
   extern __shared__ __align__(16) uint32_t smem[];
   const QmmaSmem L(NT, RT, K, G, group_shift < 0);

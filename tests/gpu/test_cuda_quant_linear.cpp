@@ -100,7 +100,9 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 
   std::mt19937_64 rng(seed);
   auto backend = make_cuda_backend(0, dt);
   const QuantConfig qc = gptq(bits, group);
-  const int64_t rows[3] = {96, 32, 64}, N = 192;
+  // Odd tile counts (5, 3, 5 of 16 rows; 13 when the parts merge): qmma's
+  // last group of two row tiles has one.
+  const int64_t rows[3] = {80, 48, 80}, N = 208;
   // Register-dequantizing kernels (exact weights) up to this many rows of x:
   // the tensor-core one for 4-bit codes in its layout, else the fp32 GEMV.
   const int64_t G = group == -1 ? 1 : (K + group - 1) / group;
@@ -152,13 +154,14 @@ TEST(CudaQuantLinear, Gptq4BitGroup64) {
 // Group 128, the published checkpoints' usual: the decode kernel (M <= 8)
 // scales once per two 16-byte loads; 4224 inputs split unevenly over its
 // warps (66 loads a lane: runs of 8 and 10); 4160 inputs end in a short
-// group of 64 (qmma then, whose groups are per chunk).
+// group of 64 (qmma then, whose groups are per chunk; 33 groups, a row's
+// zero points not whole words).
 TEST(CudaQuantLinear, Gptq4BitGroup128DecodeBatches) {
   PAGODA_REQUIRE_GPU();
   for (DType dt : {DType::F16, DType::BF16}) {
     check_fused(dt, 4, 128, false, 4096, {1, 2, 5, 8, 9, 32});
     check_fused(dt, 4, 128, false, 4224, {1, 4, 7, 8});
-    check_fused(dt, 4, 128, false, 4160, {1, 8, 33});
+    check_fused(dt, 4, 128, false, 4160, {1, 8, 17, 32, 33});
   }
 }
 TEST(CudaQuantLinear, Gptq4BitOutsideTheTensorCoreLayout) {
@@ -188,6 +191,14 @@ TEST(CudaQuantLinear, Gptq4BitTooManyGroupsForTheTensorCoreLayout) {
   ASSERT_FALSE(cuda::qmma_fits(24576, 768));
   ASSERT_TRUE(cuda::qmma_fits(4096, 128));
   check_fused(DType::BF16, 4, 32, false, 24576, {1, 8, 9, 40});
+}
+// Group 32 over 16,384 inputs (512 groups): the tensor-core layout, but
+// too many records for qmma's two-tile form, which falls back to one tile
+// at 17-32 rows.
+TEST(CudaQuantLinear, Gptq4BitManyGroupsOneRowTileAtATime) {
+  PAGODA_REQUIRE_GPU();
+  ASSERT_TRUE(cuda::qmma_fits(16384, 512));
+  check_fused(DType::BF16, 4, 32, false, 16384, {1, 17, 32});
 }
 
 // Batches of a prefill chunk's size over a wide weight (4096 features).
