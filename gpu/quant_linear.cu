@@ -509,13 +509,14 @@ void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z,
   // chunk -> group as a shift when group_size is 32 · 2^j; the table otherwise.
   const int shift = chunk_group_shift(gs);
   const int NT = (M + 7) / 8;
-  int RT = qmma_row_tiles(NT);
-  if (RT > 1 && static_cast<size_t>(QmmaSmem(NT, RT, K, G, shift < 0).total) * 4 >
-                    static_cast<size_t>(smem_optin_limit()))
-    RT = 1;
-  const size_t smem = static_cast<size_t>(QmmaSmem(NT, RT, K, G, shift < 0).total) * 4;
-  if (smem > static_cast<size_t>(smem_optin_limit()))
-    throw std::invalid_argument("launch_qmma: too many groups for shared memory");
+  const auto smem_of = [&](int rt) {
+    return static_cast<size_t>(QmmaSmem(NT, rt, K, G, shift < 0).total) * 4;
+  };
+  const auto limit = static_cast<size_t>(smem_optin_limit());
+  const int wanted = qmma_row_tiles(NT);
+  const int RT = smem_of(wanted) <= limit ? wanted : 1;  // two tiles only where they fit
+  const size_t smem = smem_of(RT);
+  if (smem > limit) throw std::invalid_argument("launch_qmma: too many groups for shared memory");
   const int ntiles = N / 16;
 #define PAGODA_QMMA(NT_, RT_, MB) \
   qmma_launch<T, TO, NT_, RT_, MB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st)
