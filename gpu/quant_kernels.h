@@ -27,7 +27,7 @@ void launch_qdequant(DType act, int bits, const uint32_t* qweight, const float* 
                      int64_t N, int64_t K, int64_t G, cudaStream_t stream);
 
 // The same for 4-bit codes in the tensor-core layout (packed_linear.h,
-// tile_int4) and 1 <= M <= 32: N % 16 == 0, K % 64 == 0. group_size > 0:
+// tile_int4) and 1 <= M <= 64: N % 16 == 0, K % 64 == 0. group_size > 0:
 // chunk c's group is c * 32 / group_size (chunk_group unread); <= 0: act-order, chunk_group.
 // The codes, scales, zeros and chunk_group must not be written by a kernel
 // that may still be running on `stream`: they are read before the

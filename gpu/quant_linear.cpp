@@ -14,7 +14,7 @@
 namespace pagoda::cuda {
 namespace {
 
-constexpr int64_t kMaxSmallM = 32;  // rows of x the register-dequantizing kernels take
+constexpr int64_t kMaxSmallM = 64;  // rows of x the register-dequantizing kernels take
 
 [[noreturn]] void bad(const std::string& msg) {
   throw std::invalid_argument("cuda backend: quantized linear: " + msg);

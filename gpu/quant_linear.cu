@@ -224,7 +224,7 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
 
 // ---- 4-bit codes in the tensor-core layout (packed_linear.h, tile_int4) ----
 //
-// qmma_kernel, for up to 8 * NT rows of x (decode batches up to 32): a
+// qmma_kernel, for up to 8 * NT rows of x (decode batches up to 64): a
 // persistent grid (as many CTAs as fit the GPU at once) whose CTAs take
 // groups of RT 16-feature row tiles in turn (RT = 2 from 17 rows: each x
 // fragment then serves both tiles); the W warps of a CTA split the input
@@ -534,8 +534,20 @@ void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z,
     case 3:
       RT == 2 ? PAGODA_QMMA(3, 2, 1) : PAGODA_QMMA(3, 1, 1);
       break;
-    default:
+    case 4:
       RT == 2 ? PAGODA_QMMA(4, 2, 1) : PAGODA_QMMA(4, 1, 1);
+      break;
+    case 5:
+      RT == 2 ? PAGODA_QMMA(5, 2, 1) : PAGODA_QMMA(5, 1, 1);
+      break;
+    case 6:
+      RT == 2 ? PAGODA_QMMA(6, 2, 1) : PAGODA_QMMA(6, 1, 1);
+      break;
+    case 7:
+      RT == 2 ? PAGODA_QMMA(7, 2, 1) : PAGODA_QMMA(7, 1, 1);
+      break;
+    default:
+      RT == 2 ? PAGODA_QMMA(8, 2, 1) : PAGODA_QMMA(8, 1, 1);
       break;
   }
 #undef PAGODA_QMMA
@@ -728,7 +740,7 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
                  const uint8_t* zeros, const int32_t* chunk_group, int64_t group_size, const void* bias, void* out,
                  int64_t ldo, int64_t M, int64_t N, int64_t K, int64_t G, cudaStream_t stream) {
   check_act(act, "launch_qmma");
-  if (M < 1 || M > 32 || N % 16 != 0 || K % 64 != 0 || (out_dt != act && out_dt != DType::F32))
+  if (M < 1 || M > 64 || N % 16 != 0 || K % 64 != 0 || (out_dt != act && out_dt != DType::F32))
     throw std::invalid_argument("launch_qmma: unsupported shape or dtype");
   const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K), g = static_cast<int>(G);
   const int gs = static_cast<int>(group_size);

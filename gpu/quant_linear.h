@@ -17,10 +17,10 @@
 // (also 4-bit ones when the environment has PAGODA_INT4_LAYOUT=rows, a
 // benchmark switch).
 // linear(x [M, K], w, bias, out [M, N]):
-//  * decode batches (M <= 32 tiled, M <= 8 in rows): the codes are
+//  * decode batches (M <= 64 tiled, M <= 8 in rows): the codes are
 //    dequantized in registers — into mma.m16n8k16 fragments (qmv_kernel,
-//    gpu/quant_decode.cu, for M <= 8; qmma_kernel for 9..32, and for all
-//    M <= 32 with PAGODA_INT4_DECODE=qmma, a benchmark switch) or as fp32
+//    gpu/quant_decode.cu, for M <= 8; qmma_kernel for 9..64, and for all
+//    M <= 8 too with PAGODA_INT4_DECODE=qmma, a benchmark switch) or as fp32
 //    (qgemv_kernel) — and never written out; act-order parts first gather
 //    x's columns into the permuted order.
 //  * larger M: each part is dequantized into a [N, K] compute-dtype scratch

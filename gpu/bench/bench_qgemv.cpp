@@ -54,7 +54,16 @@ void bench_qgemv(std::vector<Row>& rows) {
       wb.push_back(b.alloc(DType::BF16, {s.N, s.K}));
       b.fill_normal(wb.back(), 0, 0.02f, 20 + i);
     }
-    for (const int64_t M : {1, 2, 4, 8, 16, 32}) {
+    // The large-batch path's scratch (QuantLinearStore: above the qmma rows
+    // the codes are dequantized into it, then cuBLASLt) and its chunk groups.
+    Tensor deq = b.alloc(DType::BF16, {s.N, s.K});
+    std::vector<int32_t> cg_host(static_cast<size_t>(s.K / 32));
+    for (size_t c = 0; c < cg_host.size(); ++c)
+      cg_host[c] = static_cast<int32_t>(static_cast<int64_t>(c) * 32 / kGroup);
+    int32_t* cg = nullptr;
+    PAGODA_CUDA_CHECK(cudaMalloc(&cg, cg_host.size() * 4));
+    PAGODA_CUDA_CHECK(cudaMemcpy(cg, cg_host.data(), cg_host.size() * 4, cudaMemcpyHostToDevice));
+    for (const int64_t M : {1, 2, 4, 8, 16, 32, 40, 48, 56, 64}) {
       Tensor x = b.alloc(DType::BF16, {M, s.K}), o = b.alloc(DType::BF16, {M, s.N});
       b.fill_normal(x, 0, 1, 9);
       const double ms_m = time_ms_graph(
@@ -75,6 +84,18 @@ void bench_qgemv(std::vector<Row>& rows) {
                                          kGroup, nullptr, o.data, s.N, M, s.N, s.K, G, st);
                       },
                       kPerGraph, 20, &graphed);
+      const double ms_d =
+          M <= 32 ? 0.0
+                  : time_ms_graph(
+                        st,
+                        [&](int i) {
+                          const Packed& p = pk[static_cast<size_t>(i % nq)];
+                          cuda::launch_qdequant_tiled(DType::BF16, p.q, p.sc, p.z, cg, nullptr,
+                                                      deq.data, s.N, s.K, G, st);
+                          b.gemm().run(DType::BF16, DType::BF16, x.data, deq.data, nullptr,
+                                       DType::BF16, o.data, M, s.N, s.K);
+                        },
+                        kPerGraph, 20, &graphed);
       const double ms_b = time_ms_graph(
           st, [&](int i) { b.linear(x, wb[static_cast<size_t>(i % nb)], nullptr, o); }, kPerGraph,
           20, &graphed);
@@ -89,10 +110,13 @@ void bench_qgemv(std::vector<Row>& rows) {
       };
       if (M <= 8) add("int4 qmv", ms_v, int4_bytes);
       add("int4 qmma", ms_m, int4_bytes);
+      if (M > 32) add("int4 dequantize + cuBLASLt", ms_d, int4_bytes);
       add("bf16 linear", ms_b, bf16_bytes);
       b.free(x);
       b.free(o);
     }
+    b.free(deq);
+    cudaFree(cg);
     for (Packed& p : pk) {
       cudaFree(p.q);
       cudaFree(p.sc);

@@ -5,7 +5,7 @@
 //  * GPTQ 4-bit group 64 and 8-bit per-channel, fp16 and bf16, with and
 //    without act-order, a fused weight of three parts whose act-order
 //    permutations differ (each part then reads its own x order);
-//  * M = 1 … 8 and 9 … 32 (4-bit codes in the tensor-core layout: mma
+//  * M = 1 … 8 and 9 … 64 (4-bit codes in the tensor-core layout: mma
 //    fragments dequantized in registers, qmv_kernel then qmma_kernel),
 //    1 … 8 (other codes: the fp32 GEMV), and
 //    above (the weight dequantized — coalesced from the tensor-core layout,
@@ -93,7 +93,8 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
 }
 
 void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 512,
-                 const std::vector<int64_t>& Ms = {1, 3, 8, 9, 17, 32, 33, 40, 100, 256}) {
+                 const std::vector<int64_t>& Ms = {1, 3, 8, 9, 17, 32, 33, 40, 57, 64, 65, 100,
+                                                   256}) {
   const uint64_t seed = gputest::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " " + dtype_name(dt) + " " + std::to_string(bits) +
                "-bit group " + std::to_string(group) + (act_order ? " act-order" : ""));
@@ -106,7 +107,7 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 
   // Register-dequantizing kernels (exact weights) up to this many rows of x:
   // the tensor-core one for 4-bit codes in its layout, else the fp32 GEMV.
   const int64_t G = group == -1 ? 1 : (K + group - 1) / group;
-  const int64_t exact_up_to = tileable(bits, N, K) && cuda::qmma_fits(K, G) ? 32 : 8;
+  const int64_t exact_up_to = tileable(bits, N, K) && cuda::qmma_fits(K, G) ? 64 : 8;
   ASSERT_TRUE(backend->keeps_quantized(qc, K));
   Tensor w = backend->alloc_quantized_linear(N, K, qc);
   EXPECT_EQ(w.dtype, DType::I32);
@@ -161,7 +162,7 @@ TEST(CudaQuantLinear, Gptq4BitGroup128DecodeBatches) {
   for (DType dt : {DType::F16, DType::BF16}) {
     check_fused(dt, 4, 128, false, 4096, {1, 2, 5, 8, 9, 32});
     check_fused(dt, 4, 128, false, 4224, {1, 4, 7, 8});
-    check_fused(dt, 4, 128, false, 4160, {1, 8, 17, 32, 33});
+    check_fused(dt, 4, 128, false, 4160, {1, 8, 17, 32, 33, 48, 64});
   }
 }
 TEST(CudaQuantLinear, Gptq4BitOutsideTheTensorCoreLayout) {
@@ -194,11 +195,11 @@ TEST(CudaQuantLinear, Gptq4BitTooManyGroupsForTheTensorCoreLayout) {
 }
 // Group 32 over 16,384 inputs (512 groups): the tensor-core layout, but
 // too many records for qmma's two-tile form, which falls back to one tile
-// at 17-32 rows.
+// at 17-64 rows.
 TEST(CudaQuantLinear, Gptq4BitManyGroupsOneRowTileAtATime) {
   PAGODA_REQUIRE_GPU();
   ASSERT_TRUE(cuda::qmma_fits(16384, 512));
-  check_fused(DType::BF16, 4, 32, false, 16384, {1, 17, 32});
+  check_fused(DType::BF16, 4, 32, false, 16384, {1, 17, 32, 64});
 }
 
 // Batches of a prefill chunk's size over a wide weight (4096 features).
