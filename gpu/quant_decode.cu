@@ -33,7 +33,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
@@ -214,16 +216,23 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   const int ntiles = N / 16;
   // 8 warps a CTA: in the same device call 16-warp CTAs ran every
   // Llama-2-7B linear 9–16 % slower (docs/PERFORMANCE.md, ninth session).
-  constexpr int W = 8;
-  const size_t smem = qmv_smem(W, K, G, table);
+  // PAGODA_QMV_WARPS=4 (a benchmark switch): 4-warp CTAs, 8 an SM.
+  static const int warps = [] {
+    const char* v = std::getenv("PAGODA_QMV_WARPS");
+    return v != nullptr && std::string(v) == "4" ? 4 : 8;
+  }();
+  const size_t smem = qmv_smem(warps, K, G, table);
   if (smem > static_cast<size_t>(smem_optin_limit()))
     throw std::invalid_argument("launch_qmv: too many groups for shared memory");
   const T* xp = static_cast<const T*>(x);
   const auto* tp = reinterpret_cast<const uint4*>(qw);
   const T* bp = static_cast<const T*>(bias);
   TO* op = static_cast<TO*>(out);
-#define PAGODA_QMV(C, TB) \
-  qmv_launch<T, TO, W, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, K, G, st)
+#define PAGODA_QMV(C, TB)                                                                         \
+  warps == 4 ? qmv_launch<T, TO, 4, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, \
+                                           K, G, st)                                              \
+             : qmv_launch<T, TO, 8, C, TB>(ntiles, smem, xp, tp, s, z, cg, shift, bp, op, ldo, M, \
+                                           K, G, st)
   if (table) {
     if (cpg == 4)
       PAGODA_QMV(4, true);

@@ -291,7 +291,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
                 int ntiles) {
   using Mg = Int4Magic<T>;
   static_assert(RT >= 1 && kMmaUnroll % RT == 0, "a batch takes whole loads of each row tile");
-  constexpr int U = kMmaUnroll / RT;  // 16-byte loads of each tile in a batch
+  // 16-byte loads of each tile in a batch: half as many from 7 batch tiles,
+  // whose accumulators leave no registers for them (spills otherwise).
+  constexpr int U = (NT >= 7 ? kMmaUnroll / 2 : kMmaUnroll) / RT;
   extern __shared__ __align__(16) uint32_t smem[];
   const QmmaSmem L(NT, RT, K, G, group_shift < 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
