@@ -35,7 +35,6 @@
 
 #include <cstdlib>
 #include <stdexcept>
-#include <string>
 
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
@@ -214,13 +213,23 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   const int cpg = chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
   const bool table = shift < 0;
   const int ntiles = N / 16;
-  // 8 warps a CTA: in the same device call 16-warp CTAs ran every
-  // Llama-2-7B linear 9–16 % slower (docs/PERFORMANCE.md, ninth session).
-  // PAGODA_QMV_WARPS=4 (a benchmark switch): 4-warp CTAs, 8 an SM.
-  static const int warps = [] {
+  // Warps a CTA: 4 (8 CTAs an SM) when the row tiles fill the GPU four
+  // times over, else 8. On the H200 (docs/PERFORMANCE.md, thirteenth
+  // session) 4-warp CTAs streamed Llama-2-7B's qkv (768 tiles) 9 % and
+  // gate_up (1,376) 8 % faster, its o_proj and down (256 tiles) 23-26 %
+  // slower; 16-warp CTAs ran every linear 9–16 % slower (ninth session).
+  // PAGODA_QMV_WARPS=4 or 8 forces one (a benchmark switch).
+  static const int forced = [] {
     const char* v = std::getenv("PAGODA_QMV_WARPS");
-    return v != nullptr && std::string(v) == "4" ? 4 : 8;
+    return v == nullptr ? 0 : std::atoi(v);
   }();
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  const int warps = forced == 4 || forced == 8 ? forced : ntiles >= 4 * sms ? 4 : 8;
   const size_t smem = qmv_smem(warps, K, G, table);
   if (smem > static_cast<size_t>(smem_optin_limit()))
     throw std::invalid_argument("launch_qmv: too many groups for shared memory");

@@ -202,6 +202,44 @@ TEST(CudaQuantLinear, Gptq4BitManyGroupsOneRowTileAtATime) {
   check_fused(DType::BF16, 4, 32, false, 16384, {1, 17, 32, 64});
 }
 
+// A linear of 12,800 features (800 row tiles, four or more a CTA slot on
+// GPUs of up to 200 SMs): qmv's 4-warp CTAs, at decode batches.
+TEST(CudaQuantLinear, Gptq4BitWideDecodeLinear) {
+  PAGODA_REQUIRE_GPU();
+  const uint64_t seed = gputest::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t N = 12800, K = 512;
+  const QuantConfig qc = gptq(4, 128);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    auto backend = make_cuda_backend(0, dt);
+    Tensor w = backend->alloc_quantized_linear(N, K, qc);
+    const QuantizedWeight qw = random_gptq(rng, qc, N, K, false, "w");
+    backend->load_quantized_linear(w, qw);
+    std::vector<float> W(static_cast<size_t>(N * K));
+    dequantize_linear(qw, W.data());
+    const std::vector<float> bias =
+        gputest::random_vec(rng, static_cast<size_t>(N), dt, -0.5f, 0.5f);
+    Tensor b = gputest::upload(*backend, dt, {N}, bias);
+    for (const int64_t M : {1, 3, 8}) {
+      const std::vector<float> x =
+          gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
+      Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
+      Tensor out = backend->alloc(DType::F32, {M, N});
+      gputest::poison(*backend, out);
+      backend->linear(xt, w, &b, out);
+      // fp32 sums of the exact weights.
+      EXPECT_LT(gputest::rel_l2(gputest::download(*backend, out), reference(x, W, bias, M, N, K)),
+                1e-4)
+          << dtype_name(dt) << " M " << M;
+      backend->free(out);
+      backend->free(xt);
+    }
+    backend->free(b);
+    backend->free(w);
+  }
+}
+
 // Batches of a prefill chunk's size over a wide weight (4096 features).
 TEST(CudaQuantLinear, Gptq4BitLargeBatches) {
   PAGODA_REQUIRE_GPU();
@@ -253,17 +291,17 @@ TEST(CudaQuantLinear, DummyWeightsAgreeOnBothPaths) {
   Tensor top = w.slice_rows(0, 128), bottom = w.slice_rows(128, 128);
   backend->fill_quantized_dummy(top, 1);
   backend->fill_quantized_dummy(bottom, 2);
-  // Rows 0..31 of x through the tensor-core kernel (M = 32) and through the
-  // M = 33 path (dequantized weight + cuBLASLt).
-  const std::vector<float> x = gputest::random_vec(rng, static_cast<size_t>(33 * K), DType::BF16);
-  Tensor x9 = gputest::upload(*backend, DType::BF16, {33, K}, x);
-  Tensor x8 = x9.first_rows(32);
-  Tensor o8 = backend->alloc(DType::F32, {32, N}), o9 = backend->alloc(DType::F32, {33, N});
+  // Rows 0..63 of x through the tensor-core kernel (M = 64) and through the
+  // M = 65 path (dequantized weight + cuBLASLt).
+  const std::vector<float> x = gputest::random_vec(rng, static_cast<size_t>(65 * K), DType::BF16);
+  Tensor x9 = gputest::upload(*backend, DType::BF16, {65, K}, x);
+  Tensor x8 = x9.first_rows(64);
+  Tensor o8 = backend->alloc(DType::F32, {64, N}), o9 = backend->alloc(DType::F32, {65, N});
   backend->linear(x8, w, nullptr, o8);
   backend->linear(x9, w, nullptr, o9);
   const std::vector<float> a = gputest::download(*backend, o8),
                            b9 = gputest::download(*backend, o9);
-  std::vector<double> b(b9.begin(), b9.begin() + 32 * N);
+  std::vector<double> b(b9.begin(), b9.begin() + 64 * N);
   EXPECT_LT(gputest::rel_l2(a, b), 1.0 / 256);
   // Weights of std ~0.02 and inputs uniform in [-1, 1): outputs of std
   // ~0.02 * sqrt(K / 3).
