@@ -14,8 +14,9 @@
 //    builds in shared memory before it computes;
 //  * B (x) is read as one 16-byte L1 load per chunk for every lane, rows
 //    past M repeating row M − 1 (their sums are dropped): no predicates;
-//  * one CTA of 8 warps per 16-feature row tile (N / 16 CTAs, 4 resident an
-//    SM); the warps split K in runs of whole steps, and a lane streams its
+//  * one CTA of W warps per 16-feature row tile (N / 16 CTAs; W = 8, 4
+//    resident an SM, or W = 4, 8 an SM, for linears of many tiles: qmv_t);
+//    the warps split K in runs of whole steps, and a lane streams its
 //    run through a ring of kRing 16-byte slots in shared memory filled by
 //    cp.async (codes in flight cost no registers); the warps' sums meet in
 //    shared memory.
