@@ -1,9 +1,8 @@
 // pdl_enabled (gpu/pdl.h).
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
+#include "gpu/bench_switch.h"
 #include "gpu/cuda_check.h"
 #include "gpu/pdl.h"
 
@@ -18,10 +17,7 @@ __global__ void pdl_probe_kernel() {}
 }  // namespace
 
 bool pdl_enabled() {
-  static const bool off = [] {
-    const char* v = std::getenv("PAGODA_PDL");
-    return v != nullptr && std::strcmp(v, "0") == 0;
-  }();
+  static const bool off = bench_switch("PAGODA_PDL") == "0";
   if (off) return false;
   // Per device: 0 unknown, 1 no, 2 yes.
   static std::array<std::atomic<int>, 64> known{};

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "gpu/bench_switch.h"
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/int4_fragment.cuh"
@@ -220,10 +221,7 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   // gate_up (1,376) 8 % faster, its o_proj and down (256 tiles) 23-26 %
   // slower; 16-warp CTAs ran every linear 9–16 % slower (ninth session).
   // PAGODA_QMV_WARPS=4 or 8 forces one (a benchmark switch).
-  static const int forced = [] {
-    const char* v = std::getenv("PAGODA_QMV_WARPS");
-    return v == nullptr ? 0 : std::atoi(v);
-  }();
+  static const int forced = std::atoi(bench_switch("PAGODA_QMV_WARPS").c_str());
   static const int sms = [] {
     int dev = 0, n = 0;
     PAGODA_CUDA_CHECK(cudaGetDevice(&dev));

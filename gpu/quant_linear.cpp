@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gpu/bench_switch.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gemm.h"
 #include "gpu/quant_kernels.h"
@@ -44,10 +45,7 @@ T* upload(const std::vector<T>& v, cudaStream_t stream, const char* what) {
 // The decode kernel for M <= 8: qmv, or qmma where the environment has
 // PAGODA_INT4_DECODE=qmma (a benchmark switch, to compare the two).
 bool use_qmv() {
-  static const bool qmv = [] {
-    const char* v = std::getenv("PAGODA_INT4_DECODE");
-    return v == nullptr || std::string(v) != "qmma";
-  }();
+  static const bool qmv = bench_switch("PAGODA_INT4_DECODE") != "qmma";
   return qmv;
 }
 
@@ -75,10 +73,7 @@ Tensor QuantLinearStore::alloc(int64_t N, int64_t K, const QuantConfig& qc) {
   e.g = (K + e.group_size - 1) / e.group_size;
   // PAGODA_INT4_LAYOUT=rows keeps 4-bit codes in rows (the fp32 GEMV), to
   // compare the two decode kernels in benchmarks.
-  static const bool rows_only = [] {
-    const char* v = std::getenv("PAGODA_INT4_LAYOUT");
-    return v != nullptr && std::string(v) == "rows";
-  }();
+  static const bool rows_only = bench_switch("PAGODA_INT4_LAYOUT") == "rows";
   // The tensor-core layout when its decode kernel's shared memory holds the
   // row's groups (4-bit group 32 stops fitting past K ~ 22,000 on an H200);
   // rows otherwise.

@@ -26,6 +26,7 @@
 #include <string>
 #include <type_traits>
 
+#include "gpu/bench_switch.h"
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/int4_fragment.cuh"
@@ -494,10 +495,7 @@ void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const fl
 // benchmark switch) or its shared memory does not fit. At 9-16 rows two
 // tiles measured no better (128 registers for 2 CTAs an SM: spills).
 int qmma_row_tiles(int NT) {
-  static const bool one = [] {
-    const char* v = std::getenv("PAGODA_QMMA_ROW_TILES");
-    return v != nullptr && std::string(v) == "1";
-  }();
+  static const bool one = bench_switch("PAGODA_QMMA_ROW_TILES") == "1";
   return NT >= 3 && !one ? 2 : 1;
 }
 

@@ -19,7 +19,6 @@
 // bound, since it swings by +-40 % between identical runs here.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -30,6 +29,7 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "tests/integration/serve_test_util.h"
 #include "tests/integration/ws_client.h"
@@ -227,7 +227,7 @@ LoadRun run_twenty(uint16_t port, bool slow) {
 
 TEST_F(ServeStreamingLoad, ASlowReaderSlowsNeitherTheOthersNorTheEngine) {
   const uint16_t port = server_->port();
-  int64_t base_steps = INT64_MAX, slow_steps = INT64_MAX;
+  std::vector<int64_t> base_runs, slow_runs;
   double base_rate = 0, slow_rate = 0;
   for (int k = 0; k < 5; ++k) {
     for (bool slow : {false, true}) {
@@ -241,19 +241,27 @@ TEST_F(ServeStreamingLoad, ASlowReaderSlowsNeitherTheOthersNorTheEngine) {
       // sequence; its deltas wait in the connection's buffer. (The scheduler
       // decodes every running sequence in every step, beside any prefill.)
       EXPECT_EQ(r.other_tokens, r.steps) << (slow ? "slow reader" : "baseline");
-      (slow ? slow_steps : base_steps) = std::min(slow ? slow_steps : base_steps, r.steps);
+      (slow ? slow_runs : base_runs).push_back(r.steps);
       (slow ? slow_rate : base_rate) = std::max(slow ? slow_rate : base_rate, r.rate);
     }
   }
   // kFast tokens each need >= kFast steps. The 20 are timed in engine steps (the
   // engine's clock, which a loaded machine stretches for both runs alike):
-  // beside the slow reader they may need at most 10 % more. The best of five
-  // runs each way is compared: the client threads' own scheduling on a
-  // loaded 2-core machine adds tens of steps to single runs.
-  EXPECT_GE(base_steps, kFast);
+  // beside the slow reader they may need at most 10 % more. The median of
+  // five runs each way is compared: the server's and the client threads'
+  // scheduling on a loaded 2-core machine adds tens of steps to single runs
+  // (CI saw baselines of 206-270 steps in one run), so the best of five
+  // compared one lucky run with another. A reactor that waited for the slow
+  // socket would delay every run's 20 requests, and their median with them.
+  const auto median = [](std::vector<int64_t> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const int64_t base_steps = median(base_runs), slow_steps = median(slow_runs);
+  EXPECT_GE(*std::min_element(base_runs.begin(), base_runs.end()), kFast);
   EXPECT_LE(static_cast<double>(slow_steps), 1.10 * static_cast<double>(base_steps) + 5)
-      << "the 20 streams needed " << slow_steps << " engine steps beside a slow reader, " << base_steps
-      << " without";
+      << "the 20 streams needed a median " << slow_steps << " engine steps beside a slow reader, "
+      << base_steps << " without";
   // Wall-clock step rates swing by +-40 % between identical runs on this
   // shared 2-core machine, so the rate bound is loose: it catches an engine
   // that waits for the slow socket (its rate would collapse to the
