@@ -207,7 +207,8 @@ std::string CudaBackend::quantized_linear_path() const {
   if (act_ == DType::F32) return Backend::quantized_linear_path();
   return std::string(
              "kept packed (decoded in registers into tensor-core fragments for int4 batches of "
-             "<= 8 rows by qmv_kernel and of 9..64 by qmma_kernel, for int8 batches of <= 8 by "
+             "<= 8 rows by qmv_kernel and of 9..64 by qmma_kernel (fewer where its shared memory "
+             "would not hold more), for int8 batches of <= 8 by "
              "the fp32 GEMV; dequantized to ") +
          dtype_name(act_) + " per step for cuBLASLt above)";
 }

@@ -216,19 +216,27 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   const bool table = shift < 0;
   const int ntiles = N / 16;
   // Warps a CTA: 4 (8 CTAs an SM) when the row tiles fill the GPU four
-  // times over, else 8. On the H200 (docs/PERFORMANCE.md, thirteenth
-  // session) 4-warp CTAs streamed Llama-2-7B's qkv (768 tiles) 9 % and
-  // gate_up (1,376) 8 % faster, its o_proj and down (256 tiles) 23-26 %
-  // slower; 16-warp CTAs ran every linear 9–16 % slower (ninth session).
-  // PAGODA_QMV_WARPS=4 or 8 forces one (a benchmark switch).
+  // times over and 8 such CTAs fit an SM's shared memory (the groups'
+  // records grow it: group 128 at K 4096 takes 24 KB), else 8. On the H200 (docs/PERFORMANCE.md,
+  // thirteenth session) 4-warp CTAs streamed Llama-2-7B's qkv (768 tiles) 9 % and gate_up (1,376) 8
+  // % faster, its o_proj and down (256 tiles) 23-26 % slower; 16-warp CTAs ran every linear 9–16 %
+  // slower (ninth session). PAGODA_QMV_WARPS=4 or 8 forces one (a benchmark switch).
   static const int forced = std::atoi(bench_switch("PAGODA_QMV_WARPS").c_str());
-  static const int sms = [] {
-    int dev = 0, n = 0;
+  struct Sm {
+    int count, smem;  // SMs, shared memory an SM (bytes)
+  };
+  static const Sm sm = [] {
+    int dev = 0;
+    Sm s{};
     PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&s.count, cudaDevAttrMultiProcessorCount, dev));
+    PAGODA_CUDA_CHECK(
+        cudaDeviceGetAttribute(&s.smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    return s;
   }();
-  const int warps = forced == 4 || forced == 8 ? forced : ntiles >= 4 * sms ? 4 : 8;
+  const bool four =
+      ntiles >= 4 * sm.count && 8 * qmv_smem(4, K, G, table) <= static_cast<size_t>(sm.smem);
+  const int warps = forced == 4 || forced == 8 ? forced : four ? 4 : 8;
   const size_t smem = qmv_smem(warps, K, G, table);
   if (smem > static_cast<size_t>(smem_optin_limit()))
     throw std::invalid_argument("launch_qmv: too many groups for shared memory");

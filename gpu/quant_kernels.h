@@ -57,9 +57,14 @@ bool qmv_fits(int64_t K, int64_t G, int64_t group_size);
 // Dynamic shared memory a block may opt in to on the current device (bytes).
 int smem_optin_limit();
 
-// True when launch_qmma can run a linear of K input features in G groups
-// (its shared memory: a tile's scales, zeros and per-group records, the
-// chunk-group table; at most the device's opt-in limit per block).
+// The most rows of x (0, 8, 16, ... 64) launch_qmma can take for a linear of
+// K input features in G groups: its shared memory (a tile's scales, zeros
+// and per-group records, the chunk-group table, the warps' sums, which grow
+// with the rows) at most the device's opt-in limit per block.
+int64_t qmma_max_rows(int64_t K, int64_t G);
+// qmma_max_rows(K, G) >= 32: the 4-bit codes of such a linear are kept in
+// the tensor-core layout (decode batches of more rows than qmma_max_rows
+// dequantize and run cuBLASLt).
 bool qmma_fits(int64_t K, int64_t G);
 
 // launch_qdequant for 4-bit codes in the tensor-core layout.

@@ -78,6 +78,7 @@ Tensor QuantLinearStore::alloc(int64_t N, int64_t K, const QuantConfig& qc) {
   // row's groups (4-bit group 32 stops fitting past K ~ 22,000 on an H200);
   // rows otherwise.
   e.tiled = !rows_only && tileable(e.bits, N, K) && qmma_fits(K, e.g);
+  e.small_m = e.tiled ? std::min(kMaxSmallM, qmma_max_rows(K, e.g)) : 8;
   const size_t qbytes = static_cast<size_t>(N * e.words()) * 4;
   e.qweight = static_cast<uint32_t*>(device_alloc(qbytes, "packed weights"));
   e.scales =
@@ -250,7 +251,7 @@ void QuantLinearStore::linear(const Tensor& x, const Tensor& w, const void* bias
   const auto bias_at = [&](const Part& p) {
     return bias ? static_cast<const char*>(bias) + p.row_begin * static_cast<int64_t>(es) : nullptr;
   };
-  if (M <= (e->tiled ? kMaxSmallM : 8)) {
+  if (M <= e->small_m) {
     for (const Part& p : e->parts) {
       const void* xp = x.data;
       if (p.d_perm) {
@@ -288,8 +289,8 @@ void QuantLinearStore::linear(const Tensor& x, const Tensor& w, const void* bias
   }
   // deq_ was just written by the kernels above: gemm_.run must not take the
   // GEMV here (it reads weights before its programmatic-launch wait,
-  // gpu/pdl.h). It does not: this path runs only above kMaxSmallM rows
-  // (tiled) or 8 (not tiled), and launch_gemv takes at most 8.
+  // gpu/pdl.h). It does not: this path runs only above e->small_m rows
+  // (tiled: at least 32; else 8), and launch_gemv takes at most 8.
   static_assert(kMaxSmallM >= 8, "the dequantize-then-GEMM path must stay above the GEMV's rows");
   gemm_.run(act_, out.dtype, x.data, deq_, bias, act_, out.data, M, N, K);
 }

@@ -230,7 +230,8 @@ void qgemv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z
 // groups of RT 16-feature row tiles in turn (RT = 2 from 17 rows: each x
 // fragment then serves both tiles); the W warps of a CTA split the input
 // positions (contiguous runs of 16-byte loads of four 16-position tiles).
-// The weight stream never stops: a warp issues its next kMmaUnroll loads —
+// The weight stream never stops: a warp issues its next kMmaUnroll loads
+// (half as many from 7 batch tiles, whose accumulators need the registers) —
 // of this tile or of the CTA's next one — before it computes the current
 // ones, and the next tile's scales and zeros are copied into shared memory
 // asynchronously (cp.async) while this tile is computed. (Short-lived CTAs
@@ -523,7 +524,8 @@ void qmma_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z,
   // Two CTAs an SM: each warp keeps 4-8 loads in flight and registers to
   // interleave its chunks' mma chains (three CTAs at 80 registers spill and
   // ran slower: docs/PERFORMANCE.md). With two row tiles a batch is 2
-  // loads of each: the same bytes in flight.
+  // loads of each: the same bytes in flight. From 7 batch tiles (one CTA an
+  // SM) a batch is half that: 1 load of each of two tiles.
   switch (NT) {
     case 1:
       PAGODA_QMMA(1, 1, 2);
@@ -757,13 +759,20 @@ void launch_qmma(DType act, DType out_dt, const void* x, const uint32_t* tiles, 
   }
 }
 
-bool qmma_fits(int64_t K, int64_t G) {
-  // The largest batch tile (NT 4) with the chunk-group table.
-  return K % 64 == 0 && static_cast<int64_t>(
-                            QmmaSmem(4, 1, static_cast<int>(K), static_cast<int>(G), true).total) *
-                                4 <=
-                            smem_optin_limit();
+int64_t qmma_max_rows(int64_t K, int64_t G) {
+  if (K % 64 != 0) return 0;
+  // One row tile a CTA (the fallback) with the chunk-group table: the most
+  // shared memory a linear of these K and G can need for NT batch tiles.
+  for (int nt = 8; nt >= 1; --nt)
+    if (static_cast<int64_t>(
+            QmmaSmem(nt, 1, static_cast<int>(K), static_cast<int>(G), true).total) *
+            4 <=
+        smem_optin_limit())
+      return 8 * nt;
+  return 0;
 }
+
+bool qmma_fits(int64_t K, int64_t G) { return qmma_max_rows(K, G) >= 32; }
 
 void launch_qdequant_tiled(DType act, const uint32_t* tiles, const float* scales, const uint8_t* zeros,
                            const int32_t* chunk_group, const int32_t* perm, void* w, int64_t N, int64_t K,

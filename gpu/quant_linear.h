@@ -92,6 +92,9 @@ class QuantLinearStore {
   struct Entry {
     int bits = 0;
     bool tiled = false;  // 4-bit codes in the tensor-core layout (tile_int4)
+    // Rows of x the register kernels take (more: dequantize + cuBLASLt):
+    // tiled, min(kMaxSmallM, qmma_max_rows) >= 32; else 8.
+    int64_t small_m = 8;
     int64_t n = 0, k = 0, g = 0, group_size = 0;
     uint32_t* qweight = nullptr;
     float* scales = nullptr;

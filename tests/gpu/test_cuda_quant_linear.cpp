@@ -22,8 +22,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "engine/model/backend.h"
 #include "engine/quant/packed_linear.h"
@@ -93,7 +95,7 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
 }
 
 void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 512,
-                 const std::vector<int64_t>& Ms = {1, 3, 8, 9, 17, 32, 33, 40, 57, 64, 65, 100,
+                 const std::vector<int64_t>& Ms = {1, 3, 8, 9, 17, 32, 33, 40, 52, 57, 64, 65, 100,
                                                    256}) {
   const uint64_t seed = gputest::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " " + dtype_name(dt) + " " + std::to_string(bits) +
@@ -107,7 +109,9 @@ void check_fused(DType dt, int bits, int64_t group, bool act_order, int64_t K = 
   // Register-dequantizing kernels (exact weights) up to this many rows of x:
   // the tensor-core one for 4-bit codes in its layout, else the fp32 GEMV.
   const int64_t G = group == -1 ? 1 : (K + group - 1) / group;
-  const int64_t exact_up_to = tileable(bits, N, K) && cuda::qmma_fits(K, G) ? 64 : 8;
+  const int64_t exact_up_to = tileable(bits, N, K) && cuda::qmma_fits(K, G)
+                                  ? std::min<int64_t>(64, cuda::qmma_max_rows(K, G))
+                                  : 8;
   ASSERT_TRUE(backend->keeps_quantized(qc, K));
   Tensor w = backend->alloc_quantized_linear(N, K, qc);
   EXPECT_EQ(w.dtype, DType::I32);
@@ -162,7 +166,7 @@ TEST(CudaQuantLinear, Gptq4BitGroup128DecodeBatches) {
   for (DType dt : {DType::F16, DType::BF16}) {
     check_fused(dt, 4, 128, false, 4096, {1, 2, 5, 8, 9, 32});
     check_fused(dt, 4, 128, false, 4224, {1, 4, 7, 8});
-    check_fused(dt, 4, 128, false, 4160, {1, 8, 17, 32, 33, 48, 64});
+    check_fused(dt, 4, 128, false, 4160, {1, 8, 17, 32, 33, 48, 64, 65});
   }
 }
 TEST(CudaQuantLinear, Gptq4BitOutsideTheTensorCoreLayout) {
@@ -206,38 +210,57 @@ TEST(CudaQuantLinear, Gptq4BitManyGroupsOneRowTileAtATime) {
 // GPUs of up to 200 SMs): qmv's 4-warp CTAs, at decode batches.
 TEST(CudaQuantLinear, Gptq4BitWideDecodeLinear) {
   PAGODA_REQUIRE_GPU();
+  if (std::getenv("PAGODA_QMV_WARPS") != nullptr || std::getenv("PAGODA_INT4_DECODE") != nullptr)
+    GTEST_SKIP() << "a benchmark switch chooses the decode kernel";
   const uint64_t seed = gputest::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t N = 12800, K = 512;
-  const QuantConfig qc = gptq(4, 128);
-  for (DType dt : {DType::F16, DType::BF16}) {
-    auto backend = make_cuda_backend(0, dt);
-    Tensor w = backend->alloc_quantized_linear(N, K, qc);
-    const QuantizedWeight qw = random_gptq(rng, qc, N, K, false, "w");
-    backend->load_quantized_linear(w, qw);
-    std::vector<float> W(static_cast<size_t>(N * K));
-    dequantize_linear(qw, W.data());
-    const std::vector<float> bias =
-        gputest::random_vec(rng, static_cast<size_t>(N), dt, -0.5f, 0.5f);
-    Tensor b = gputest::upload(*backend, dt, {N}, bias);
-    for (const int64_t M : {1, 3, 8}) {
-      const std::vector<float> x =
-          gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
-      Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
-      Tensor out = backend->alloc(DType::F32, {M, N});
-      gputest::poison(*backend, out);
-      backend->linear(xt, w, &b, out);
-      // fp32 sums of the exact weights.
-      EXPECT_LT(gputest::rel_l2(gputest::download(*backend, out), reference(x, W, bias, M, N, K)),
-                1e-4)
-          << dtype_name(dt) << " M " << M;
-      backend->free(out);
-      backend->free(xt);
+  // Steps of 4 chunks (group 128), of 1 (group 32), and act-order (the
+  // chunk-group table).
+  for (const auto& [group, act_order] :
+       {std::pair<int64_t, bool>{128, false}, {32, false}, {64, true}}) {
+    const QuantConfig qc = gptq(4, group);
+    for (DType dt : {DType::F16, DType::BF16}) {
+      auto backend = make_cuda_backend(0, dt);
+      Tensor w = backend->alloc_quantized_linear(N, K, qc);
+      const QuantizedWeight qw = random_gptq(rng, qc, N, K, act_order, "w");
+      backend->load_quantized_linear(w, qw);
+      std::vector<float> W(static_cast<size_t>(N * K));
+      dequantize_linear(qw, W.data());
+      const std::vector<float> bias =
+          gputest::random_vec(rng, static_cast<size_t>(N), dt, -0.5f, 0.5f);
+      Tensor b = gputest::upload(*backend, dt, {N}, bias);
+      for (const int64_t M : {1, 3, 8}) {
+        const std::vector<float> x =
+            gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
+        Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
+        Tensor out = backend->alloc(DType::F32, {M, N});
+        gputest::poison(*backend, out);
+        backend->linear(xt, w, &b, out);
+        // fp32 sums of the exact weights.
+        EXPECT_LT(gputest::rel_l2(gputest::download(*backend, out), reference(x, W, bias, M, N, K)),
+                  1e-4)
+            << dtype_name(dt) << " group " << group << (act_order ? " act-order" : "") << " M "
+            << M;
+        backend->free(out);
+        backend->free(xt);
+      }
+      backend->free(b);
+      backend->free(w);
     }
-    backend->free(b);
-    backend->free(w);
   }
+}
+
+// Act-order group 32 over 22,016 inputs (688 groups): the tensor-core
+// layout, but qmma's shared memory holds the warps' sums of fewer batch
+// tiles than 8 (on the H200: 7, one row tile a CTA), so the largest decode
+// batches dequantize and run cuBLASLt (check_fused's bound follows
+// qmma_max_rows).
+TEST(CudaQuantLinear, Gptq4BitGroupsThatCapQmmaRows) {
+  PAGODA_REQUIRE_GPU();
+  ASSERT_TRUE(cuda::qmma_fits(22016, 688));
+  check_fused(DType::BF16, 4, 32, true, 22016, {1, 9, 56, 64, 65});
 }
 
 // Batches of a prefill chunk's size over a wide weight (4096 features).
