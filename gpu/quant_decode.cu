@@ -234,8 +234,8 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
         cudaDeviceGetAttribute(&s.smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
     return s;
   }();
-  const bool four =
-      ntiles >= 4 * sm.count && 8 * qmv_smem(4, K, G, table) <= static_cast<size_t>(sm.smem);
+  const bool four = ntiles >= 4 * sm.count &&
+                    8 * (qmv_smem(4, K, G, table) + 1024) <= static_cast<size_t>(sm.smem);
   const int warps = forced == 4 || forced == 8 ? forced : four ? 4 : 8;
   const size_t smem = qmv_smem(warps, K, G, table);
   if (smem > static_cast<size_t>(smem_optin_limit()))
