@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -206,49 +207,58 @@ TEST(CudaQuantLinear, Gptq4BitManyGroupsOneRowTileAtATime) {
   check_fused(DType::BF16, 4, 32, false, 16384, {1, 17, 32, 64});
 }
 
+// One random GPTQ linear [N, K] (with a random bias when `with_bias`) on
+// x of each M rows in Ms: out (out_dt) against the double reference within
+// relative L2 `tol`.
+void check_single(std::mt19937_64& rng, DType dt, const QuantConfig& qc, int64_t N, int64_t K,
+                  bool act_order, bool with_bias, DType out_dt, std::initializer_list<int64_t> Ms,
+                  double tol) {
+  auto backend = make_cuda_backend(0, dt);
+  Tensor w = backend->alloc_quantized_linear(N, K, qc);
+  const QuantizedWeight qw = random_gptq(rng, qc, N, K, act_order, "w");
+  backend->load_quantized_linear(w, qw);
+  std::vector<float> W(static_cast<size_t>(N * K));
+  dequantize_linear(qw, W.data());
+  const std::vector<float> bias =
+      with_bias ? gputest::random_vec(rng, static_cast<size_t>(N), dt, -0.5f, 0.5f)
+                : std::vector<float>(static_cast<size_t>(N), 0.f);
+  Tensor b;
+  if (with_bias) b = gputest::upload(*backend, dt, {N}, bias);
+  for (const int64_t M : Ms) {
+    const std::vector<float> x =
+        gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
+    Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
+    Tensor out = backend->alloc(out_dt, {M, N});
+    gputest::poison(*backend, out);
+    backend->linear(xt, w, with_bias ? &b : nullptr, out);
+    EXPECT_LT(gputest::rel_l2(gputest::download(*backend, out), reference(x, W, bias, M, N, K)),
+              tol)
+        << dtype_name(dt) << " M " << M;
+    backend->free(out);
+    backend->free(xt);
+  }
+  if (with_bias) backend->free(b);
+  backend->free(w);
+}
+
 // A linear of 12,800 features (800 row tiles, four or more a CTA slot on
-// GPUs of up to 200 SMs): qmv's 4-warp CTAs, at decode batches.
+// GPUs of up to 200 SMs): qmv's 4-warp CTAs, at decode batches (fp32 sums
+// of the exact weights).
 TEST(CudaQuantLinear, Gptq4BitWideDecodeLinear) {
   PAGODA_REQUIRE_GPU();
   if (std::getenv("PAGODA_QMV_WARPS") != nullptr || std::getenv("PAGODA_INT4_DECODE") != nullptr)
     GTEST_SKIP() << "a benchmark switch chooses the decode kernel";
   const uint64_t seed = gputest::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int64_t N = 12800, K = 512;
   // Steps of 4 chunks (group 128), of 1 (group 32), and act-order (the
   // chunk-group table).
   for (const auto& [group, act_order] :
        {std::pair<int64_t, bool>{128, false}, {32, false}, {64, true}}) {
-    const QuantConfig qc = gptq(4, group);
-    for (DType dt : {DType::F16, DType::BF16}) {
-      auto backend = make_cuda_backend(0, dt);
-      Tensor w = backend->alloc_quantized_linear(N, K, qc);
-      const QuantizedWeight qw = random_gptq(rng, qc, N, K, act_order, "w");
-      backend->load_quantized_linear(w, qw);
-      std::vector<float> W(static_cast<size_t>(N * K));
-      dequantize_linear(qw, W.data());
-      const std::vector<float> bias =
-          gputest::random_vec(rng, static_cast<size_t>(N), dt, -0.5f, 0.5f);
-      Tensor b = gputest::upload(*backend, dt, {N}, bias);
-      for (const int64_t M : {1, 3, 8}) {
-        const std::vector<float> x =
-            gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
-        Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
-        Tensor out = backend->alloc(DType::F32, {M, N});
-        gputest::poison(*backend, out);
-        backend->linear(xt, w, &b, out);
-        // fp32 sums of the exact weights.
-        EXPECT_LT(gputest::rel_l2(gputest::download(*backend, out), reference(x, W, bias, M, N, K)),
-                  1e-4)
-            << dtype_name(dt) << " group " << group << (act_order ? " act-order" : "") << " M "
-            << M;
-        backend->free(out);
-        backend->free(xt);
-      }
-      backend->free(b);
-      backend->free(w);
-    }
+    SCOPED_TRACE("seed " + std::to_string(seed) + " group " + std::to_string(group) +
+                 (act_order ? " act-order" : ""));
+    for (DType dt : {DType::F16, DType::BF16})
+      check_single(rng, dt, gptq(4, group), 12800, 512, act_order, true, DType::F32, {1, 3, 8},
+                   1e-4);
   }
 }
 
@@ -269,31 +279,9 @@ TEST(CudaQuantLinear, Gptq4BitLargeBatches) {
   const uint64_t seed = gputest::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int64_t N = 4096, K = 256;
-  const QuantConfig qc = gptq(4, 64);
   for (DType dt : {DType::F16, DType::BF16}) {
-    auto backend = make_cuda_backend(0, dt);
-    Tensor w = backend->alloc_quantized_linear(N, K, qc);
-    const QuantizedWeight qw = random_gptq(rng, qc, N, K, false, "w");
-    backend->load_quantized_linear(w, qw);
-    std::vector<float> W(static_cast<size_t>(N * K));
-    dequantize_linear(qw, W.data());
-    const std::vector<float> bias(static_cast<size_t>(N), 0.f);
-    for (const int64_t M : {300, 1100}) {
-      const std::vector<float> x =
-          gputest::random_vec(rng, static_cast<size_t>(M * K), dt, -1.f, 1.f);
-      Tensor xt = gputest::upload(*backend, dt, {M, K}, x);
-      Tensor out = backend->alloc(dt, {M, N});
-      gputest::poison(*backend, out);
-      backend->linear(xt, w, nullptr, out);
-      const double unit = dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
-      EXPECT_LT(gputest::rel_l2(gputest::download(*backend, out), reference(x, W, bias, M, N, K)),
-                2 * unit)
-          << dtype_name(dt) << " M " << M;
-      backend->free(out);
-      backend->free(xt);
-    }
-    backend->free(w);
+    const double unit = dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
+    check_single(rng, dt, gptq(4, 64), 4096, 256, false, false, dt, {300, 1100}, 2 * unit);
   }
 }
 
