@@ -108,9 +108,12 @@ void DecodeGraphs::capture(const std::vector<int64_t>& sizes, int64_t max_num_ba
       "programmatic dependent launch {}",
       graphs_.size(), list, secs,
       static_cast<double>(free0 > free1 ? free0 - free1 : 0) / (1 << 20),
-      pdl_enabled() ? "on"
-                    : "off (needs sm_90 kernels on a compute capability 9.0 device; PAGODA_PDL=0 "
-                      "turns it off)");
+      pdl_enabled()
+          ? (kPdlEarlyRelease ? "on (PAGODA_PDL_EARLY build: each kernel releases the next "
+                                "before its wait)"
+                              : "on")
+          : "off (needs sm_90 kernels on a compute capability 9.0 device; PAGODA_PDL=0 "
+            "turns it off)");
 }
 
 const DecodeGraphs::Graph* DecodeGraphs::find(int64_t size) const {

@@ -20,10 +20,22 @@ namespace pagoda::cuda {
 // scheduled once every CTA of this grid has got here or exited
 // (griddepcontrol.launch_dependents). Releasing only after the wait keeps
 // at most one kernel waiting ahead of the running one.
+// A PAGODA_PDL_EARLY build (CMake option, for benchmarks) releases first
+// and then waits: the next kernel may then start as soon as every CTA of
+// this one has started, and the one after it likewise, so several kernels
+// of a decode step can be resident at once, each streaming its first
+// weights (all they touch before the wait) under the running one. Still
+// correct: a kernel completes only after its wait returned, so completion
+// stays ordered along the chain.
 __device__ __forceinline__ void pdl_wait_then_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(PAGODA_PDL_EARLY) && PAGODA_PDL_EARLY
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#else
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
 #endif
 }
 

@@ -24,4 +24,12 @@ namespace pagoda::cuda {
 // Cached per device; thread-safe. Throws std::runtime_error (CUDA errors).
 bool pdl_enabled();
 
+// Whether this library was built with PAGODA_PDL_EARLY (gpu/pdl.cuh): each
+// kernel releases the next one before its wait instead of after.
+#if defined(PAGODA_PDL_EARLY) && PAGODA_PDL_EARLY
+inline constexpr bool kPdlEarlyRelease = true;
+#else
+inline constexpr bool kPdlEarlyRelease = false;
+#endif
+
 }  // namespace pagoda::cuda
