@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One device call: the decode step with programmatic dependent launch as
+# built by default (each kernel releases the next after its wait) against a
+# PAGODA_PDL_EARLY build (release before the wait; gpu/pdl.cuh). Builds both
+# trees (Release, sm_90a), runs the GPU tests on the early one, then for each
+# build the batch-1 decode rows (Llama-2-7B bf16, its GPTQ int4 in fp16,
+# Qwen2-7B GPTQ int4 in fp16) and the decode tables (Llama-2-7B bf16 and
+# GPTQ). Logs and tables go to $OUT (default /tmp/pagoda_gpu_out).
+#   scripts/gpu_pdl_early.sh
+# Test assets: PAGODA_SHARED_DIR (default .devcarry/shared, a copy of
+# ../shared carried to the device); the image's missing PCRE2 / utf8proc:
+# scripts/stage_device_deps.sh into .devcarry/deps.
+set -u -o pipefail
+OUT=${OUT:-/tmp/pagoda_gpu_out}
+mkdir -p "$OUT"
+SHARED=${PAGODA_SHARED_DIR:-$PWD/.devcarry/shared}
+P=$SHARED/models/presets
+T=$SHARED/tokenizers
+DEPS=${PAGODA_DEPS_DIR:-$PWD/.devcarry/deps}
+[ -d "$DEPS/lib/pkgconfig" ] && export PKG_CONFIG_PATH="$DEPS/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+for b in "build-gpu OFF" "build-gpu-early ON"; do
+  set -- $b
+  t0=$(date +%s)
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DPAGODA_SHARED_DIR="$SHARED" -DPAGODA_PDL_EARLY="$2" > "$OUT/configure-$1.log" 2>&1 \
+    || { tail -30 "$OUT/configure-$1.log"; exit 1; }
+  ninja -C "$1" pagoda_gpu_tests pagoda_gpu_bench > "$OUT/build-$1.log" 2>&1 \
+    || { grep -E "error|FAILED" -A3 "$OUT/build-$1.log" | head -40; exit 1; }
+  echo "build $1: $(( $(date +%s) - t0 )) s"
+done
+timeout 200 build-gpu-early/tests/pagoda_gpu_tests > "$OUT/tests-early.log" 2>&1
+echo "tests (early build): rc=$?"
+grep -E "^\[  FAILED  \]|^\[  PASSED  \]|Failure" "$OUT/tests-early.log" | head -20
+for b in build-gpu build-gpu-early; do
+  for row in "llama-2-7b llama2 bfloat16" "llama-2-7b-gptq-int4 llama2 float16" \
+             "qwen2-7b-instruct-gptq-int4 qwen2 float16"; do
+    set -- $row
+    timeout 150 "$b/pagoda_gpu_bench" --only engine --model-dir "$P/$1" --tokenizer-dir "$T/$2" --dtype "$3" \
+      --requests 0 --no-prefill --out "$OUT/engine-$b-$1.md" > "$OUT/engine-$b-$1.log" 2>&1
+    echo "$b $1 $3: rc=$? $(grep -E "batch-1 decode" "$OUT/engine-$b-$1.md" | sed -E 's/.*\| ([0-9.]+ tok\/s) \|.*/\1/')"
+  done
+  for m in llama-2-7b llama-2-7b-gptq-int4; do
+    timeout 200 "$b/pagoda_gpu_bench" --only decode-table --model-dir "$P/$m" --label "$m ($b)" \
+      --out "$OUT/decode-table-$b-$m.md" > "$OUT/decode-table-$b-$m.log" 2>&1
+    echo "$b decode table $m: rc=$?"
+    grep -E "context 512" "$OUT/decode-table-$b-$m.md" | sed -E 's/.*batch ([0-9]+), context 512 \| ([0-9.]+) .*: ([0-9]+)% of it.*/  batch \1: \2 ms (\3%)/'
+  done
+done
