@@ -217,10 +217,12 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   const int ntiles = N / 16;
   // Warps a CTA: 4 (8 CTAs an SM) when the row tiles fill the GPU four
   // times over and 8 such CTAs fit an SM's shared memory (the groups'
-  // records grow it: group 128 at K 4096 takes 24 KB), else 8. On the H200 (docs/PERFORMANCE.md,
-  // thirteenth session) 4-warp CTAs streamed Llama-2-7B's qkv (768 tiles) 9 % and gate_up (1,376) 8
-  // % faster, its o_proj and down (256 tiles) 23-26 % slower; 16-warp CTAs ran every linear 9–16 %
-  // slower (ninth session). PAGODA_QMV_WARPS=4 or 8 forces one (a benchmark switch).
+  // records grow it: group 128 at K 4096 takes 24 KB, and each CTA 1 KB
+  // more the system reserves), else 8. On the H200 (docs/PERFORMANCE.md,
+  // thirteenth session) 4-warp CTAs streamed Llama-2-7B's qkv (768 tiles)
+  // 9 % and gate_up (1,376) 8 % faster, its o_proj and down (256 tiles)
+  // 23-26 % slower; 16-warp CTAs ran every linear 9-16 % slower (ninth
+  // session). PAGODA_QMV_WARPS=4 or 8 forces one (a benchmark switch).
   static const int forced = std::atoi(bench_switch("PAGODA_QMV_WARPS").c_str());
   struct Sm {
     int count, smem;  // SMs, shared memory an SM (bytes)
