@@ -29,13 +29,13 @@ namespace pagoda::cuda {
 // stays ordered along the chain.
 __device__ __forceinline__ void pdl_wait_then_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#if defined(PAGODA_PDL_EARLY) && PAGODA_PDL_EARLY
-  asm volatile("griddepcontrol.launch_dependents;\n" :::);
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#else
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" :::);
-#endif
+  if constexpr (kPdlEarlyRelease) {
+    asm volatile("griddepcontrol.launch_dependents;\n" :::);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  } else {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" :::);
+  }
 #endif
 }
 

@@ -224,20 +224,8 @@ void qmv_t(const void* x, const uint32_t* qw, const float* s, const uint8_t* z, 
   // 23-26 % slower; 16-warp CTAs ran every linear 9-16 % slower (ninth
   // session). PAGODA_QMV_WARPS=4 or 8 forces one (a benchmark switch).
   static const int forced = std::atoi(bench_switch("PAGODA_QMV_WARPS").c_str());
-  struct Sm {
-    int count, smem;  // SMs, shared memory an SM (bytes)
-  };
-  static const Sm sm = [] {
-    int dev = 0;
-    Sm s{};
-    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&s.count, cudaDevAttrMultiProcessorCount, dev));
-    PAGODA_CUDA_CHECK(
-        cudaDeviceGetAttribute(&s.smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-    return s;
-  }();
-  const bool four = ntiles >= 4 * sm.count &&
-                    8 * (qmv_smem(4, K, G, table) + 1024) <= static_cast<size_t>(sm.smem);
+  const bool four = ntiles >= 4 * sm_count() &&
+                    8 * (qmv_smem(4, K, G, table) + 1024) <= static_cast<size_t>(smem_per_sm());
   const int warps = forced == 4 || forced == 8 ? forced : four ? 4 : 8;
   const size_t smem = qmv_smem(warps, K, G, table);
   if (smem > static_cast<size_t>(smem_optin_limit()))

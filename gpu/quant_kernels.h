@@ -54,8 +54,13 @@ void launch_qmv(DType act, DType out_dt, const void* x, const uint32_t* tiles, c
 // [G][8] records and the chunk-group table.
 bool qmv_fits(int64_t K, int64_t G, int64_t group_size);
 
-// Dynamic shared memory a block may opt in to on the current device (bytes).
+// Attributes of the current device, read once per process (the first
+// caller's device; tensor-parallel ranks run one GPU model): the dynamic
+// shared memory a block may opt in to and the shared memory of an SM
+// (bytes), and the SM count.
 int smem_optin_limit();
+int smem_per_sm();
+int sm_count();
 
 // The most rows of x (0, 8, 16, ... 64) launch_qmma can take for a linear of
 // K input features in G groups: its shared memory (a tile's scales, zeros

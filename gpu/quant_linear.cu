@@ -476,13 +476,11 @@ void qmma_launch(int ntiles, size_t smem, const T* xp, const uint4* tp, const fl
                  int M, int K, int G, cudaStream_t st) {
   opt_in_dynamic_smem(reinterpret_cast<const void*>(qmma_kernel<T, TO, NT, RT, MINB>),
                       smem_optin_limit());
-  static const int fit = [] {  // CTAs of this kernel an SM holds at once (at a typical smem size)
-    int dev = 0, sms = 0, per = 0;
-    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  static const int fit = [] {  // CTAs of this kernel the GPU holds at once (at a typical smem size)
+    int per = 0;
     PAGODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per, qmma_kernel<T, TO, NT, RT, MINB>, kMmaWarps * 32, 16 * 1024));
-    return sms * (per > 0 ? per : 1);
+    return sm_count() * (per > 0 ? per : 1);
   }();
   const int ngt = (ntiles + RT - 1) / RT;
   const int grid = ngt < fit ? ngt : fit;
@@ -698,14 +696,28 @@ void check_act(DType act, const char* what) {
 }  // namespace
 
 // Dynamic shared memory a block may opt in to on this device.
+namespace {
+int current_device_attribute(cudaDeviceAttr attr) {
+  int dev = 0, v = 0;
+  PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+  PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
+  return v;
+}
+}  // namespace
+
 int smem_optin_limit() {
-  static const int limit = [] {
-    int dev = 0, v = 0;
-    PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return v;
-  }();
+  static const int limit = current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   return limit;
+}
+
+int smem_per_sm() {
+  static const int bytes = current_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+  return bytes;
+}
+
+int sm_count() {
+  static const int n = current_device_attribute(cudaDevAttrMultiProcessorCount);
+  return n;
 }
 
 void launch_qgemv(DType act, DType out_dt, int bits, const void* x, const uint32_t* qweight, const float* scales,
