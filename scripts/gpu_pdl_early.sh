@@ -2,7 +2,7 @@
 # One device call: the decode step with programmatic dependent launch as
 # built by default (each kernel releases the next after its wait) against a
 # PAGODA_PDL_EARLY build (release before the wait; gpu/pdl.cuh). Builds both
-# trees (Release, sm_90a), runs the GPU tests on the early one, then for each
+# trees (Release, sm_90a), runs the GPU tests on both, then for each
 # build the batch-1 decode rows (Llama-2-7B bf16, its GPTQ int4 in fp16,
 # Qwen2-7B GPTQ int4 in fp16) and the decode tables (Llama-2-7B bf16 and
 # GPTQ). Logs and tables go to $OUT (default /tmp/pagoda_gpu_out).
@@ -28,9 +28,11 @@ for b in "build-gpu OFF" "build-gpu-early ON"; do
     || { grep -E "error|FAILED" -A3 "$OUT/build-$1.log" | head -40; exit 1; }
   echo "build $1: $(( $(date +%s) - t0 )) s"
 done
-timeout 200 build-gpu-early/tests/pagoda_gpu_tests > "$OUT/tests-early.log" 2>&1
-echo "tests (early build): rc=$?"
-grep -E "^\[  FAILED  \]|^\[  PASSED  \]|Failure" "$OUT/tests-early.log" | head -20
+for b in build-gpu build-gpu-early; do
+  timeout 200 $b/tests/pagoda_gpu_tests > "$OUT/tests-$b.log" 2>&1
+  echo "tests ($b): rc=$?"
+  grep -E "^\[  FAILED  \]|^\[  PASSED  \]|Failure" "$OUT/tests-$b.log" | head -20
+done
 for b in build-gpu build-gpu-early; do
   for row in "llama-2-7b llama2 bfloat16" "llama-2-7b-gptq-int4 llama2 float16" \
              "qwen2-7b-instruct-gptq-int4 qwen2 float16"; do
