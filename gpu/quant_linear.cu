@@ -695,8 +695,8 @@ void check_act(DType act, const char* what) {
 
 }  // namespace
 
-// Dynamic shared memory a block may opt in to on this device.
 namespace {
+// One attribute of the current device (cudaDeviceGetAttribute).
 int current_device_attribute(cudaDeviceAttr attr) {
   int dev = 0, v = 0;
   PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
@@ -705,6 +705,7 @@ int current_device_attribute(cudaDeviceAttr attr) {
 }
 }  // namespace
 
+// Dynamic shared memory a block may opt in to on this device.
 int smem_optin_limit() {
   static const int limit = current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   return limit;
