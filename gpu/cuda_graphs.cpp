@@ -109,8 +109,11 @@ void DecodeGraphs::capture(const std::vector<int64_t>& sizes, int64_t max_num_ba
       graphs_.size(), list, secs,
       static_cast<double>(free0 > free1 ? free0 - free1 : 0) / (1 << 20),
       pdl_enabled()
-          ? (kPdlEarlyRelease ? "on (PAGODA_PDL_EARLY build: each kernel releases the next "
-                                "before its wait)"
+          ? (kPdlEarlyRelease ? (kPdlEarlyReleaseQuant
+                                     ? "on (PAGODA_PDL_EARLY build: each kernel releases the next "
+                                       "before its wait)"
+                                     : "on (PAGODA_PDL_EARLY build: each kernel but the int4 "
+                                       "linears releases the next before its wait)")
                               : "on")
           : "off (needs sm_90 kernels on a compute capability 9.0 device; PAGODA_PDL=0 "
             "turns it off)");

@@ -26,10 +26,12 @@ namespace pagoda::cuda {
 // of a decode step can be resident at once, each streaming its first
 // weights (all they touch before the wait) under the running one. Still
 // correct: a kernel completes only after its wait returned, so completion
-// stays ordered along the chain.
+// stays ordered along the chain, whichever order each kernel picks (the
+// int4 linears pass kPdlEarlyReleaseQuant).
+template <bool kEarly = kPdlEarlyRelease>
 __device__ __forceinline__ void pdl_wait_then_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kPdlEarlyRelease) {
+  if constexpr (kEarly) {
     asm volatile("griddepcontrol.launch_dependents;\n" :::);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
   } else {

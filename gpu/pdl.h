@@ -32,4 +32,12 @@ inline constexpr bool kPdlEarlyRelease = true;
 inline constexpr bool kPdlEarlyRelease = false;
 #endif
 
+// Whether the int4 linears (qmv, qmma) release early too: a PAGODA_PDL_EARLY
+// build with PAGODA_PDL_EARLY_QUANT=OFF keeps them waiting first.
+#if defined(PAGODA_PDL_EARLY_QUANT) && !PAGODA_PDL_EARLY_QUANT
+inline constexpr bool kPdlEarlyReleaseQuant = false;
+#else
+inline constexpr bool kPdlEarlyReleaseQuant = kPdlEarlyRelease;
+#endif
+
 }  // namespace pagoda::cuda

@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   __syncthreads();
   // The ring and the records hold weights only, which depend on nothing
   // earlier in the stream: they were loaded before the wait (gpu/pdl.h).
-  pdl_wait_then_release();
+  pdl_wait_then_release<kPdlEarlyReleaseQuant>();
 
   // Two accumulator chains (the fragment's two 16-position tiles), summed
   // when a step is scaled.

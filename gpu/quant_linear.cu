@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB)
   stage(tg, 0);
   // The first weights and scales depend on nothing earlier in the stream:
   // they are in flight before the wait (gpu/pdl.h).
-  pdl_wait_then_release();
+  pdl_wait_then_release<kPdlEarlyReleaseQuant>();
   for (int j = 0; tg < ngt; ++j, tg += gridDim.x) {
     const int tn = tg + gridDim.x;
     stage(tn, (j + 1) & 1);  // the next group's scales, in flight during this one
