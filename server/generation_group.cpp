@@ -3,11 +3,28 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 #include "engine/output_processor.h"
 
 namespace pagoda {
+namespace {
+
+// A process-wide serial number for engine request ids: a client's
+// request_id is not unique (two requests may name the same one, and a
+// client's id may look like another's derived id), so each engine request
+// id ends with "#<16 hex digits of this counter>". Ids that end so are
+// distinct whatever precedes the suffix, and a group aborts only the
+// requests it added (an abort by a client's id could otherwise reach
+// another request that uses it; vLLM likewise suffixes its internal ids).
+std::string engine_id(const std::string& base) {
+  static std::atomic<uint64_t> serial{0};
+  return fmt::format("{}#{:016x}", base, serial.fetch_add(1, std::memory_order_relaxed));
+}
+
+}  // namespace
 
 GenerationGroup::GenerationGroup(ParsedRequest req, EngineHandle& engine,
                                  std::function<void()> notify)
@@ -20,7 +37,7 @@ GenerationGroup::GenerationGroup(ParsedRequest req, EngineHandle& engine,
   const bool batched = req_.prompts.size() > 1;
   for (size_t i = 0; i < req_.prompts.size(); ++i) {
     Sub s;
-    s.request_id = batched ? fmt::format("{}-{}", req_.request_id, i) : req_.request_id;
+    s.request_id = engine_id(batched ? fmt::format("{}-{}", req_.request_id, i) : req_.request_id);
     s.channel = std::make_shared<OutputChannel>();
     s.channel->set_notifier(notify);
     s.first_index = static_cast<int>(i) * n_;
@@ -80,7 +97,7 @@ std::vector<std::unique_ptr<GenerateRequest>> GenerationGroup::beam_step_request
   b.outputs.assign(b.search->pending().size(), RequestOutput{});
   for (size_t j = 0; j < b.search->pending().size(); ++j) {
     auto r = std::make_unique<GenerateRequest>();
-    r->request_id = fmt::format("{}-beam{}-{}", sub.request_id, b.step, j);
+    r->request_id = engine_id(fmt::format("{}-beam{}-{}", sub.request_id, b.step, j));
     r->prompt_token_ids = b.search->pending()[j];
     r->sampling.temperature = 0.0f;
     r->sampling.ignore_eos = true;

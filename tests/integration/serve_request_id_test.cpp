@@ -6,10 +6,13 @@
 // included.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/integration/serve_test_util.h"
+#include "tests/support/prometheus_text.h"
 
 namespace pagoda::testing_http {
 namespace {
@@ -66,6 +69,56 @@ TEST_F(ServeRequestId, TheHeaderNamesTheCompletionAndComesBack) {
   EXPECT_EQ(bad.x_request_id, "trace-44");
   HttpClient c(port());
   EXPECT_EQ(c.get("/health").x_request_id.size(), 32u);
+}
+
+// A client may reuse another's request_id (vLLM runs both). One that hangs
+// up at once aborts its own request, never the running one that holds the
+// id (the engine ids are unique: generation_group.h). Before, the hang-up's
+// abort by id could reach the first request and end it with "abort".
+TEST_F(ServeRequestId, AClientReusingARunningIdAndHangingUpAbortsOnlyItsOwnRequest) {
+  const json victim = {{"prompt", "Once upon a time"},
+                       {"max_tokens", 300},
+                       {"temperature", 0},
+                       {"ignore_eos", true},
+                       {"stream", true},
+                       {"request_id", "victim"},
+                       {"stream_options", {{"include_usage", true}}}};
+  HttpClient a(port());
+  a.send(http::verb::post, "/v1/completions", victim.dump());
+  HttpResponse a_response;
+  std::thread reader([&] { a_response = a.read_response(); });
+  // It runs (bounded wait on /metrics; the engine takes ~1 s for its 300 tokens).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    HttpClient m(port());
+    if (testing_prom::parse_prometheus_text(m.get("/metrics").body)
+            .value("pagoda:num_requests_running") >= 1)
+      break;
+  }
+  for (int i = 0; i < 6; ++i) {
+    HttpClient b(port());
+    b.send(http::verb::post, "/v1/completions", victim.dump());
+    b.close();
+  }
+  // The same id over the X-Request-Id header, then hang-up.
+  for (int i = 0; i < 3; ++i) {
+    HttpClient b(port());
+    b.send(http::verb::post, "/v1/completions", victim.dump(), {{"X-Request-Id", "victim"}});
+    b.close();
+  }
+  reader.join();
+  StreamResult r = parse_stream(a_response);
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.usage["completion_tokens"], 300);
+  // Two requests with one id at once: both answered in full.
+  json body = {{"prompt", "Once"}, {"max_tokens", 8}, {"temperature", 0}, {"request_id", "twin"}};
+  HttpResponse x = post_with_id(port(), "/v1/completions", body, "");
+  HttpResponse y = post_with_id(port(), "/v1/completions", body, "");
+  ASSERT_EQ(x.status, 200) << x.body;
+  ASSERT_EQ(y.status, 200) << y.body;
+  EXPECT_EQ(json::parse(x.body)["id"], "cmpl-twin");
+  EXPECT_EQ(json::parse(x.body)["choices"][0]["text"], json::parse(y.body)["choices"][0]["text"]);
 }
 
 }  // namespace
