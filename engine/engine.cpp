@@ -246,8 +246,9 @@ class EngineImpl {
       timed.clear();
       for (const ScheduledSeq& s : out.seqs)
         if (s.samples)
-          timed.push_back(
-              {s.seq->request_id, s.seq->index, s.seq->arrival_time, s.seq->num_prompt_tokens});
+          timed.push_back({s.seq->request_id, s.seq->index, s.seq->arrival_time,
+                           s.seq->num_prompt_tokens,
+                           config.log_requests ? s.seq->external_request_id : std::string()});
       PostprocessResult res = scheduler.postprocess(out, sampled);
       process_outputs(res.updates);
       if (config.check_invariants) scheduler.check_invariants();
@@ -264,7 +265,7 @@ class EngineImpl {
         // histograms observed), e.g. for a benchmark client to compare with.
         if (timings && config.log_requests)
           spdlog::info("Finished request {}: prompt_tokens={} ttft_ms={:.3f} e2e_ms={:.3f}",
-                       t.request_id, t.num_prompt_tokens, timings->ttft_s * 1e3,
+                       t.external_request_id, t.num_prompt_tokens, timings->ttft_s * 1e3,
                        timings->e2e_s * 1e3);
       }
       local.generation_tokens_total += res.num_generated;
@@ -407,6 +408,7 @@ class EngineImpl {
     int seq_index = 0;
     std::chrono::steady_clock::time_point arrival;
     int64_t num_prompt_tokens = 0;
+    std::string external_request_id;  // filled for --enable-log-requests only
   };
   std::vector<TimedToken> timed;
   EngineStats local;  // engine thread's

@@ -21,7 +21,13 @@ enum class FinishReason { kNone, kStop, kLength, kAbort };
 const char* finish_reason_str(FinishReason r);
 
 struct GenerateRequest {
+  // The engine's key for the request (abort_request, RequestOutput): unique
+  // among the requests in the engine (admission refuses a duplicate).
   std::string request_id;
+  // The id the client named, for logs ("Finished request ..."): the server
+  // suffixes request_id to keep it unique when clients reuse theirs (as
+  // vLLM v1 keeps external_req_id beside its internal id). Empty: request_id.
+  std::string external_request_id;
   std::vector<int32_t> prompt_token_ids;  // already tokenized (BOS included)
   SamplingParams sampling;
   std::shared_ptr<OutputChannel> output;  // where deltas go

@@ -37,7 +37,8 @@ GenerationGroup::GenerationGroup(ParsedRequest req, EngineHandle& engine,
   const bool batched = req_.prompts.size() > 1;
   for (size_t i = 0; i < req_.prompts.size(); ++i) {
     Sub s;
-    s.request_id = engine_id(batched ? fmt::format("{}-{}", req_.request_id, i) : req_.request_id);
+    s.external_id = batched ? fmt::format("{}-{}", req_.request_id, i) : req_.request_id;
+    s.request_id = engine_id(s.external_id);
     s.channel = std::make_shared<OutputChannel>();
     s.channel->set_notifier(notify);
     s.first_index = static_cast<int>(i) * n_;
@@ -63,6 +64,7 @@ std::optional<SubmitRefusal> GenerationGroup::submit() {
   for (size_t i = 0; i < req_.prompts.size() && !req_.beam_search; ++i) {
     auto r = std::make_unique<GenerateRequest>();
     r->request_id = subs_[i].request_id;
+    r->external_request_id = subs_[i].external_id;
     r->prompt_token_ids = req_.prompts[i].token_ids;
     r->sampling = req_.sampling;
     r->sampling.max_tokens = req_.prompts[i].max_tokens;
@@ -97,7 +99,8 @@ std::vector<std::unique_ptr<GenerateRequest>> GenerationGroup::beam_step_request
   b.outputs.assign(b.search->pending().size(), RequestOutput{});
   for (size_t j = 0; j < b.search->pending().size(); ++j) {
     auto r = std::make_unique<GenerateRequest>();
-    r->request_id = engine_id(fmt::format("{}-beam{}-{}", sub.request_id, b.step, j));
+    r->external_request_id = fmt::format("{}-beam{}-{}", sub.external_id, b.step, j);
+    r->request_id = engine_id(r->external_request_id);
     r->prompt_token_ids = b.search->pending()[j];
     r->sampling.temperature = 0.0f;
     r->sampling.ignore_eos = true;

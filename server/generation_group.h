@@ -8,14 +8,15 @@
 // A completions request with k prompts and n choices each becomes k
 // GenerateRequests (ids "<request_id>-<i>" when k > 1, vLLM's naming, each
 // engine id suffixed "#<serial>" so it is unique in the process even when
-// clients reuse a request_id: the response still carries theirs), each
+// clients reuse a request_id: the response and the engine's log
+// (GenerateRequest::external_request_id) still carry theirs), each
 // asking the engine for n choices; their deltas come back with the choice
 // index rewritten to prompt_index * n + sample_index (vLLM's order), so the
 // front end sees one request with k * n choices.
 //
 // With use_beam_search (ParsedRequest::beam_search) each prompt runs a
 // BeamSearch (engine/beam_search.h) instead: every step queues one
-// next-token request per running beam (ids "<sub id>-beam<step>-<j>#<serial>",
+// next-token request per running beam (ids "<id>[-<i>]-beam<step>-<j>#<serial>",
 // logprobs k, greedy, ignore_eos; their prompt blocks shared through the
 // prefix cache), and when a step's requests have all answered, drain()
 // advances the search and queues the next step; once it is done the n best
@@ -104,7 +105,8 @@ class GenerationGroup {
     bool done = false;
   };
   struct Sub {
-    std::string request_id;
+    std::string request_id;   // the engine's: external_id + "#<serial>"
+    std::string external_id;  // "<request_id>" or "<request_id>-<i>" (logs)
     std::shared_ptr<OutputChannel> channel;
     int first_index = 0;  // prompt_index * n
     std::shared_ptr<Beam> beam;  // use_beam_search only

@@ -32,6 +32,8 @@ struct Sequence {
   Sequence(const GenerateRequest& req, int64_t max_tokens, uint64_t rng_seed, int index = 0)
       : uid(next_uid()),
         request_id(req.request_id),
+        external_request_id(req.external_request_id.empty() ? req.request_id
+                                                            : req.external_request_id),
         index(index),
         token_ids(req.prompt_token_ids),
         num_prompt_tokens(static_cast<int64_t>(req.prompt_token_ids.size())),
@@ -45,6 +47,7 @@ struct Sequence {
   // reused; its uid is not): keys per-sequence device state.
   uint64_t uid = 0;
   std::string request_id;
+  std::string external_request_id;  // GenerateRequest's (never empty here)
   // Sample index within the request's group, [0, best_of) (SequenceUpdate::
   // index).
   int index = 0;

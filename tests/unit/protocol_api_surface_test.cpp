@@ -453,8 +453,12 @@ TEST(ProtocolSurface, GenerationGroupRemapsChoiceIndices) {
   EXPECT_TRUE(engine.requests.empty());  // nothing before submit()
   g.submit();
   ASSERT_EQ(engine.requests.size(), 2u);
-  EXPECT_EQ(engine.requests[0]->request_id, r.request_id + "-0");
-  EXPECT_EQ(engine.requests[1]->request_id, r.request_id + "-1");
+  // vLLM's "<id>-<i>" per prompt, made unique in the process by a
+  // "#<serial>" suffix; the logs name the request without it.
+  EXPECT_EQ(engine.requests[0]->request_id.rfind(r.request_id + "-0#", 0), 0u);
+  EXPECT_EQ(engine.requests[1]->request_id.rfind(r.request_id + "-1#", 0), 0u);
+  EXPECT_EQ(engine.requests[0]->external_request_id, r.request_id + "-0");
+  EXPECT_EQ(engine.requests[1]->external_request_id, r.request_id + "-1");
   EXPECT_EQ(engine.requests[1]->prompt_token_ids, (std::vector<int32_t>{1, id('c')}));
   EXPECT_EQ(engine.requests[1]->sampling.n, 2);
   engine.requests[1]->output->push(delta(1, "q", {}, true));

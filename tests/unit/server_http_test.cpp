@@ -219,6 +219,7 @@ TEST_F(ServerHttpTest, BurstOfDeltasCoalescesAndArrivesWhole) {
 
 TEST_F(ServerHttpTest, ClientDisconnectMidStreamAbortsTheRequest) {
   auto aborted = engine_.abort_future();
+  auto held = engine_.held_future();  // the engine's id of the request
   std::string request_id;
   {
     HttpClient c(port());
@@ -231,7 +232,12 @@ TEST_F(ServerHttpTest, ClientDisconnectMidStreamAbortsTheRequest) {
     c.close();
   }
   ASSERT_EQ(aborted.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-  EXPECT_EQ(aborted.get(), request_id);
+  ASSERT_EQ(held.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  // The abort names the engine's request: the response's id with the
+  // process-unique suffix (GenerationGroup).
+  const std::string engine_id = held.get();
+  EXPECT_EQ(aborted.get(), engine_id);
+  EXPECT_EQ(engine_id.rfind(request_id + "#", 0), 0u) << engine_id;
   HttpClient c2(port());
   EXPECT_EQ(c2.post("/v1/completions", R"({"prompt": "ok", "max_tokens": 5})").status, 200);
 }
