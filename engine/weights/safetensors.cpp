@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -89,6 +90,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (!header.is_object()) fail(path, "bad JSON header: not an object");
     const unsigned char* buffer = bytes + 8 + n;
     const size_t buffer_size = size - 8 - static_cast<size_t>(n);
+    struct Span {
+      uint64_t begin, end;
+      const std::string* name;
+    };
+    std::vector<Span> spans;
 
     for (auto it = header.begin(); it != header.end(); ++it) {
       const std::string& name = it.key();
@@ -145,8 +151,33 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             std::to_string(numel * esize));
       t.data = buffer + begin;
       t.nbytes = static_cast<size_t>(end - begin);
+      spans.push_back({begin, end, &it.key()});
       tensors_.emplace(name, std::move(t));
     }
+    // As the reference implementation (huggingface/safetensors, Metadata::
+    // validate and read_metadata): the tensors, in offset order, tile the
+    // byte buffer from 0 to its end: no overlap, no gap, no trailing bytes.
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
+    uint64_t at = 0;
+    const std::string* prev = nullptr;
+    for (const Span& s : spans) {
+      if (s.begin != at)
+        fail(path, "tensor '" + *s.name + "': data_offsets [" + std::to_string(s.begin) + ", " +
+                       std::to_string(s.end) + "] " +
+                       (s.begin < at ? "overlap tensor '" + *prev + "' (which ends at byte " +
+                                           std::to_string(at) + ")"
+                                     : "leave bytes [" + std::to_string(at) + ", " +
+                                           std::to_string(s.begin) + ") of the buffer unused") +
+                       "; tensors must tile the byte buffer in offset order");
+      at = s.end;
+      prev = s.name;
+    }
+    if (at != buffer_size)
+      fail(path, "the tensors' data ends at byte " + std::to_string(at) + " of the " +
+                     std::to_string(buffer_size) +
+                     "-byte buffer: trailing bytes (an incomplete or corrupt file)");
   } catch (...) {
     ::munmap(map_, map_size_);
     map_ = nullptr;

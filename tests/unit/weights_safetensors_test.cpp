@@ -155,6 +155,49 @@ TEST_F(SafetensorsTest, ErrorsNameFileAndTensor) {
   }
 }
 
+// huggingface/safetensors refuses a header whose tensors, in offset order,
+// do not tile the byte buffer exactly (InvalidOffset,
+// MetadataIncompleteBuffer): two tensors on the same bytes would load as
+// aliases, and bytes no tensor owns are a corrupt or hand-edited file.
+TEST_F(SafetensorsTest, TensorsMustTileTheBufferWithoutOverlapGapOrTrailingBytes) {
+  const std::string two = float_bytes({1, 2, 3, 4});
+  // The two tensors share bytes [4, 8).
+  std::string m =
+      error_opening(write("overlap.safetensors",
+                          R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+          "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                          float_bytes({1, 2, 3})));
+  EXPECT_NE(m.find("'b'"), std::string::npos) << m;
+  EXPECT_NE(m.find("overlap tensor 'a'"), std::string::npos) << m;
+  EXPECT_NE(m.find("overlap.safetensors"), std::string::npos) << m;
+  // The same bytes under two names.
+  m = error_opening(write("alias.safetensors",
+                          R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                              "b": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})",
+                          two));
+  EXPECT_NE(m.find("overlap"), std::string::npos) << m;
+  // Bytes [8, 12) belong to no tensor.
+  m = error_opening(write("gap.safetensors",
+                          R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                              "b": {"dtype": "F32", "shape": [1], "data_offsets": [12, 16]}})",
+                          two));
+  EXPECT_NE(m.find("'b'"), std::string::npos) << m;
+  EXPECT_NE(m.find("[8, 12) of the buffer unused"), std::string::npos) << m;
+  // Trailing bytes after the last tensor.
+  m = error_opening(write("tail.safetensors",
+                          R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}})",
+                          two));
+  EXPECT_NE(m.find("ends at byte 12 of the 16-byte buffer"), std::string::npos) << m;
+  // Header order need not be offset order; an empty tensor takes no bytes.
+  SafetensorsFile ok(write("ok.safetensors",
+                           R"({"b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]},
+                               "e": {"dtype": "F32", "shape": [0], "data_offsets": [8, 8]},
+                               "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+                           two));
+  EXPECT_EQ(ok.get("b").nbytes, 8u);
+  EXPECT_EQ(ok.get("e").nbytes, 0u);
+}
+
 TEST_F(SafetensorsTest, ReadsStories260K) {
   SafetensorsModel m(std::string(PAGODA_SHARED_DIR) + "/models/stories260K");
   const SafetensorsTensor& e = m.get("model.embed_tokens.weight");
