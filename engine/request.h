@@ -24,14 +24,15 @@ struct GenerateRequest {
   // The engine's key for the request (abort_request, RequestOutput): unique
   // among the requests in the engine (admission refuses a duplicate).
   std::string request_id;
-  // The id the client named, for logs ("Finished request ..."): the server
-  // suffixes request_id to keep it unique when clients reuse theirs (as
-  // vLLM v1 keeps external_req_id beside its internal id). Empty: request_id.
-  std::string external_request_id;
   std::vector<int32_t> prompt_token_ids;  // already tokenized (BOS included)
   SamplingParams sampling;
   std::shared_ptr<OutputChannel> output;  // where deltas go
   std::chrono::steady_clock::time_point arrival_time = std::chrono::steady_clock::now();
+  // The id the client named, for logs ("Finished request ..."): the server
+  // suffixes request_id to keep it unique when clients reuse theirs (as
+  // vLLM v1 keeps external_req_id beside its internal id). Empty: request_id.
+  // Last, so aggregate initialisers of the fields above keep their meaning.
+  std::string external_request_id;
 };
 
 // Log-probability of one generated token and, when asked, the top-k
