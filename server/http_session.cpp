@@ -115,6 +115,23 @@ void HttpSession::handle(Request&& req) {
   // GET /v1/ws with an Upgrade: the connection becomes a WsSession.
   if (ctx_.streams && beast::websocket::is_upgrade(req) &&
       req.target().substr(0, req.target().find('?')) == "/v1/ws") {
+    // A browser page of another origin (CORS does not cover WebSockets).
+    if (!websocket_origin_ok(ctx_.access, req[http::field::origin], req[http::field::host])) {
+      http_version_ = req.version();
+      keep_alive_ = false;
+      RouteResult r = RouteResult::error(make_error(
+          403,
+          fmt::format("Forbidden: a WebSocket from origin '{}' may not open /v1/ws (host '{}'); "
+                      "allowed are pages of this server's own origin and the origins of "
+                      "--allowed-origins",
+                      std::string(req[http::field::origin]), std::string(req[http::field::host]))));
+      Response res{http::status::forbidden, http_version_};
+      res.set(http::field::content_type, r.content_type);
+      res.body() = std::move(r.body);
+      res.keep_alive(false);
+      res.prepare_payload();
+      return send(std::move(res), /*close=*/true);
+    }
     if (!websocket_access_ok(ctx_.access, req.target(), req[http::field::authorization])) {
       http_version_ = req.version();
       keep_alive_ = false;
