@@ -162,17 +162,19 @@ void HttpSession::handle(Request&& req) {
                    req[http::field::access_control_request_headers]);
   if (denied) return respond(std::move(*denied));
   if (ctx_.preprocess && req.method() == http::verb::post) return preprocess(std::move(req));
-  respond(router_.route(req.method(), req.target(), req.body(), x_request_id_));
+  respond(router_.route(req.method(), req.target(), req.body(), req[http::field::content_type],
+                        x_request_id_));
 }
 
 void HttpSession::preprocess(Request&& req) {
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   auto body = std::make_shared<std::string>(std::move(req.body()));
   auto job = [self = shared_from_this(), executor = stream_.get_executor(), method = req.method(),
-              target = std::string(req.target()), body, cancelled, id = x_request_id_] {
+              target = std::string(req.target()), body, cancelled, id = x_request_id_,
+              content_type = std::string(req[http::field::content_type])] {
     if (cancelled->load())
       return self->ctx_.preprocess->note_dropped();  // the client left while it waited
-    RouteResult r = self->router_.route(method, target, *body, id);
+    RouteResult r = self->router_.route(method, target, *body, content_type, id);
     net::post(executor,
               [self, r = std::move(r)]() mutable { self->on_preprocessed(std::move(r)); });
   };
