@@ -320,6 +320,32 @@ TEST_F(ServerHttpTest, PostBodiesMustBeApplicationJson) {
   EXPECT_EQ(c.get("/v1/models").status, 200);
 }
 
+// vLLM's check_cache_salt_support: a cache_salt, when given, must be a
+// non-empty string.
+TEST_F(ServerHttpTest, EmptyCacheSaltIs400NamingTheField) {
+  HttpClient c(port());
+  const json bodies[] = {{{"prompt", "hi"}, {"max_tokens", 60}, {"cache_salt", ""}},
+                         {{"messages", {{{"role", "user"}, {"content", "hey"}}}},
+                          {"max_tokens", 60},
+                          {"cache_salt", ""}}};
+  const char* paths[] = {"/v1/completions", "/v1/chat/completions"};
+  for (int i = 0; i < 2; ++i) {
+    auto r = c.post(paths[i], bodies[i].dump());
+    EXPECT_EQ(r.status, 400) << paths[i] << ": " << r.body;
+    json e = json::parse(r.body);
+    EXPECT_EQ(e["error"]["type"], "BadRequestError");
+    EXPECT_EQ(e["error"]["code"], 400);
+    EXPECT_EQ(e["error"]["param"], "cache_salt");
+    EXPECT_EQ(e["error"]["message"],
+              "Parameter 'cache_salt' must be a non-empty string if provided.");
+  }
+  json ok = bodies[0];
+  ok["cache_salt"] = "s";
+  EXPECT_EQ(c.post("/v1/completions", ok.dump()).status, 200);
+  ok["cache_salt"] = nullptr;  // None: unsalted
+  EXPECT_EQ(c.post("/v1/completions", ok.dump()).status, 200);
+}
+
 TEST_F(ServerHttpTest, OversizedBodyIs413AndServerGoesOn) {
   HttpClient c(port());
   auto r = c.post("/v1/completions", json{{"prompt", std::string(10000, 'a')}}.dump());
