@@ -26,6 +26,9 @@ struct GenerateRequest {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;  // already tokenized (BOS included)
   SamplingParams sampling;
+  // vLLM's cache_salt: only requests with the same salt share prefix-cache
+  // blocks ("" = unsalted; BlockManager::root_for_salt).
+  std::string cache_salt;
   std::shared_ptr<OutputChannel> output;  // where deltas go
   std::chrono::steady_clock::time_point arrival_time = std::chrono::steady_clock::now();
   // The id the client named, for logs ("Finished request ..."): the server

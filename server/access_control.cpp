@@ -1,10 +1,10 @@
 #include "server/access_control.h"
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
-
-#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "server/openai_error.h"
 #include "server/router.h"
@@ -138,6 +138,65 @@ bool websocket_access_ok(const AccessPolicy& policy, std::string_view target, st
     query = query.substr(amp + 1);
   }
   return ok;
+}
+
+namespace {
+
+std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// "host[:port]" (an IPv6 literal in brackets) as (host, port); the port is
+// default_port when absent. nullopt when malformed.
+std::optional<std::pair<std::string, std::string>> split_authority(std::string_view a,
+                                                                   std::string_view default_port) {
+  if (a.empty()) return std::nullopt;
+  size_t host_end = a.size();
+  if (a.front() == '[') {
+    host_end = a.find(']');
+    if (host_end == std::string_view::npos) return std::nullopt;
+    ++host_end;
+  } else {
+    host_end = a.find(':');
+    if (host_end == std::string_view::npos) host_end = a.size();
+  }
+  std::string_view host = a.substr(0, host_end), rest = a.substr(host_end);
+  if (host.empty()) return std::nullopt;
+  if (rest.empty()) return std::make_pair(ascii_lower(host), std::string(default_port));
+  if (rest.front() != ':' || rest.size() == 1) return std::nullopt;
+  std::string_view port = rest.substr(1);
+  for (char c : port)
+    if (c < '0' || c > '9') return std::nullopt;
+  return std::make_pair(ascii_lower(host), std::string(port));
+}
+
+bool same_origin(std::string_view origin, std::string_view host) {
+  const size_t sep = origin.find("://");
+  if (sep == std::string_view::npos) return false;  // "null", or not an origin
+  const std::string scheme = ascii_lower(origin.substr(0, sep));
+  std::string_view default_port;
+  if (scheme == "http" || scheme == "ws")
+    default_port = "80";
+  else if (scheme == "https" || scheme == "wss")
+    default_port = "443";
+  else
+    return false;
+  std::string_view authority = origin.substr(sep + 3);
+  if (!authority.empty() && authority.back() == '/') authority.remove_suffix(1);
+  if (authority.find_first_of("/?#@") != std::string_view::npos) return false;
+  const auto o = split_authority(authority, default_port);
+  const auto h = split_authority(host, default_port);
+  return o && h && *o == *h;
+}
+
+}  // namespace
+
+bool websocket_origin_ok(const AccessPolicy& policy, std::string_view origin,
+                         std::string_view host) {
+  return origin.empty() || origin_allowed(policy, origin) || same_origin(origin, host);
 }
 
 std::vector<std::string> parse_allowed_origins(const std::vector<std::string>& values) {

@@ -55,6 +55,17 @@ std::optional<RouteResult> check_access(const AccessPolicy& policy, boost::beast
 // the header where the client can set it.
 bool websocket_access_ok(const AccessPolicy& policy, std::string_view target, std::string_view authorization);
 
+// Whether a WebSocket upgrade's Origin may open /v1/ws. Browsers send Origin
+// on every WebSocket handshake and apply no CORS to it, so without this check
+// any page a user visits could drive a local server and read its output.
+// True when origin is empty (not a browser), allowed by --allowed-origins
+// (the CORS rules: listed, or "*"), or the page's own server: the Origin's
+// host and port equal the Host header's (ASCII case-insensitive; a missing
+// port is the Origin scheme's default, 80 for http/ws, 443 for https/wss).
+// "null" (sandboxed frames, file: pages) is same-origin with nothing.
+bool websocket_origin_ok(const AccessPolicy& policy, std::string_view origin,
+                         std::string_view host);
+
 // The CORS headers for a request from origin (empty when not allowed).
 HeaderList cors_headers(const AccessPolicy& policy, std::string_view origin);
 

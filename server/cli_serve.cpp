@@ -42,10 +42,14 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
   app.add_option("--api-key", a.api_key,
                  "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize, /generate")
       ->envname("PAGODA_API_KEY");
-  app.add_option(
-      "--allowed-origins", a.allowed_origins,
-      "CORS origins allowed to call the API: a JSON list ('[\"*\"]') or comma-separated; "
-      "default none");
+  // One value per occurrence, passed whole to parse_allowed_origins: CLI11
+  // would otherwise read a value in brackets as its own list syntax and
+  // split '["https://a.example"]' into '"https://a.example"' (quotes kept),
+  // and take the words after the flag as more values.
+  app.add_option("--allowed-origins", a.allowed_origins,
+                 "CORS and /v1/ws origins allowed to call the API: a JSON list ('[\"*\"]', "
+                 "'[\"https://a.example\"]') or comma-separated; repeatable; default none")
+      ->allow_extra_args(false);
   app.add_option("--web-dir", a.web_dir,
                  "Directory of the chat UI served at / (default: the built-in web/)");
   app.add_option(

@@ -68,6 +68,7 @@ std::optional<SubmitRefusal> GenerationGroup::submit() {
     r->prompt_token_ids = req_.prompts[i].token_ids;
     r->sampling = req_.sampling;
     r->sampling.max_tokens = req_.prompts[i].max_tokens;
+    r->cache_salt = req_.cache_salt;
     r->output = subs_[i].channel;
     batch.push_back(std::move(r));
   }
@@ -106,6 +107,7 @@ std::vector<std::unique_ptr<GenerateRequest>> GenerationGroup::beam_step_request
     r->sampling.ignore_eos = true;
     r->sampling.max_tokens = 1;
     r->sampling.logprobs = b.search->k();
+    r->cache_salt = req_.cache_salt;  // the beams share cached prefixes under their salt only
     r->output = std::make_shared<OutputChannel>();
     r->output->set_notifier(notify_);
     b.ids.push_back(r->request_id);

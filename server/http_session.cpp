@@ -115,6 +115,23 @@ void HttpSession::handle(Request&& req) {
   // GET /v1/ws with an Upgrade: the connection becomes a WsSession.
   if (ctx_.streams && beast::websocket::is_upgrade(req) &&
       req.target().substr(0, req.target().find('?')) == "/v1/ws") {
+    // A browser page of another origin (CORS does not cover WebSockets).
+    if (!websocket_origin_ok(ctx_.access, req[http::field::origin], req[http::field::host])) {
+      http_version_ = req.version();
+      keep_alive_ = false;
+      RouteResult r = RouteResult::error(make_error(
+          403,
+          fmt::format("Forbidden: a WebSocket from origin '{}' may not open /v1/ws (host '{}'); "
+                      "allowed are pages of this server's own origin and the origins of "
+                      "--allowed-origins",
+                      std::string(req[http::field::origin]), std::string(req[http::field::host]))));
+      Response res{http::status::forbidden, http_version_};
+      res.set(http::field::content_type, r.content_type);
+      res.body() = std::move(r.body);
+      res.keep_alive(false);
+      res.prepare_payload();
+      return send(std::move(res), /*close=*/true);
+    }
     if (!websocket_access_ok(ctx_.access, req.target(), req[http::field::authorization])) {
       http_version_ = req.version();
       keep_alive_ = false;
@@ -145,17 +162,19 @@ void HttpSession::handle(Request&& req) {
                    req[http::field::access_control_request_headers]);
   if (denied) return respond(std::move(*denied));
   if (ctx_.preprocess && req.method() == http::verb::post) return preprocess(std::move(req));
-  respond(router_.route(req.method(), req.target(), req.body(), x_request_id_));
+  respond(router_.route(req.method(), req.target(), req.body(), req[http::field::content_type],
+                        x_request_id_));
 }
 
 void HttpSession::preprocess(Request&& req) {
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   auto body = std::make_shared<std::string>(std::move(req.body()));
   auto job = [self = shared_from_this(), executor = stream_.get_executor(), method = req.method(),
-              target = std::string(req.target()), body, cancelled, id = x_request_id_] {
+              target = std::string(req.target()), body, cancelled, id = x_request_id_,
+              content_type = std::string(req[http::field::content_type])] {
     if (cancelled->load())
       return self->ctx_.preprocess->note_dropped();  // the client left while it waited
-    RouteResult r = self->router_.route(method, target, *body, id);
+    RouteResult r = self->router_.route(method, target, *body, content_type, id);
     net::post(executor,
               [self, r = std::move(r)]() mutable { self->on_preprocessed(std::move(r)); });
   };

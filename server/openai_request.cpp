@@ -333,6 +333,12 @@ void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequ
     req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);
   }
   req.return_token_ids = *f.boolean("return_token_ids");
+  // vLLM's check_cache_salt_support.
+  if (std::optional<std::string> salt = f.string("cache_salt")) {
+    if (salt->empty())
+      fail("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    req.cache_salt = std::move(*salt);
+  }
   req.prompt_tokens_details = model.enable_prompt_tokens_details;
   req.request_id = response_id(f, prefix);
 }

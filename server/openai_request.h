@@ -65,6 +65,10 @@ struct ParsedRequest {
   // {"cached_tokens": prompt tokens read from the prefix cache}.
   bool prompt_tokens_details = false;
   bool return_token_ids = false;  // vLLM extension: ids in the choices
+  // vLLM's cache_salt: only requests with the same salt share prefix-cache
+  // blocks (GenerateRequest::cache_salt); "" when absent (a present "" is a
+  // 400).
+  std::string cache_salt;
   bool echo = false;              // completions: prompt text first
   // Completions' echo with max_tokens 0 (OpenAI's legacy API, vLLM): each
   // choice is its prompt alone (text, and its logprobs with logprobs set);

@@ -204,8 +204,8 @@ std::vector<FieldSpec> openai_fields_common() {
       {.name = "return_token_ids", .type = kBool, .default_value = false},
       {.name = "cache_salt",
        .type = kStr,
-       .status = kIgnore,
-       .note = "salts vLLM's prefix cache; this engine has no prefix cache to salt"},
+       .note = "salts the prefix cache: only requests with the same salt share cached blocks "
+               "(mixed into the first block's hash, as vLLM); \"\" is a 400"},
       {.name = "kv_transfer_params",
        .type = kObj,
        .status = kIgnore,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/beast/core/string.hpp>
 #include <chrono>
 #include <exception>
 #include <nlohmann/json.hpp>
@@ -43,10 +44,19 @@ RouteResult from_json_result(std::variant<json, OpenAIError>&& result) {
   return RouteResult::json(200, std::get<json>(result).dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+// vLLM's validate_json_request: the media type (before any ';' parameters,
+// case-insensitive) must be application/json.
+bool is_json_media_type(std::string_view content_type) {
+  std::string_view media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && (media.front() == ' ' || media.front() == '\t')) media.remove_prefix(1);
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.remove_suffix(1);
+  return boost::beast::iequals(media, "application/json");
+}
+
 }  // namespace
 
 RouteResult Router::route(http::verb method, std::string_view target, std::string_view body,
-                          std::string_view x_request_id) const {
+                          std::string_view content_type, std::string_view x_request_id) const {
   std::string_view path = target.substr(0, target.find('?'));
   // ---- streaming front end: the chat UI (web/) and /v1/ws without upgrade ----
   if (auto r = route_frontend(method, path, ctx_)) return std::move(*r);
@@ -74,6 +84,9 @@ RouteResult Router::route(http::verb method, std::string_view target, std::strin
     r.headers.emplace_back("Allow", std::string(http::to_string(found->method)));
     return r;
   }
+  if (method == http::verb::post && !is_json_media_type(content_type))
+    return RouteResult::error(
+        bad_request("Unsupported Media Type: Only 'application/json' is allowed"));
   try {
     // vLLM's _base_request_id: the X-Request-Id header first.
     auto named = [&](ParseResult&& r, std::string_view prefix) {

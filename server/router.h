@@ -3,9 +3,9 @@
 // GET /v1/models, GET /health, GET /version, GET /metrics, POST /tokenize,
 // POST /detokenize, POST /generate (vLLM's api_server), GET /openapi.json,
 // GET /docs. Unknown path →
-// 404, known path with the wrong method → 405 (with Allow), both as OpenAI
-// error JSON. Runs on network threads; touches no socket and no engine state
-// beyond EngineHandle::stats()/running().
+// 404, known path with the wrong method → 405 (with Allow), a POST whose
+// Content-Type is not application/json → 400, all as OpenAI error JSON. Runs on network threads;
+// touches no socket and no engine state beyond EngineHandle::stats()/running().
 #pragma once
 #include <optional>
 #include <string>
@@ -37,11 +37,18 @@ struct RouteResult {
 class Router {
  public:
   explicit Router(const ServerContext& ctx) : ctx_(ctx) {}
+  // content_type: the request's Content-Type header ("" when absent). A
+  // POST endpoint takes JSON only: another media type (text/plain, a form,
+  // none) is a 400 "Unsupported Media Type: Only 'application/json' is
+  // allowed", as vLLM's validate_json_request; parameters such as
+  // "; charset=utf-8" are allowed. (Besides vLLM's behaviour, this keeps a
+  // cross-site page from posting without a CORS preflight: browsers send
+  // only text/plain, forms and multipart without one.)
   // x_request_id: the request's X-Request-Id header ("" when absent); it
   // names a completion or chat (cmpl-<id>, chatcmpl-<id>) before the body's
   // request_id, as vLLM's _base_request_id.
   RouteResult route(boost::beast::http::verb method, std::string_view target, std::string_view body,
-                    std::string_view x_request_id = {}) const;
+                    std::string_view content_type, std::string_view x_request_id = {}) const;
 
  private:
   RouteResult models() const;

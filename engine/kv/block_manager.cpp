@@ -7,8 +7,6 @@
 namespace pagoda {
 namespace {
 
-constexpr uint64_t kRootHash = 0x6a09e667f3bcc908ull;  // the chain's start (no parent)
-
 uint64_t mix64(uint64_t z) {  // splitmix64's finalizer
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -16,6 +14,13 @@ uint64_t mix64(uint64_t z) {  // splitmix64's finalizer
 }
 
 }  // namespace
+
+uint64_t BlockManager::root_for_salt(std::string_view salt) {
+  if (salt.empty()) return kUnsaltedRoot;
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the bytes, then mixed
+  for (char c : salt) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return mix64(mix64(h ^ kUnsaltedRoot) + salt.size());
+}
 
 BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, bool enable_caching)
     : num_blocks_(num_blocks), block_size_(block_size), caching_(enable_caching) {
@@ -160,13 +165,13 @@ void BlockManager::free(BlockTable& table) {
 }
 
 int64_t BlockManager::acquire_cached_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
-                                            BlockTable& table) {
+                                            BlockTable& table, uint64_t root) {
   if (!table.empty())
     throw std::invalid_argument("BlockManager::acquire_cached_prefix: table is not empty");
   if (!caching_) return 0;
   const int64_t bs = block_size_;
   const int64_t full = std::min(max_blocks, static_cast<int64_t>(tokens.size()) / bs);
-  uint64_t parent = kRootHash;
+  uint64_t parent = root;
   for (int64_t k = 0; k < full; ++k) {
     const std::span<const int32_t> blk =
         tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs));
@@ -193,7 +198,7 @@ void BlockManager::forget_record(int32_t b) {
 
 void BlockManager::cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
                                      int64_t num_computed, int64_t* num_recorded,
-                                     std::vector<int32_t>* newly) {
+                                     std::vector<int32_t>* newly, uint64_t root) {
   if (!caching_) return;
   const int64_t bs = block_size_;
   const int64_t full = std::min({num_computed / bs, static_cast<int64_t>(table.size()),
@@ -203,7 +208,7 @@ void BlockManager::cache_full_blocks(const BlockTable& table, std::span<const in
     const auto i = static_cast<size_t>(b);
     if (has_[i]) continue;  // shared and recorded by another sequence
     const uint64_t parent =
-        k == 0 ? kRootHash : hash_[static_cast<size_t>(table[static_cast<size_t>(k - 1)])];
+        k == 0 ? root : hash_[static_cast<size_t>(table[static_cast<size_t>(k - 1)])];
     const std::span<const int32_t> blk =
         tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs));
     has_[i] = 1;
@@ -229,7 +234,7 @@ void BlockManager::drop_partial(int32_t b) {
 }
 
 void BlockManager::cache_partial_block(const BlockTable& table, std::span<const int32_t> tokens,
-                                       int64_t num_computed) {
+                                       int64_t num_computed, uint64_t root) {
   if (!caching_) return;
   const int64_t bs = block_size_;
   const int64_t full = num_computed / bs, k = num_computed % bs;
@@ -239,7 +244,7 @@ void BlockManager::cache_partial_block(const BlockTable& table, std::span<const 
   const int32_t b = table[static_cast<size_t>(full)];
   const auto i = static_cast<size_t>(b);
   if (ref_[i] != 1 || has_[i]) return;  // shared (a fork's), or somehow a full record
-  uint64_t parent = kRootHash;
+  uint64_t parent = root;
   if (full > 0) {
     if (table[static_cast<size_t>(full - 1)] == kNoBlock) return;  // released: chain unknown
     const auto prev = static_cast<size_t>(table[static_cast<size_t>(full - 1)]);
@@ -256,14 +261,14 @@ void BlockManager::cache_partial_block(const BlockTable& table, std::span<const 
 }
 
 int64_t BlockManager::acquire_cached_partial(std::span<const int32_t> tokens, int64_t max_tokens,
-                                             const BlockTable& table, int32_t* src) {
+                                             const BlockTable& table, int32_t* src, uint64_t root) {
   if (!caching_) return 0;
   const int64_t bs = block_size_;
   const int64_t start = static_cast<int64_t>(table.size()) * bs;
   const int64_t m =
       std::min({max_tokens - start, bs - 1, static_cast<int64_t>(tokens.size()) - start});
   if (m <= 0) return 0;
-  const uint64_t parent = table.empty() ? kRootHash : hash_[static_cast<size_t>(table.back())];
+  const uint64_t parent = table.empty() ? root : hash_[static_cast<size_t>(table.back())];
   const std::span<const int32_t> want =
       tokens.subspan(static_cast<size_t>(start), static_cast<size_t>(m));
   const std::vector<uint64_t> hs = prefix_hashes(parent, want);

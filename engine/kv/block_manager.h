@@ -25,6 +25,14 @@
 // hit's tokens and parent hash, so a hash collision can only share blocks
 // whose own tokens are equal and whose prefixes hash alike (64-bit chain).
 //
+// Cache salts (vLLM's cache_salt request field): a request's chain starts
+// from root_for_salt(salt) instead of kUnsaltedRoot (vLLM mixes the salt
+// into its first block's hash), so the hash and the parent of every block
+// it records differ from those of another salt's blocks with the same
+// tokens: only requests with the same salt (or none) share cached blocks,
+// full and partial. Each call below that hashes a chain takes the root of
+// the sequence it is for.
+//
 // Partially filled blocks (beyond vLLM, whose cache holds full blocks only;
 // SGLang's radix cache reuses any token prefix): when a sequence's table is
 // released, its last block, if partly filled with computed tokens and owned
@@ -43,6 +51,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -107,11 +116,16 @@ class BlockManager {
 
   // ---- prefix caching (no-ops returning 0 when !caching()) ---------------
   bool caching() const { return caching_; }
+  // The chain root of requests without a cache salt.
+  static constexpr uint64_t kUnsaltedRoot = 0x6a09e667f3bcc908ull;
+  // The chain root of requests salted with `salt` (kUnsaltedRoot for "").
+  static uint64_t root_for_salt(std::string_view salt);
   // Puts into `table` (empty; std::invalid_argument otherwise) the longest
   // run of cached blocks holding tokens[0, k * block_size) for k <=
-  // max_blocks, one reference each. Returns the tokens they hold.
+  // max_blocks after the chain root `root`, one reference each. Returns the
+  // tokens they hold.
   int64_t acquire_cached_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
-                                BlockTable& table);
+                                BlockTable& table, uint64_t root = kUnsaltedRoot);
   // Records table's full blocks [*num_recorded, num_computed / block_size)
   // as holding `tokens` (a sequence's tokens, whose first num_computed have
   // their K/V in the cache, or will have once the step being scheduled
@@ -119,9 +133,10 @@ class BlockManager {
   // another block is recorded but not mapped (the other one serves hits).
   // The blocks recorded by this call (not those recorded before) are
   // appended to *newly when given.
+  // The first block's parent is `root` (the sequence's chain root).
   void cache_full_blocks(const BlockTable& table, std::span<const int32_t> tokens,
                          int64_t num_computed, int64_t* num_recorded,
-                         std::vector<int32_t>* newly = nullptr);
+                         std::vector<int32_t>* newly = nullptr, uint64_t root = kUnsaltedRoot);
   // Forgets block b's full-block record (a step that recorded it failed
   // before computing it); a no-op when it has none.
   void forget_record(int32_t b);
@@ -137,7 +152,7 @@ class BlockManager {
   // block_size], that block is owned by this table alone and the full
   // blocks before it are recorded (cache_full_blocks). Otherwise a no-op.
   void cache_partial_block(const BlockTable& table, std::span<const int32_t> tokens,
-                           int64_t num_computed);
+                           int64_t num_computed, uint64_t root = kUnsaltedRoot);
   // For a sequence whose `table` holds its cached full blocks (the
   // acquire_cached_prefix hits: tokens[0, table.size() * block_size)): the
   // longest j in [1, min(max_tokens - that, block_size - 1)] for which a
@@ -146,7 +161,8 @@ class BlockManager {
   // by release_pinned after the copy ran) and stored in *src; returns j
   // (0: no hit, *src untouched).
   int64_t acquire_cached_partial(std::span<const int32_t> tokens, int64_t max_tokens,
-                                 const BlockTable& table, int32_t* src);
+                                 const BlockTable& table, int32_t* src,
+                                 uint64_t root = kUnsaltedRoot);
   // Drops the reference acquire_cached_partial took; the block keeps its
   // record.
   void release_pinned(int32_t b);

@@ -79,7 +79,7 @@ void Scheduler::release_out_of_window(Sequence* seq) {
 void Scheduler::allocate(Sequence* seq, int64_t need) {
   blocks_.allocate(seq->block_table, need);
   blocks_.cache_full_blocks(seq->block_table, seq->token_ids, need, &seq->num_cached_blocks,
-                            &recorded_);
+                            &recorded_, seq->cache_root);
 }
 
 namespace {
@@ -161,7 +161,8 @@ int64_t Scheduler::abort_all() {
 }
 
 void Scheduler::release_blocks(Sequence* seq) {
-  blocks_.cache_partial_block(seq->block_table, seq->token_ids, seq->num_computed_tokens);
+  blocks_.cache_partial_block(seq->block_table, seq->token_ids, seq->num_computed_tokens,
+                              seq->cache_root);
   blocks_.free(seq->block_table);
   if (host_) host_->free(seq->host_table);
   seq->num_cached_blocks = 0;
@@ -231,7 +232,7 @@ bool Scheduler::swap_in(Sequence* seq, int64_t n, SchedulerOutput& out) {
   const int64_t computed = seq->num_computed_tokens;
   // Computed full blocks still cached on the device need no copy.
   if (blocks_.caching())
-    blocks_.acquire_cached_prefix(seq->token_ids, computed / bs, seq->block_table);
+    blocks_.acquire_cached_prefix(seq->token_ids, computed / bs, seq->block_table, seq->cache_root);
   const size_t hits = seq->block_table.size();
   if (!blocks_.can_allocate(seq->block_table, computed + n)) {
     blocks_.free(seq->block_table);
@@ -242,7 +243,8 @@ bool Scheduler::swap_in(Sequence* seq, int64_t n, SchedulerOutput& out) {
     out.swap_in.push_back({seq->block_table[k], seq->host_table[k]});
   host_->free(seq->host_table);
   seq->num_cached_blocks = static_cast<int64_t>(hits);
-  blocks_.cache_full_blocks(seq->block_table, seq->token_ids, computed, &seq->num_cached_blocks);
+  blocks_.cache_full_blocks(seq->block_table, seq->token_ids, computed, &seq->num_cached_blocks,
+                            nullptr, seq->cache_root);
   seq->status = SequenceStatus::kRunning;
   ++out.num_swapped_in;
   ++num_swap_ins_total_;
@@ -372,11 +374,12 @@ SchedulerOutput Scheduler::schedule() {
     const bool lookup = blocks_.caching() && seq->block_table.empty() &&
                         seq->num_computed_tokens == 0 && !scores_prompt(seq);
     if (lookup) {
-      hit = blocks_.acquire_cached_prefix(
-          seq->token_ids, (seq->num_tokens() - 1) / blocks_.block_size(), seq->block_table);
+      hit = blocks_.acquire_cached_prefix(seq->token_ids,
+                                          (seq->num_tokens() - 1) / blocks_.block_size(),
+                                          seq->block_table, seq->cache_root);
       seq->num_cached_blocks = hit / blocks_.block_size();
       hit += blocks_.acquire_cached_partial(seq->token_ids, seq->num_tokens() - 1, seq->block_table,
-                                            &partial_src);
+                                            &partial_src, seq->cache_root);
       seq->num_computed_tokens = hit;
     }
     const auto give_up = [&] {
@@ -458,7 +461,7 @@ PostprocessResult Scheduler::postprocess(const SchedulerOutput& out,
     Sequence* seq = s.seq;
     seq->num_computed_tokens += s.num_new_tokens;
     blocks_.cache_full_blocks(seq->block_table, seq->token_ids, seq->num_computed_tokens,
-                              &seq->num_cached_blocks);
+                              &seq->num_cached_blocks, nullptr, seq->cache_root);
     if (!s.samples) continue;
     append(seq, sampled[k++], &res);
   }

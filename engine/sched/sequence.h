@@ -40,6 +40,7 @@ struct Sequence {
         sampling(req.sampling),
         max_tokens(max_tokens),
         arrival_time(req.arrival_time),
+        cache_root(BlockManager::root_for_salt(req.cache_salt)),
         rng(rng_seed),
         guide_state(req.sampling.guide ? req.sampling.guide->start() : -1) {}
 
@@ -58,6 +59,10 @@ struct Sequence {
   SamplingParams sampling;
   int64_t max_tokens = 0;  // resolved (never unset here)
   std::chrono::steady_clock::time_point arrival_time;
+  // The prefix cache's chain root for its request's cache salt
+  // (BlockManager::root_for_salt): its blocks are looked up and recorded
+  // under it.
+  uint64_t cache_root = BlockManager::kUnsaltedRoot;
 
   SequenceStatus status = SequenceStatus::kWaiting;
   // Tokens whose K/V are in the cache. Prefill (chunked or not) and

@@ -84,8 +84,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto denied = pagoda::check_access(ctx.access, req.method(), req.target(),
                                        req[http::field::authorization], req[http::field::origin],
                                        req[http::field::access_control_request_headers]);
-    pagoda::RouteResult r =
-        denied ? std::move(*denied) : router.route(req.method(), req.target(), req.body());
+    pagoda::RouteResult r = denied ? std::move(*denied)
+                                   : router.route(req.method(), req.target(), req.body(),
+                                                  req[http::field::content_type]);
     check(r);
     if (r.generate) {
       pagoda::GenerationGroup group(std::move(*r.generate), *ctx.engine, [] {});

@@ -121,7 +121,7 @@ reqs = {
     "not-found": http("GET", "/nope?x=1", None, [auth]),
     "pipelined": http("GET", "/health") + http("POST", "/tokenize", tokenizes[1], [auth]) + http("GET", "/version"),
     "chunked": "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n"
-               "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"pro\r\n11\r\nmpt\": \"Hi\", \"n\":2}\r\n0\r\n\r\n",
+               "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"pro\r\n11\r\nmpt\": \"Hi\", \"n\":2}\r\n0\r\n\r\n",
     "http10": "GET /health HTTP/1.0\r\n\r\n",
 }
 for name, r in reqs.items():

@@ -55,8 +55,14 @@ class HttpClient {
     namespace http = boost::beast::http;
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, "127.0.0.1");
-    for (const auto& [k, v] : headers) req.set(k, v);
     if (method == http::verb::post) req.set(http::field::content_type, "application/json");
+    // headers replace those above; an empty value removes the header.
+    for (const auto& [k, v] : headers) {
+      if (v.empty())
+        req.erase(k);
+      else
+        req.set(k, v);
+    }
     req.body() = body;
     req.keep_alive(true);
     req.prepare_payload();

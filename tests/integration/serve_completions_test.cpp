@@ -246,6 +246,26 @@ TEST_F(ServeStories, BadInputGetsItsErrorWhileAStreamFinishesUnharmed) {
   EXPECT_EQ(concurrent.finish_reason, alone["choices"][0]["finish_reason"].get<std::string>());
 }
 
+// The real server parses bodies on its preprocessing threads: a body that
+// is not declared application/json is refused there too (vLLM's 400), and a
+// charset parameter is fine.
+TEST_F(ServeStories, NonJsonContentTypeIs400) {
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 2})";
+  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded", ""}) {
+    HttpClient c(port());
+    c.send(boost::beast::http::verb::post, "/v1/completions", body, {{"Content-Type", type}});
+    HttpResponse r = c.read_response();
+    EXPECT_EQ(r.status, 400) << type << ": " << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"]["message"],
+              "Unsupported Media Type: Only 'application/json' is allowed")
+        << type;
+  }
+  HttpClient c(port());
+  c.send(boost::beast::http::verb::post, "/v1/completions", body,
+         {{"Content-Type", "application/json; charset=utf-8"}});
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
 TEST_F(ServeStories, ModelsHealthVersion) {
   HttpClient c(port());
   HttpResponse h = c.get("/health");

@@ -68,6 +68,40 @@ TEST_F(ServePromptTokensDetails, RepeatedPromptReportsItsCachedBlocks) {
   EXPECT_EQ(usage["prompt_tokens_details"], (json{{"cached_tokens", 39}})) << r.body;
 }
 
+// cache_salt goes from the request to the prefix cache: a prompt sent again
+// with another salt (or none) reads nothing cached; with its own salt it
+// reads what the salted run left, as an unsalted repeat does.
+TEST_F(ServePromptTokensDetails, CacheSaltSeparatesTheCachedPrefixes) {
+  const json base = {{"prompt", ids(400, 40)}, {"max_tokens", 2}, {"temperature", 0}};
+  const auto cached = [&](const char* salt) {
+    json b = base;
+    if (salt) b["cache_salt"] = salt;
+    const json r = post_json(port(), "/v1/completions", b);
+    return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  };
+  EXPECT_EQ(cached("tenant-a"), 0);
+  EXPECT_EQ(cached("tenant-b"), 0);
+  EXPECT_EQ(cached(nullptr), 0);
+  EXPECT_EQ(cached("tenant-a"), 39);
+  EXPECT_EQ(cached("tenant-b"), 39);
+  EXPECT_EQ(cached(nullptr), 39);
+  // Chat too.
+  const json chat = {
+      {"messages", {{{"role", "user"}, {"content", "Tell me about the salty sea."}}}},
+      {"max_tokens", 1},
+      {"temperature", 0},
+      {"cache_salt", "tenant-c"}};
+  post_json(port(), "/v1/chat/completions", chat);
+  json other = chat;
+  other["cache_salt"] = "tenant-d";
+  EXPECT_EQ(post_json(port(), "/v1/chat/completions",
+                      other)["usage"]["prompt_tokens_details"]["cached_tokens"],
+            0);
+  EXPECT_GT(post_json(port(), "/v1/chat/completions",
+                      chat)["usage"]["prompt_tokens_details"]["cached_tokens"],
+            0);
+}
+
 TEST_F(ServePromptTokensDetails, EachPromptCountedOnceAcrossChoicesAndPrompts) {
   // Prompt A (48 ids, 3 full blocks once run; the last one's tokens are
   // needed up to the last but one, and a full block serves whole-block hits

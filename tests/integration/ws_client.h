@@ -4,28 +4,49 @@
 #pragma once
 #include <sys/socket.h>
 
-#include <chrono>
-#include <cstdint>
-#include <stdexcept>
-#include <string>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace pagoda::testing_http {
 
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
 class WsClient {
  public:
-  // rcvbuf > 0 sets SO_RCVBUF before connecting (a small window).
-  explicit WsClient(uint16_t port, int rcvbuf = 0) : ws_(ioc_) {
+  // rcvbuf > 0 sets SO_RCVBUF before connecting (a small window). headers:
+  // added to the upgrade request (Origin, Authorization); target: with a
+  // query (api_key=...).
+  explicit WsClient(uint16_t port, int rcvbuf = 0, const Headers& headers = {},
+                    const std::string& target = "/v1/ws")
+      : ws_(ioc_) {
     auto& sock = ws_.next_layer();
     sock.open(boost::asio::ip::tcp::v4());
     if (rcvbuf > 0) ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     sock.connect({boost::asio::ip::make_address("127.0.0.1"), port});
-    ws_.handshake("127.0.0.1:" + std::to_string(port), "/v1/ws");
+    decorate(headers);
+    ws_.handshake("127.0.0.1:" + std::to_string(port), target);
+  }
+
+  // The server's answer to an upgrade of `target` with these extra headers
+  // (101 when it was accepted), without throwing when it is refused.
+  static boost::beast::websocket::response_type try_upgrade(uint16_t port, const Headers& headers,
+                                                            const std::string& target = "/v1/ws") {
+    WsClient c;
+    c.ws_.next_layer().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    c.decorate(headers);
+    boost::beast::websocket::response_type res;
+    boost::beast::error_code ec;
+    c.ws_.handshake(res, "127.0.0.1:" + std::to_string(port), target, ec);
+    return res;
   }
 
   void send(const nlohmann::json& msg) { ws_.write(boost::asio::buffer(msg.dump())); }
@@ -90,6 +111,14 @@ class WsClient {
   }
 
  private:
+  WsClient() : ws_(ioc_) {}  // not connected (try_upgrade)
+  void decorate(const Headers& headers) {
+    ws_.set_option(boost::beast::websocket::stream_base::decorator(
+        [headers](boost::beast::websocket::request_type& req) {
+          for (const auto& [k, v] : headers) req.set(k, v);
+        }));
+  }
+
   boost::asio::io_context ioc_;
   boost::beast::websocket::stream<boost::asio::ip::tcp::socket> ws_;
   boost::beast::flat_buffer buf_;

@@ -21,6 +21,8 @@ test('wrong key is a 401 AuthenticationError; the right key works', async () => 
   assert.equal(r.usage.completion_tokens, 2);
   const health = await fetch(`${server.baseURL}/health`);
   assert.equal(health.status, 200);
-  const tok = await fetch(`${server.baseURL}/tokenize`, { method: 'POST', body: JSON.stringify({ prompt: 'Hi' }) });
+  const tok = await fetch(`${server.baseURL}/tokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'Hi' }),
+  });
   assert.equal(tok.status, 401);
 });

@@ -70,6 +70,51 @@ TEST(EnginePrefixCache, ASecondRequestSharingALongPrefixPrefillsOnlyItsNewTokens
   EXPECT_EQ(outs[true][2], outs[true][0]);
 }
 
+// vLLM's cache_salt: the salt starts the block hash chain, so requests with
+// different salts (or one salted, one not) share no cached block, full or
+// partial, while requests with the same salt share as unsalted ones do; the
+// outputs are the same either way.
+TEST(EnginePrefixCache, OnlyRequestsWithTheSameCacheSaltShareBlocks) {
+  ExecutorOptions opts = test::stories_options();
+  opts.max_model_len = 512;
+  opts.max_num_batched_tokens = 512;
+  std::mt19937 rng(17);
+  const std::vector<int32_t> prompt = random_tokens(rng, 100);  // 6 full blocks of 16, then 4
+  auto engine = test::make_test_engine(opts, 0, 256, /*caching=*/true);
+  struct Case {
+    std::string id, salt;
+    int64_t hit;  // prompt tokens read from the cache
+  };
+  // After a run of the prompt with salt S, the next request with S reads
+  // its 6 full blocks and 3 of the partial block's 4 prompt tokens (all but
+  // the last prompt token: 99).
+  const Case cases[] = {{"a1", "tenant-a", 0},     {"b1", "tenant-b", 0},  {"none1", "", 0},
+                        {"a2", "tenant-a", 99},    {"b2", "tenant-b", 99}, {"none2", "", 99},
+                        {"a-prefix", "tenant-", 0}};
+  std::vector<int32_t> first_ids;
+  for (const Case& c : cases) {
+    const EngineStats before = engine->stats();
+    auto req = std::make_unique<GenerateRequest>();
+    req->request_id = c.id;
+    req->prompt_token_ids = prompt;
+    req->sampling.temperature = 0.0f;
+    req->sampling.ignore_eos = true;
+    req->sampling.max_tokens = 4;
+    req->cache_salt = c.salt;
+    req->output = std::make_shared<OutputChannel>();
+    auto ch = req->output;
+    engine->add_request(std::move(req));
+    engine->run_until_idle();
+    const RequestOutput got = collect(*ch);
+    ASSERT_EQ(got.error, "") << c.id;
+    const EngineStats after = engine->stats();
+    EXPECT_EQ(after.prefix_cache_hits_total - before.prefix_cache_hits_total, c.hit) << c.id;
+    EXPECT_EQ(got.num_cached_tokens, c.hit) << c.id;
+    if (first_ids.empty()) first_ids = got.token_ids;
+    EXPECT_EQ(got.token_ids, first_ids) << c.id;
+  }
+}
+
 TEST(EnginePrefixCache, PromptLogprobsRequestsComputeEveryPromptPosition) {
   // A cached prompt asked again with prompt_logprobs: no lookup (every
   // position's logits are needed), all P - 1 entries, same ids as a fresh

@@ -415,7 +415,7 @@ TEST(ProtocolSurface, OpenApiDocumentListsEveryRoute) {
   for (const auto& [path, ops] : spec["paths"].items())
     for (const auto& [method, op] : ops.items()) {
       auto verb = method == "get" ? boost::beast::http::verb::get : boost::beast::http::verb::post;
-      RouteResult r = router.route(verb, path, "{}");
+      RouteResult r = router.route(verb, path, "{}", "application/json");
       EXPECT_NE(r.status, 404) << method << " " << path << ": " << r.body;
     }
   std::string html = docs_html();

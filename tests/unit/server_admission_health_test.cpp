@@ -188,7 +188,7 @@ TEST(EngineHealth, WedgedStepMakesHealth503UntilItCompletes) {
   ctx.model = testing_protocol::make_test_model();
   ctx.engine = &handle;
   Router router(ctx);
-  auto health = [&] { return router.route(boost::beast::http::verb::get, "/health", ""); };
+  auto health = [&] { return router.route(boost::beast::http::verb::get, "/health", "", ""); };
 
   EXPECT_EQ(health().status, 503);  // not running yet
   engine.start();

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/access_control.h"
 #include "server/cli.h"
 #include "tests/unit/server_cli_test_helpers.h"
 
@@ -58,6 +59,38 @@ TEST(ServerCliRepeated, ListOptionsStillCollectEveryValue) {
   Parsed q;
   parse({"serve", "--allowed-origins", "http://a", "--allowed-origins", "http://b"}, q);
   EXPECT_EQ(q.serve.allowed_origins.size(), 2u);
+}
+
+// --allowed-origins in vLLM's documented JSON-list form reaches
+// parse_allowed_origins whole (CLI11 split a bracketed value at its commas
+// and kept the quotes: '["*"]' allowed the origin '"*"', i.e. nothing), as
+// does the comma form; repeated flags collect.
+TEST(ServerCliRepeated, AllowedOriginsTakeTheJsonListTheCommaFormAndRepeats) {
+  const auto origins = [](std::vector<std::string> values) {
+    std::vector<std::string> args = {"serve"};
+    for (std::string& v : values) {
+      args.push_back("--allowed-origins");
+      args.push_back(std::move(v));
+    }
+    Parsed p;
+    parse(std::move(args), p);
+    return parse_allowed_origins(p.serve.allowed_origins);
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(origins({R"(["*"])"}), V{"*"});
+  EXPECT_EQ(origins({R"(["https://good.example"])"}), V{"https://good.example"});
+  EXPECT_EQ(origins({R"(["https://a.example", "https://b.example"])"}),
+            (V{"https://a.example", "https://b.example"}));
+  EXPECT_EQ(origins({"https://a.example,https://b.example"}),
+            (V{"https://a.example", "https://b.example"}));
+  EXPECT_EQ(
+      origins({"https://a.example", R"(["https://b.example"])",
+               "https://c.example, https://d.example"}),
+      (V{"https://a.example", "https://b.example", "https://c.example", "https://d.example"}));
+  // --flag=value too.
+  Parsed p;
+  parse({"serve", R"(--allowed-origins=["https://e.example"])"}, p);
+  EXPECT_EQ(parse_allowed_origins(p.serve.allowed_origins), V{"https://e.example"});
 }
 
 // What parse_cli throws for `args`, "" when it parses.

@@ -288,6 +288,70 @@ TEST_F(ServerHttpTest, RoutingErrorsAreOpenAIErrors) {
   EXPECT_EQ(json::parse(version.body)["version"], PAGODA_VERSION);
 }
 
+// vLLM's validate_json_request: a POST endpoint takes application/json only
+// (parameters allowed, case-insensitive); anything else, or no
+// Content-Type, is a 400 before the body is read. A browser page posts
+// text/plain or a form cross-site without a CORS preflight: it gets no
+// further than this.
+TEST_F(ServerHttpTest, PostBodiesMustBeApplicationJson) {
+  namespace http = boost::beast::http;
+  HttpClient c(port());
+  const std::string body = json{{"prompt", "hi"}, {"max_tokens", 60}}.dump();
+  const auto post = [&](const std::string& path, const std::string& type, const std::string& b) {
+    c.send(http::verb::post, path, b, {{"Content-Type", type}});
+    return c.read_response();
+  };
+  for (const std::string type :
+       {"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x", "application/jsonx", "application/json-seq", ""}) {
+    SCOPED_TRACE("Content-Type: " + type);
+    auto r = post("/v1/completions", type, body);
+    EXPECT_EQ(r.status, 400) << r.body;
+    json e = json::parse(r.body);
+    EXPECT_EQ(e["error"]["message"], "Unsupported Media Type: Only 'application/json' is allowed");
+    EXPECT_EQ(e["error"]["type"], "BadRequestError");
+    EXPECT_EQ(e["error"]["code"], 400);
+  }
+  for (const char* path : {"/v1/chat/completions", "/tokenize", "/detokenize", "/generate"})
+    EXPECT_EQ(post(path, "text/plain", "{}").status, 400) << path;
+  for (const std::string type : {"application/json", "application/json; charset=utf-8",
+                                 "Application/JSON", "application/json ;charset=utf-8"}) {
+    auto r = post("/v1/completions", type, body);
+    EXPECT_EQ(r.status, 200) << type << ": " << r.body;
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "hi") << type;
+  }
+  // Routing errors come first; GETs need no Content-Type.
+  EXPECT_EQ(post("/v1/nothing", "text/plain", "{}").status, 404);
+  EXPECT_EQ(post("/metrics", "text/plain", "").status, 405);
+  EXPECT_EQ(c.get("/v1/models").status, 200);
+}
+
+// vLLM's check_cache_salt_support: a cache_salt, when given, must be a
+// non-empty string.
+TEST_F(ServerHttpTest, EmptyCacheSaltIs400NamingTheField) {
+  HttpClient c(port());
+  const json bodies[] = {{{"prompt", "hi"}, {"max_tokens", 60}, {"cache_salt", ""}},
+                         {{"messages", {{{"role", "user"}, {"content", "hey"}}}},
+                          {"max_tokens", 60},
+                          {"cache_salt", ""}}};
+  const char* paths[] = {"/v1/completions", "/v1/chat/completions"};
+  for (int i = 0; i < 2; ++i) {
+    auto r = c.post(paths[i], bodies[i].dump());
+    EXPECT_EQ(r.status, 400) << paths[i] << ": " << r.body;
+    json e = json::parse(r.body);
+    EXPECT_EQ(e["error"]["type"], "BadRequestError");
+    EXPECT_EQ(e["error"]["code"], 400);
+    EXPECT_EQ(e["error"]["param"], "cache_salt");
+    EXPECT_EQ(e["error"]["message"],
+              "Parameter 'cache_salt' must be a non-empty string if provided.");
+  }
+  json ok = bodies[0];
+  ok["cache_salt"] = "s";
+  EXPECT_EQ(c.post("/v1/completions", ok.dump()).status, 200);
+  ok["cache_salt"] = nullptr;  // None: unsalted
+  EXPECT_EQ(c.post("/v1/completions", ok.dump()).status, 200);
+}
+
 TEST_F(ServerHttpTest, OversizedBodyIs413AndServerGoesOn) {
   HttpClient c(port());
   auto r = c.post("/v1/completions", json{{"prompt", std::string(10000, 'a')}}.dump());
