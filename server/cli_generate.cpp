@@ -55,7 +55,8 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("--n", a.n, "Completions per prompt");
   app.add_option("--best-of", a.best_of, "Candidates per prompt (the n most likely are returned)");
   app.add_option("--max-tokens", a.max_tokens,
-                 "Most tokens per completion (default: 16, as vLLM's SamplingParams; capped by "
+                 "Most tokens per completion (default: generation_config.json's max_new_tokens, "
+                 "else 16, as vLLM's LLM.generate without SamplingParams; capped by "
                  "max_model_len)");
   app.add_option("--min-tokens", a.min_tokens, "Tokens before EOS/stop may end a completion");
   app.add_option("--temperature", a.temperature, "Sampling temperature (0 = greedy)");
