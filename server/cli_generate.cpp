@@ -46,9 +46,9 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
                  "auto (JSON lines when the first non-empty line starts with '{'; a line that "
                  "is not valid JSON is then that prompt's error), text or jsonl")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}));
-  app.add_option(
-         "--output-format", a.output_format,
-         "json (one vLLM RequestOutput a line) or text (\"Prompt: ..., Generated text: ...\")")
+  app.add_option("--output-format", a.output_format,
+                 "json (one line a prompt: its \"index\" in the input, then vLLM's RequestOutput) "
+                 "or text (\"Prompt: ..., Generated text: ...\")")
       ->check(CLI::IsMember({"json", "text"}));
   app.add_flag("--disable-progress-bar", a.disable_progress_bar,
                "No progress bar (else on stderr: redrawn on a terminal, its final line otherwise)");
@@ -341,7 +341,12 @@ int run_generate(GenerateArgs a) {
         continue;
       }
       if (a.output_format == "json") {
-        std::printf("%s\n", dump(offline::to_json(*r.output)).c_str());
+        // "index" first: the prompt's position in the input, as an error
+        // line has it (request_id counts only the requests that ran).
+        nlohmann::ordered_json line = {{"index", i}};
+        nlohmann::ordered_json out = offline::to_json(*r.output);
+        for (auto& [k, v] : out.items()) line[k] = std::move(v);
+        std::printf("%s\n", dump(line).c_str());
       } else {
         for (const offline::CompletionOutput& o : r.output->outputs)
           std::printf("Prompt: %s, Generated text: %s\n",

@@ -295,6 +295,25 @@ TEST(CliGenerate, MalformedFirstJsonLineIsItsPromptsErrorNotText) {
   EXPECT_EQ(p.lines[1]["prompt"], "{curly} dog");
 }
 
+// Every JSON output line carries "index", the prompt's 0-based position in
+// the input (--prompt first, then the file), failed ones included: the
+// request_id counts only the requests that ran, so after a failed prompt it
+// no longer equals the position.
+TEST(CliGenerate, EveryOutputLineCarriesItsPromptIndex) {
+  GenerateRun r = run_generate_cli(
+      "index", {R"({"prompt": "Once", "top_p": 0})", R"({"prompt": "Hi"})", R"({"prompt": "A"})"},
+      "--prompt Lily --max-tokens 2 --temperature 0");
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  ASSERT_EQ(r.lines.size(), 4u) << r.err;
+  for (size_t i = 0; i < r.lines.size(); ++i)
+    EXPECT_EQ(r.lines[i]["index"], i) << r.lines[i].dump();
+  EXPECT_EQ(r.lines[0]["prompt"], "Lily");
+  EXPECT_TRUE(r.lines[1].contains("error")) << r.lines[1].dump();
+  EXPECT_EQ(r.lines[2]["prompt"], "Hi");
+  EXPECT_EQ(r.lines[3]["prompt"], "A");
+  EXPECT_EQ(r.lines[3]["request_id"], "2") << "the third request that ran";
+}
+
 TEST(CliGenerate, ChatMessagesUseTheChatTemplate) {
   const std::string tmpl = shared_path("chat_templates/llama-2-chat.jinja");
   GenerateRun r = run_generate_cli(
