@@ -183,6 +183,7 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
     out.prompt_logprobs = list;
   }
   ordered_json echoed_lps;
+  std::vector<WithdrawnCall> withdrawn;
   if (req_.kind == ApiKind::kChat && !req_.chat_echo.empty() && !st.echoed) {
     out.text = req_.chat_echo;
     st.echoed = true;
@@ -207,12 +208,18 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
       ToolParseResult r = st.tools->feed(d.text);
       if (out.finished) {
         ToolParseResult rest = st.tools->finish();
+        for (WithdrawnCall& w : rest.withdrawn) {
+          w.offset += r.content.size();
+          r.withdrawn.push_back(std::move(w));
+        }
         r.content += rest.content;
         for (ToolCallDelta& c : rest.calls) r.calls.push_back(std::move(c));
       }
+      for (WithdrawnCall& w : r.withdrawn) w.offset += out.text.size();
       out.text += r.content;
       out.tool_calls = tool_call_deltas_json(r.calls);
       out.tools_called = st.tools->called();
+      withdrawn = std::move(r.withdrawn);
     } else {
       out.text += d.text;
     }
@@ -227,7 +234,20 @@ ChoiceDelta ChoiceAssembler::add(const RequestOutput& d) {
   }
   if (choice.engine_deltas == 0 && !out.logprobs.is_null())
     choice.logprobs = nullptr;  // replaced by the first delta's
+  const size_t text_base = choice.text.size();
   append_choice_delta(choice, out);
+  // Calls that turned out not to be calls (tool_call_parser.h): the stream
+  // sent their deltas; the whole choice drops them and has their text as
+  // content where it was written.
+  size_t inserted = 0;
+  for (const WithdrawnCall& w : withdrawn) {
+    json& calls = choice.tool_calls;
+    calls.erase(std::remove_if(calls.begin(), calls.end(),
+                               [&](const json& c) { return c["index"] == w.index; }),
+                calls.end());
+    choice.text.insert(text_base + inserted + w.offset, w.text);
+    inserted += w.text.size();
+  }
   if (out.finished && st.forced && req_.forced_tool.kind == ForcedToolChoice::Kind::kRequired) {
     std::string error;
     if (auto calls = st.forced->final_calls(&error))

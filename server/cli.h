@@ -80,9 +80,14 @@ void add_generate_command(CLI::App& app, GenerateArgs& args);
 // or JSON lines ({"prompt": str} | {"prompt_token_ids": [int]} |
 // {"messages": [...]} plus any SamplingParams field by vLLM's name, and
 // LLM.chat's template options); --input-format auto takes JSON lines when
-// the file's first non-empty line is a JSON object. Output on stdout, one
-// line per prompt in input order: json (vLLM's RequestOutput shape,
-// offline::to_json) or text ("Prompt: <json string>, Generated text: <json
+// the file's first non-empty line starts with "{" (then a line that is not
+// valid JSON, the first included, is that prompt's error with its line
+// number, never a plain-text prompt; --input-format text reads such a file
+// as text). Output on stdout, one
+// line per prompt in input order: json ({"index": i, the prompt's 0-based
+// position in the input (--prompt first, then the file), then vLLM's
+// RequestOutput shape, offline::to_json, whose request_id counts only the
+// requests that ran) or text ("Prompt: <json string>, Generated text: <json
 // string>" per choice, as vLLM's example prints). A prompt that fails
 // (a bad field, too long, an engine error) gets the line {"index": i,
 // "line": N (its line in the file; absent for --prompt), "error": message,

@@ -43,11 +43,12 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
       "{\"prompt_token_ids\": [...]} | {\"messages\": [...]} plus SamplingParams fields); "
       "\"-\": stdin");
   app.add_option("--input-format", a.input_format,
-                 "auto (JSON lines when the first non-empty line is a JSON object), text or jsonl")
+                 "auto (JSON lines when the first non-empty line starts with '{'; a line that "
+                 "is not valid JSON is then that prompt's error), text or jsonl")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}));
-  app.add_option(
-         "--output-format", a.output_format,
-         "json (one vLLM RequestOutput a line) or text (\"Prompt: ..., Generated text: ...\")")
+  app.add_option("--output-format", a.output_format,
+                 "json (one line a prompt: its \"index\" in the input, then vLLM's RequestOutput) "
+                 "or text (\"Prompt: ..., Generated text: ...\")")
       ->check(CLI::IsMember({"json", "text"}));
   app.add_flag("--disable-progress-bar", a.disable_progress_bar,
                "No progress bar (else on stderr: redrawn on a terminal, its final line otherwise)");
@@ -55,7 +56,8 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   app.add_option("--n", a.n, "Completions per prompt");
   app.add_option("--best-of", a.best_of, "Candidates per prompt (the n most likely are returned)");
   app.add_option("--max-tokens", a.max_tokens,
-                 "Most tokens per completion (default: 16, as vLLM's SamplingParams; capped by "
+                 "Most tokens per completion (default: generation_config.json's max_new_tokens, "
+                 "else 16, as vLLM's LLM.generate without SamplingParams; capped by "
                  "max_model_len)");
   app.add_option("--min-tokens", a.min_tokens, "Tokens before EOS/stop may end a completion");
   app.add_option("--temperature", a.temperature, "Sampling temperature (0 = greedy)");
@@ -194,15 +196,12 @@ std::variant<json, JsonParseFailure> parse_line(const std::string& line) {
   return parse_strict_json(line, "the line");
 }
 
-// Whether the line is meant as a JSON object: it parses as one, or it is
-// JSON that the strict reading refuses (a number beyond double range, a
-// key twice), which the line's prompt then reports.
-bool looks_like_json_object(const std::string& line) {
+// Whether the line is meant as a JSON object: it starts with "{". Whether
+// it parses is the line's own business: a malformed one (a trailing comma)
+// is that prompt's error, with its line number, not a plain-text prompt.
+bool starts_like_json_object(const std::string& line) {
   const size_t i = line.find_first_not_of(" \t\r");
-  if (i == std::string::npos || line[i] != '{') return false;
-  const auto parsed = parse_line(line);
-  if (const json* v = std::get_if<json>(&parsed)) return v->is_object();
-  return !std::get<JsonParseFailure>(parsed).not_json;
+  return i != std::string::npos && line[i] == '{';
 }
 
 // The file's prompts: plain lines (empty ones skipped) or JSON lines.
@@ -217,7 +216,7 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
     if (line.find_first_not_of(" \t") != std::string::npos) lines.emplace_back(n, line);
   }
   bool jsonl = format == "jsonl";
-  if (format == "auto") jsonl = !lines.empty() && looks_like_json_object(lines.front().second);
+  if (format == "auto") jsonl = !lines.empty() && starts_like_json_object(lines.front().second);
   std::vector<Input> out;
   for (auto& [number, line] : lines) {
     Input p;
@@ -228,6 +227,11 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
       auto parsed = parse_line(line);
       if (auto* f = std::get_if<JsonParseFailure>(&parsed)) {
         p.error = std::move(f->message);
+        // Auto-detected: the way back to plain text.
+        if (format == "auto" && f->not_json)
+          p.error +=
+              " (the file was read as JSON lines because its first line starts with '{'; "
+              "--input-format text reads each line as a plain-text prompt)";
       } else if (json& v = std::get<json>(parsed); v.is_object()) {
         openai_fields::keep_schema_key_order(v, line);
         p.request = std::move(v);
@@ -337,7 +341,12 @@ int run_generate(GenerateArgs a) {
         continue;
       }
       if (a.output_format == "json") {
-        std::printf("%s\n", dump(offline::to_json(*r.output)).c_str());
+        // "index" first: the prompt's position in the input, as an error
+        // line has it (request_id counts only the requests that ran).
+        nlohmann::ordered_json line = {{"index", i}};
+        nlohmann::ordered_json out = offline::to_json(*r.output);
+        for (auto& [k, v] : out.items()) line[k] = std::move(v);
+        std::printf("%s\n", dump(line).c_str());
       } else {
         for (const offline::CompletionOutput& o : r.output->outputs)
           std::printf("Prompt: %s, Generated text: %s\n",

@@ -189,8 +189,12 @@ void apply_sampling_params_defaults(json& fields) {
   for (const auto& [k, v] : {std::pair<const char*, json>{"temperature", 1.0},
                              {"top_p", 1.0},
                              {"top_k", 0},
-                             {"repetition_penalty", 1.0}})
+                             {"repetition_penalty", 1.0},
+                             {"min_p", 0.0}})
     if (!fields.contains(k) || fields[k].is_null()) fields[k] = v;
+  // max_tokens: absent is SamplingParams' 16; None (null) stays, "until the
+  // context is full".
+  if (!fields.contains("max_tokens")) fields["max_tokens"] = 16;
 }
 
 std::vector<json> make_requests(const std::vector<Prompt>& prompts,

@@ -101,7 +101,9 @@ nlohmann::ordered_json to_json(const RequestOutput& out);
 // SamplingParams defaults (temperature 1, top_p 1, top_k off, max_tokens
 // 16, ...), not the model's generation_config.json, as vLLM's LLM does with
 // an explicit SamplingParams; generate() without one applies the model's
-// defaults (vLLM's get_default_sampling_params).
+// defaults (vLLM's get_default_sampling_params: generation_config.json's
+// temperature, top_p, top_k, min_p, repetition_penalty, and max_new_tokens
+// as max_tokens, else 16).
 struct SamplingParams {
   SamplingParams() = default;
   explicit SamplingParams(nlohmann::json f) : fields(std::move(f)) {}
@@ -232,17 +234,18 @@ class LLM {
 };
 
 // vLLM's SamplingParams defaults of the fields generation_config.json would
-// otherwise supply (temperature 1, top_p 1, top_k 0, repetition_penalty 1),
-// set in `fields` where absent or null: a SamplingParams is complete, as
-// vLLM's is (make_requests; the Python SamplingParams' construction check).
+// otherwise supply (temperature 1, top_p 1, top_k 0, repetition_penalty 1,
+// min_p 0: set in `fields` where absent or null; max_tokens 16: where
+// absent, null being vLLM's None): a SamplingParams is complete, as vLLM's
+// is (make_requests; the Python SamplingParams' construction check).
 void apply_sampling_params_defaults(nlohmann::json& fields);
 
 // The request objects generate() runs: each prompt's request, with the
 // SamplingParams fields it does not set itself (params[i], or params[0]
 // for all when params has one element; none when empty). With params, the
 // fields generation_config.json would otherwise supply (temperature, top_p,
-// top_k, repetition_penalty) get vLLM's SamplingParams defaults when
-// neither sets them. std::invalid_argument when params has another length.
+// top_k, repetition_penalty, min_p, max_tokens) get vLLM's SamplingParams
+// defaults when neither sets them. std::invalid_argument when params has another length.
 std::vector<nlohmann::json> make_requests(const std::vector<Prompt>& prompts,
                                           const std::vector<SamplingParams>& params);
 

@@ -260,7 +260,7 @@ void parse_logit_bias(const RequestFields& f, const Vocab& vocab, SamplingParams
 }
 
 // What parse_sampling and parse_sampling_without_model convert alike: `gc`
-// supplies temperature, top_p, top_k and repetition_penalty when unset;
+// supplies temperature, top_p, top_k, min_p and repetition_penalty when unset;
 // token ids are checked against `vocab`.
 void convert_sampling(const RequestFields& f, const GenerationConfig& gc, const Vocab& vocab,
                       SamplingParams& sp) {
@@ -289,7 +289,7 @@ void convert_sampling(const RequestFields& f, const GenerationConfig& gc, const 
   int64_t top_k = f.integer("top_k").value_or(gc.top_k.value_or(0));
   if (top_k > std::numeric_limits<int>::max()) top_k = 0;  // larger than any vocabulary: off
   sp.top_k = static_cast<int>(top_k);
-  sp.min_p = static_cast<float>(*f.number("min_p"));
+  sp.min_p = static_cast<float>(f.number("min_p").value_or(gc.min_p.value_or(0.0f)));
   if (auto seed = f.integer("seed")) sp.seed = static_cast<uint64_t>(*seed);  // any int64, as vLLM
   sp.presence_penalty = static_cast<float>(*f.number("presence_penalty"));
   sp.frequency_penalty = static_cast<float>(*f.number("frequency_penalty"));

@@ -45,8 +45,9 @@ const nlohmann::json* get(const nlohmann::json& obj, const char* name);
 // include_stop_str_in_output, logit_bias, allowed_token_ids, bad_words (+
 // their token ids), prompt_logprobs, and guided decoding with
 // response_format where the endpoint has it: server/guided_fields.h), from fields already checked
-// against their model. generation_config.json supplies temperature/top_p/top_k/ repetition_penalty
-// when the request leaves them out. max_tokens is not set here (see resolve_max_tokens).
+// against their model. generation_config.json supplies temperature/top_p/top_k/min_p/
+// repetition_penalty when the request leaves them out. max_tokens is not set here (see
+// resolve_max_tokens; generation_config.json's max_new_tokens: openai_request.cpp).
 void parse_sampling(const request_model::RequestFields& fields, const ServingModel& model,
                     SamplingParams& sp);
 
@@ -57,7 +58,7 @@ void parse_sampling(const request_model::RequestFields& fields, const ServingMod
 // 100], each id once; stop_token_ids and allowed_token_ids integers >= 0,
 // allowed not empty; bad_words strings within the size bound) plus the
 // integer logprobs (offline_model's). What the model would supply (an unset
-// temperature, top_p, top_k or repetition_penalty: generation_config.json's)
+// temperature, top_p, top_k, min_p or repetition_penalty: generation_config.json's)
 // takes a value that passes check_sampling_cross_fields (sampling_checks.h):
 // temperature 0 with use_beam_search, else 1. Token ids against the
 // vocabulary, bad_words' tokens, guided decoding and the context wait for

@@ -616,6 +616,11 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
                        ? resolve_max_tokens(requested, static_cast<int64_t>(p.token_ids.size()),
                                             model.max_model_len, "messages", max_param)
                        : 1;
+    // Unset: generation_config.json's max_new_tokens, within the room left
+    // (vLLM's get_max_tokens: the smallest of the room, the request's
+    // max_tokens or else the default one).
+    if (check_context && !requested && model.generation_config.max_new_tokens)
+      p.max_tokens = std::min(p.max_tokens, *model.generation_config.max_new_tokens);
     p.text = std::move(prompt);
     req.prompts.push_back(std::move(p));
     finish_openai(f, model, req, "chatcmpl-");
@@ -731,7 +736,11 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     p.max_tokens = resolve_max_tokens(requested ? f.integer("max_tokens") : std::nullopt,
                                       static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
                                       what, "max_tokens", ContextOverflow::kCap);
-    if (!requested && !unlimited) p.max_tokens = std::min(p.max_tokens, *f.integer("max_tokens"));
+    // Unset: generation_config.json's max_new_tokens (vLLM's get_default_sampling_params,
+    // for LLM.generate without SamplingParams; one given sets max_tokens, make_requests).
+    if (!requested && !unlimited)
+      p.max_tokens = std::min(
+          p.max_tokens, model.generation_config.max_new_tokens.value_or(*f.integer("max_tokens")));
     req.prompts.push_back(std::move(p));
     finish_checks(req);
     finish_sampling(f, model, req);

@@ -159,10 +159,13 @@ class CallScanner {
   bool streaming() const { return mode_ == Mode::kStreaming; }
   const std::string& raw() const { return raw_; }
 
-  // The end of the call's text: true when it is a call (a streamed one, or
-  // the whole text a call object: its name and arguments go to out).
+  // The end of the call's text: true when it is a call (a streamed one whose
+  // whole text is a JSON object, or the whole text a call object: its name
+  // and arguments go to out). A streamed call cut off before its object
+  // closed, or not valid JSON, is no call (vLLM's json.loads fails).
   bool finish(CallPiece& out) {
     if (mode_ == Mode::kStreaming) {
+      if (!complete_ || !ordered_json::accept(raw_)) return false;
       if (extra_)
         spdlog::warn("tool call: text after the arguments is not part of the call: {:.200}", raw_);
       return true;
@@ -262,7 +265,8 @@ const char* tool_parser_name(ToolParserKind kind) {
 struct ToolCallParser::Impl {
   ToolParserKind kind;
   std::function<std::string()> make_id;
-  int calls = 0;        // calls started
+  int calls = 0;        // indexes taken: calls started, withdrawn ones included
+  int found = 0;        // calls that parsed (called())
   std::string pending;  // text not yet decided on
   // Whitespace after a call (llama3_json: and ";"), dropped unless content follows.
   std::string held_space;
@@ -290,22 +294,31 @@ struct ToolCallParser::Impl {
   }
 
   // The current call's text ended; `prefix`/`suffix`: its tags, shown as
-  // content when it was no call.
+  // content when it was no call (withdrawn when its first delta went out).
   void end_call(ToolParseResult& r, std::string_view prefix, std::string_view suffix) {
     CallPiece piece;
     if (call->finish(piece)) {
       emit(piece, r);
+      ++found;
     } else {
-      --calls;
-      r.content += prefix;
-      r.content += call->raw();
-      r.content += suffix;
+      std::string text;
+      text.reserve(prefix.size() + call->raw().size() + suffix.size());
+      text += prefix;
+      text += call->raw();
+      text += suffix;
+      if (call_named) {
+        r.withdrawn.push_back({calls - 1, r.content.size(), std::move(text)});
+      } else {
+        --calls;
+        r.content += text;
+      }
     }
     call.reset();
+    call_named = false;
   }
 
   void content(std::string_view text, ToolParseResult& r) {
-    if (calls == 0) {
+    if (found == 0) {
       r.content += text;
       return;
     }
@@ -441,6 +454,6 @@ ToolParseResult ToolCallParser::finish() {
   return r;
 }
 
-bool ToolCallParser::called() const { return impl_->calls > 0; }
+bool ToolCallParser::called() const { return impl_->found > 0; }
 
 }  // namespace pagoda

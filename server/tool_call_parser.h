@@ -22,7 +22,12 @@
 // another order (arguments first) is held until it is complete, then sent
 // as one delta with ARGS dumped from the parsed value. A block that is not
 // a call (invalid JSON, no non-empty string "name") is content, tags included, as
-// vLLM's non-streamed parser returns it. Hermes: content is the text outside
+// vLLM's non-streamed parser returns it; so is a block the end of the output
+// cut off before its JSON object closed (an unterminated block whose JSON is
+// complete is a call, as vLLM's regex reads it). When such a block's name
+// had already been streamed, the result's `withdrawn` says so (below).
+// A withdrawn call's index stays taken (a stream's deltas never merge two
+// calls); the index of a block no delta went out for is reused. Hermes: content is the text outside
 // the blocks; whitespace between blocks and at the end after one is dropped
 // (vLLM's non-streamed content is the text before the first block).
 #pragma once
@@ -49,9 +54,24 @@ struct ToolCallDelta {
   std::string arguments;  // a fragment of the arguments' JSON text
 };
 
+// A call whose first delta went out but whose text, once it ended, was no
+// call: cut off by the end of the output (max_tokens, a stop string) before
+// its JSON object closed, or not valid JSON. vLLM's non-streamed parser
+// returns such a block as content (json.loads fails), so the non-streamed
+// response drops the call (every delta of `index`) and shows `text` (tags
+// included) as content at byte `offset` of the result's content. A stream
+// cannot take back the deltas it sent: it sends nothing more for the call,
+// and the call no longer counts for called() (finish_reason "tool_calls").
+struct WithdrawnCall {
+  int index = 0;
+  size_t offset = 0;
+  std::string text;
+};
+
 struct ToolParseResult {
   std::string content;               // text to show as content
   std::vector<ToolCallDelta> calls;  // in order
+  std::vector<WithdrawnCall> withdrawn;
 };
 
 class ToolCallParser {
@@ -67,7 +87,8 @@ class ToolCallParser {
   // The end of the output: what was held back (a partial tag, an unfinished
   // block: content unless it parses as a call).
   ToolParseResult finish();
-  // Whether any call was found so far (finish_reason "tool_calls").
+  // Whether any call was found so far (finish_reason "tool_calls"); a
+  // withdrawn call does not count.
   bool called() const;
 
  private:

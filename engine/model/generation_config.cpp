@@ -52,6 +52,19 @@ GenerationConfig GenerationConfig::from_dir(const std::string& model_dir) {
     g.top_k = static_cast<int>(j["top_k"].get<int64_t>());
   }
   if (has("repetition_penalty")) g.repetition_penalty = static_cast<float>(num("repetition_penalty"));
+  // vLLM passes them on to SamplingParams, which refuses a min_p outside
+  // [0, 1] and a max_tokens below 1 in every request: refused here at load.
+  if (has("min_p")) {
+    const double v = num("min_p");
+    if (!(v >= 0.0 && v <= 1.0)) fail("min_p", "must be in [0, 1], got " + j["min_p"].dump());
+    g.min_p = static_cast<float>(v);
+  }
+  if (has("max_new_tokens")) {
+    const json& v = j["max_new_tokens"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 1)
+      fail("max_new_tokens", "must be a positive integer, got " + v.dump());
+    g.max_new_tokens = v.get<int64_t>();
+  }
   if (has("max_length")) {
     if (!j["max_length"].is_number_integer()) fail("max_length", "must be an integer");
     g.max_length = j["max_length"].get<int64_t>();

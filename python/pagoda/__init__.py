@@ -64,6 +64,27 @@ _SAMPLING_DEFAULTS: Dict[str, Any] = {
 # vLLM keywords accepted for compatibility that change nothing here.
 _SAMPLING_NO_EFFECT = {"output_kind", "extra_args"}
 
+# Fields vLLM's SamplingParams takes as Python ints only ("n must be an int,
+# but is of type <class 'float'>"); None passes where the default is None
+# (and max_tokens=None). A bool is refused too: JSON would send true.
+_SAMPLING_INTS = {"n", "best_of", "max_tokens", "min_tokens", "top_k", "seed", "logprobs",
+                  "prompt_logprobs", "truncate_prompt_tokens"}
+_SAMPLING_INT_LISTS = {"stop_token_ids", "allowed_token_ids"}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int_field(key: str, value: Any) -> None:
+    if value is None:
+        return
+    if key in _SAMPLING_INTS and not _is_int(value):
+        raise ValueError(f"{key} must be an int, but is of type {type(value)}")
+    if key in _SAMPLING_INT_LISTS and (not isinstance(value, (list, tuple))
+                                       or not all(_is_int(v) for v in value)):
+        raise ValueError(f"{key} must be a list of ints, got {value!r}")
+
 # Fields sent when None (vLLM's None is not "unset" there): max_tokens=None
 # generates until the context is full.
 _SAMPLING_SEND_NONE = {"max_tokens"}
@@ -85,8 +106,11 @@ class SamplingParams:
     generation_config.json either: LLM.generate without sampling_params
     applies those, as vLLM's get_default_sampling_params). Values are checked
     by the engine's request validation when generate() runs (ValueError
-    naming the field). max_tokens=None generates until max_model_len, as
-    vLLM's.
+    naming the field); integer fields (n, best_of, max_tokens, min_tokens,
+    top_k, seed, logprobs, prompt_logprobs, truncate_prompt_tokens, and the
+    items of stop_token_ids / allowed_token_ids) must be Python ints, as
+    vLLM's "n must be an int" (ValueError). max_tokens=None generates until
+    max_model_len, as vLLM's.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -119,6 +143,7 @@ class SamplingParams:
         out: Dict[str, Any] = {}
         for key, default in _SAMPLING_DEFAULTS.items():
             value = getattr(self, key)
+            _check_int_field(key, value)
             if value is None and key not in _SAMPLING_SEND_NONE:
                 continue
             if type(value) is type(default) and value == default:
@@ -216,12 +241,44 @@ _ENGINE_ARGS = {
     "disable_log_stats", "tensor_parallel_size", "quantization", "long_prefill_token_threshold",
     "swap_space", "preemption_mode", "max_logprobs",
 }
-# vLLM's that change nothing here (a local model directory, one process).
+# vLLM's that change nothing here: performance knobs (the outputs are the
+# same), and hub access that a local model directory does not use (vLLM
+# ignores revision and hf_token for a local path too). A non-default value
+# warns that it has no effect.
 _ENGINE_ARGS_NO_EFFECT = {
-    "tokenizer_mode", "trust_remote_code", "revision", "tokenizer_revision",
+    "revision", "tokenizer_revision", "hf_token",
     "cpu_offload_gb", "max_seq_len_to_capture", "disable_custom_all_reduce",
-    "disable_async_output_proc", "task", "hf_token", "compilation_config",
+    "disable_async_output_proc", "compilation_config",
 }
+# vLLM's whose other values change what vLLM does, which Pagoda cannot do:
+# the values that are Pagoda's own behaviour pass silently, any other is a
+# ValueError naming the argument (trust_remote_code: below).
+_ENGINE_ARGS_VALUES = {
+    # Generation only: vLLM's embed / classify / score / reward / transcription
+    # tasks run other model heads and APIs.
+    "task": ("auto", "generate"),
+    # The model directory's tokenizer.json (HF's fast tokenizer, "auto"'s
+    # choice): "slow" runs the Python tokenizer, "mistral" mistral_common's.
+    "tokenizer_mode": ("auto", "hf"),
+}
+
+
+def _defines_remote_code(model: str) -> bool:
+    """Whether the model directory maps classes to its own Python code
+    (auto_map in config.json or tokenizer_config.json), which vLLM runs
+    with trust_remote_code=True."""
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            with open(os.path.join(model, name), encoding="utf-8") as f:
+                if "auto_map" in json.load(f):
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _is_default_engine_arg(key: str, value: Any) -> bool:
+    return value in (None, False, 0, "") or (key == "compilation_config" and value == {})
 
 
 def _prompt_request(p: Any) -> Dict[str, Any]:
@@ -292,8 +349,12 @@ class LLM:
     LLM(model="DIR", **engine_args) with vLLM's engine argument names
     (max_model_len, max_num_seqs, gpu_memory_utilization, tensor_parallel_size,
     quantization, dtype, seed, chat_template, enforce_eager, ...). Arguments
-    vLLM has that do nothing for a local model here (trust_remote_code,
-    cpu_offload_gb, ...) are accepted with a warning; unknown ones raise TypeError.
+    vLLM has that change nothing for a local model here (performance knobs
+    such as cpu_offload_gb, hub access such as revision) are accepted, with a
+    warning when not at their default; those whose other values would change
+    what vLLM does (task other than 'auto'/'generate', tokenizer_mode other
+    than 'auto'/'hf', trust_remote_code=True for a model with its own code)
+    raise ValueError naming the argument; unknown ones raise TypeError.
     """
 
     def __init__(self, model: str = "", tokenizer: Optional[str] = None, **kwargs: Any) -> None:
@@ -303,8 +364,22 @@ class LLM:
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ValueError(f"LLM argument '{key}' must be a finite number, got {value!r}")
                 args[key] = value
+            elif key in _ENGINE_ARGS_VALUES:
+                if value is not None and value not in _ENGINE_ARGS_VALUES[key]:
+                    allowed = " or ".join(repr(v) for v in _ENGINE_ARGS_VALUES[key])
+                    raise ValueError(f"LLM argument '{key}'={value!r} is not supported by Pagoda "
+                                     f"(it would change what vLLM does; supported: {allowed})")
+            elif key == "trust_remote_code":
+                if value and model and _defines_remote_code(model):
+                    raise ValueError("LLM argument 'trust_remote_code'=True: the model's "
+                                     "config maps classes to its own code (auto_map), which "
+                                     "vLLM would run and Pagoda does not")
+                if value:
+                    warnings.warn("pagoda.LLM: 'trust_remote_code' has no effect here (the "
+                                  "model defines no code of its own)", stacklevel=2)
             elif key in _ENGINE_ARGS_NO_EFFECT:
-                warnings.warn(f"pagoda.LLM: '{key}' has no effect here", stacklevel=2)
+                if not _is_default_engine_arg(key, value):
+                    warnings.warn(f"pagoda.LLM: '{key}' has no effect here", stacklevel=2)
             else:
                 raise TypeError(f"LLM got an unexpected keyword argument '{key}'")
         self._llm = _LLM(model, json.dumps(args, allow_nan=False))

@@ -2,8 +2,10 @@
 // byte picks the parser (even: hermes, odd: llama3_json), the second the
 // piece size the text is fed in (1..16 bytes); the rest is the text. The
 // text fed whole and fed in pieces must give the same content and the same
-// calls (deltas merged by index), and every call's first delta must carry
-// its id and name.
+// calls (deltas merged by index, withdrawn calls dropped and their text put
+// back in the content), and every call's first delta must carry its id and
+// name.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -22,6 +24,8 @@ using pagoda::ToolParserKind;
 struct Merged {
   std::string content;
   std::vector<std::string> names, arguments;
+  std::vector<int> indexes;  // names[i]'s call index
+  int next = 0;              // the next new call's index
 };
 
 void check(bool ok) {
@@ -29,16 +33,33 @@ void check(bool ok) {
 }
 
 void take(Merged& m, ToolParseResult r) {
+  const size_t base = m.content.size();
   m.content += r.content;
   for (const pagoda::ToolCallDelta& d : r.calls) {
-    if (d.index == static_cast<int>(m.names.size())) {
+    if (d.index == m.next) {
       check(!d.id.empty() && !d.name.empty());
       m.names.push_back(d.name);
       m.arguments.push_back(d.arguments);
+      m.indexes.push_back(d.index);
+      ++m.next;
     } else {
-      check(d.index + 1 == static_cast<int>(m.names.size()) && d.id.empty() && d.name.empty());
+      check(d.index + 1 == m.next && !m.indexes.empty() && m.indexes.back() == d.index &&
+            d.id.empty() && d.name.empty());
       m.arguments.back() += d.arguments;
     }
+  }
+  // A withdrawn call is dropped (by index: a later call's deltas may come
+  // in the same result), its text content.
+  size_t inserted = 0;
+  for (const pagoda::WithdrawnCall& w : r.withdrawn) {
+    const auto at = std::find(m.indexes.begin(), m.indexes.end(), w.index);
+    check(at != m.indexes.end() && w.offset <= r.content.size());
+    const auto i = at - m.indexes.begin();
+    m.names.erase(m.names.begin() + i);
+    m.arguments.erase(m.arguments.begin() + i);
+    m.indexes.erase(at);
+    m.content.insert(base + inserted + w.offset, w.text);
+    inserted += w.text.size();
   }
 }
 

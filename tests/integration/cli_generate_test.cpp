@@ -261,6 +261,59 @@ TEST(CliGenerate, ABadFieldInOneLineNamesTheLineAndField) {
   EXPECT_NE(r.err.find("3 of 4 prompt(s) failed"), std::string::npos) << r.err;
 }
 
+// A JSON-lines file whose first line is malformed JSON (a trailing comma) is
+// still JSON lines: that line is an error naming the file and line 1 and
+// the exit status is 1; it is not read as the plain-text prompt
+// `{"prompt": "Once",}`. Plain-text files still read as text.
+TEST(CliGenerate, MalformedFirstJsonLineIsItsPromptsErrorNotText) {
+  GenerateRun r =
+      run_generate_cli("bad_first_line", {R"({"prompt": "Once",})", R"({"prompt": "Hi"})"},
+                       "--max-tokens 2 --temperature 0");
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  ASSERT_EQ(r.lines.size(), 2u) << r.err;
+  EXPECT_EQ(r.lines[0]["line"], 1) << r.lines[0].dump();
+  EXPECT_NE(r.lines[0].value("error", "").find("not valid JSON"), std::string::npos)
+      << r.lines[0].dump();
+  EXPECT_NE(r.lines[0].value("error", "").find("--input-format text"), std::string::npos)
+      << r.lines[0].dump();
+  EXPECT_EQ(r.lines[1]["prompt"], "Hi") << r.lines[1].dump();
+  EXPECT_NE(r.err.find("pagoda_generate_bad_first_line.txt:1: the line is not valid JSON"),
+            std::string::npos)
+      << r.err;
+  // The same file as text, asked for: two plain prompts.
+  GenerateRun t =
+      run_generate_cli("bad_first_line_text", {R"({"prompt": "Once",})", R"({"prompt": "Hi"})"},
+                       "--max-tokens 2 --temperature 0 --input-format text");
+  EXPECT_EQ(t.exit_status, 0) << t.err;
+  ASSERT_EQ(t.lines.size(), 2u) << t.err;
+  EXPECT_EQ(t.lines[0]["prompt"], R"({"prompt": "Once",})");
+  // Plain text whose later line starts with "{": text (the first line decides).
+  GenerateRun p = run_generate_cli("text_then_brace", {"Once upon a time", "{curly} dog"},
+                                   "--max-tokens 2 --temperature 0");
+  EXPECT_EQ(p.exit_status, 0) << p.err;
+  ASSERT_EQ(p.lines.size(), 2u) << p.err;
+  EXPECT_EQ(p.lines[1]["prompt"], "{curly} dog");
+}
+
+// Every JSON output line carries "index", the prompt's 0-based position in
+// the input (--prompt first, then the file), failed ones included: the
+// request_id counts only the requests that ran, so after a failed prompt it
+// no longer equals the position.
+TEST(CliGenerate, EveryOutputLineCarriesItsPromptIndex) {
+  GenerateRun r = run_generate_cli(
+      "index", {R"({"prompt": "Once", "top_p": 0})", R"({"prompt": "Hi"})", R"({"prompt": "A"})"},
+      "--prompt Lily --max-tokens 2 --temperature 0");
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  ASSERT_EQ(r.lines.size(), 4u) << r.err;
+  for (size_t i = 0; i < r.lines.size(); ++i)
+    EXPECT_EQ(r.lines[i]["index"], i) << r.lines[i].dump();
+  EXPECT_EQ(r.lines[0]["prompt"], "Lily");
+  EXPECT_TRUE(r.lines[1].contains("error")) << r.lines[1].dump();
+  EXPECT_EQ(r.lines[2]["prompt"], "Hi");
+  EXPECT_EQ(r.lines[3]["prompt"], "A");
+  EXPECT_EQ(r.lines[3]["request_id"], "2") << "the third request that ran";
+}
+
 TEST(CliGenerate, ChatMessagesUseTheChatTemplate) {
   const std::string tmpl = shared_path("chat_templates/llama-2-chat.jinja");
   GenerateRun r = run_generate_cli(

@@ -448,3 +448,61 @@ def test_num_cached_tokens_counts_the_prefix_cache_hits(llm):
     assert second.num_cached_tokens == 39
     assert second.outputs[0].token_ids == first.outputs[0].token_ids
     assert "num_cached_tokens=39" in repr(second)
+
+
+def test_integer_sampling_fields_must_be_ints():
+    # vLLM's SamplingParams._verify_args: "n must be an int, but is of type
+    # <class 'float'>" (a ValueError); the same for the other integer fields
+    # (the HTTP API's lax 2.0 is JSON's, not Python's).
+    for key, value in [("n", 2.0), ("best_of", 3.0), ("max_tokens", 4.0), ("min_tokens", 1.0),
+                       ("top_k", 5.0), ("seed", 1.5), ("logprobs", 2.0), ("prompt_logprobs", 1.0),
+                       ("truncate_prompt_tokens", 8.0), ("n", True), ("n", "2")]:
+        with pytest.raises(ValueError, match=f"{key} must be an int, but is of type"):
+            SamplingParams(**{key: value})
+    for key in ("stop_token_ids", "allowed_token_ids"):
+        with pytest.raises(ValueError, match=f"{key} must be a list of ints"):
+            SamplingParams(**{key: [1, 2.0]})
+    # Set after construction: refused when generate() reads it.
+    sp = SamplingParams(max_tokens=2)
+    sp.n = 2.0
+    with pytest.raises(ValueError, match="n must be an int"):
+        sp.to_dict()
+    # ints (and None where the field allows it) pass.
+    SamplingParams(n=2, best_of=3, max_tokens=None, seed=7, top_k=-1, stop_token_ids=[1, 2])
+
+
+def test_engine_args_that_would_change_vllms_behaviour_are_refused():
+    import warnings
+    # Non-default values vLLM acts on, which Pagoda cannot honour: an error
+    # naming the argument, before the model loads.
+    for kwargs, name in [(dict(task="embed"), "task"), (dict(task="classify"), "task"),
+                         (dict(tokenizer_mode="mistral"), "tokenizer_mode"),
+                         (dict(tokenizer_mode="slow"), "tokenizer_mode")]:
+        with pytest.raises(ValueError, match=f"LLM argument '{name}'"):
+            LLM(model=MODEL, device="cpu", **kwargs)
+    # Their defaults (and the values that select what Pagoda does) load
+    # without a warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        LLM(model=MODEL, device="cpu", task="auto", tokenizer_mode="auto", trust_remote_code=False,
+            revision=None, cpu_offload_gb=0, hf_token=None)
+        LLM(model=MODEL, device="cpu", task="generate", tokenizer_mode="hf")
+    # Performance knobs (and a model without remote code) change nothing:
+    # a warning only.
+    with pytest.warns(UserWarning, match="'cpu_offload_gb' has no effect"):
+        LLM(model=MODEL, device="cpu", cpu_offload_gb=4)
+    with pytest.warns(UserWarning, match="'trust_remote_code' has no effect"):
+        LLM(model=MODEL, device="cpu", trust_remote_code=True)
+
+
+def test_trust_remote_code_with_a_models_own_code_is_refused(tmp_path):
+    # A model whose config.json maps classes to its own code (auto_map):
+    # vLLM with trust_remote_code=True runs that code; Pagoda cannot.
+    import shutil
+    model = tmp_path / "remote"
+    shutil.copytree(MODEL, model)
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "configuration_x.XConfig"}
+    (model / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="LLM argument 'trust_remote_code'"):
+        LLM(model=str(model), device="cpu", trust_remote_code=True)

@@ -295,7 +295,13 @@ TEST(MakeRequests, ExplicitParamsTakeVllmDefaultsNotGenerationConfig) {
                         {"top_k", 5},
                         {"temperature", 0.9},
                         {"top_p", 1.0},
-                        {"repetition_penalty", 1.0}}));
+                        {"repetition_penalty", 1.0},
+                        {"min_p", 0.0},
+                        {"max_tokens", 16}}));
+  // max_tokens None (null) stays: until the context is full.
+  EXPECT_TRUE(
+      make_requests({Prompt("a")}, {SamplingParams(json{{"max_tokens", nullptr}})})[0]["max_tokens"]
+          .is_null());
   EXPECT_EQ(r[1]["temperature"], 0.5);  // the request's own field wins
   // No SamplingParams: nothing added (the model's generation_config applies).
   EXPECT_EQ(make_requests({Prompt("a")}, {})[0], (json{{"prompt", "a"}}));

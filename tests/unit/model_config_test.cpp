@@ -263,6 +263,18 @@ TEST(GenerationConfig, ReadsFilesAndDefaults) {
   EXPECT_EQ(*g.top_k, 20);
   EXPECT_FLOAT_EQ(*g.repetition_penalty, 1.1f);
   EXPECT_EQ(g.eos_token_ids, std::vector<int32_t>{3});
+  EXPECT_FALSE(g.min_p.has_value());
+  EXPECT_FALSE(g.max_new_tokens.has_value());
+  // vLLM's get_diff_sampling_param also reads min_p and max_new_tokens.
+  std::ofstream(dir / "generation_config.json") << R"({"min_p": 0.05, "max_new_tokens": 256})";
+  const GenerationConfig m = GenerationConfig::from_dir(dir.string());
+  EXPECT_FLOAT_EQ(*m.min_p, 0.05f);
+  EXPECT_EQ(*m.max_new_tokens, 256);
+  for (const char* bad : {R"({"max_new_tokens": 0})", R"({"max_new_tokens": 2.5})",
+                          R"({"min_p": "x"})", R"({"min_p": 1.5})"}) {
+    std::ofstream(dir / "generation_config.json") << bad;
+    EXPECT_THROW(GenerationConfig::from_dir(dir.string()), std::runtime_error) << bad;
+  }
   std::ofstream(dir / "generation_config.json") << "{ broken";
   try {
     GenerationConfig::from_dir(dir.string());

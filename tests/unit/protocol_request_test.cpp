@@ -109,6 +109,51 @@ TEST(ProtocolCompletion, GenerationConfigSuppliesDefaultsTheRequestOmits) {
   EXPECT_EQ(r2.sampling.top_k, -1);
 }
 
+// generation_config.json's min_p and max_new_tokens (vLLM's
+// get_diff_sampling_param: max_new_tokens is the default max_tokens). min_p
+// fills an unset min_p everywhere; max_new_tokens is the max_tokens of a
+// chat request that sets none (capped by the room in the context, as vLLM's
+// get_max_tokens takes the smallest), while a request's own max_tokens wins,
+// even a larger one. Completions keep vLLM CompletionRequest's default 16.
+TEST(ProtocolCompletion, GenerationConfigMinPAndMaxNewTokens) {
+  ServingModel m = make_test_model();
+  m.generation_config.min_p = 0.05f;
+  m.generation_config.max_new_tokens = 5;
+  EXPECT_FLOAT_EQ(ok_completion(R"({"prompt": "x"})", m).sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(ok_completion(R"({"prompt": "x", "min_p": 0})", m).sampling.min_p, 0.0f);
+  EXPECT_EQ(ok_completion(R"({"prompt": "x"})", m).prompts[0].max_tokens, 16);
+  auto chat = [&](const std::string& body) {
+    ParseResult r = parse_chat_request(body, m);
+    if (auto* e = std::get_if<OpenAIError>(&r)) ADD_FAILURE() << "unexpected error: " << e->body();
+    return std::get<ParsedRequest>(r);
+  };
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  ParsedRequest c = chat("{" + msgs + "}");
+  EXPECT_EQ(c.prompts[0].max_tokens, 5);
+  EXPECT_FLOAT_EQ(c.sampling.min_p, 0.05f);
+  EXPECT_EQ(chat("{" + msgs + R"(, "max_tokens": 9})").prompts[0].max_tokens, 9);
+  EXPECT_EQ(chat("{" + msgs + R"(, "max_completion_tokens": 3})").prompts[0].max_tokens, 3);
+  // Larger than the room left (max_model_len 64): the room.
+  m.generation_config.max_new_tokens = 1000;
+  ParsedRequest big = chat("{" + msgs + "}");
+  EXPECT_EQ(big.prompts[0].max_tokens,
+            m.max_model_len - static_cast<int64_t>(big.prompts[0].token_ids.size()));
+  // Offline (LLM.generate without SamplingParams, `pagoda generate`): vLLM's
+  // get_default_sampling_params takes max_new_tokens for max_tokens.
+  m.generation_config.max_new_tokens = 7;
+  auto offline = [&](const char* body) {
+    ParseResult r = parse_offline_object(json::parse(body), m);
+    if (auto* e = std::get_if<OpenAIError>(&r)) ADD_FAILURE() << "unexpected error: " << e->body();
+    return std::get<ParsedRequest>(r);
+  };
+  EXPECT_EQ(offline(R"({"prompt": "x"})").prompts[0].max_tokens, 7);
+  EXPECT_FLOAT_EQ(offline(R"({"prompt": "x"})").sampling.min_p, 0.05f);
+  EXPECT_EQ(offline(R"({"prompt": "x", "max_tokens": 20})").prompts[0].max_tokens, 20);
+  // Without them: min_p 0, chat's max_tokens the room.
+  ServingModel plain = make_test_model();
+  EXPECT_FLOAT_EQ(ok_completion(R"({"prompt": "x"})", plain).sampling.min_p, 0.0f);
+}
+
 // A top_p (or repetition_penalty) in range but below the smallest float is
 // accepted, as vLLM accepts it, and becomes the smallest positive float (the
 // nucleus keeps only the most likely token either way), not 0.

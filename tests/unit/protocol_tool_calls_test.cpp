@@ -72,11 +72,70 @@ TEST(ProtocolToolCalls, NonStreamedMessage) {
 
 TEST(ProtocolToolCalls, OnlyACallHasNullContentAndLengthStaysToolCalls) {
   ParsedRequest req = chat_req(ToolParserKind::kHermes);
-  std::vector<std::string> pieces(kPieces.begin() + 2, kPieces.end() - 2);  // cut by max_tokens
+  // Cut by max_tokens after the JSON closed, before </tool_call>: vLLM's
+  // regex takes the unterminated block and its JSON parses, so a call.
+  std::vector<std::string> pieces(kPieces.begin() + 2, kPieces.end() - 1);
   json c = whole(req, deltas(pieces, FinishReason::kLength))["choices"][0];
   EXPECT_TRUE(c["message"]["content"].is_null());
-  EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris");
+  EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
   EXPECT_EQ(c["finish_reason"], "tool_calls");  // vLLM: once a call was parsed
+}
+
+std::vector<json> sse_chunks(const std::string& sse) {
+  std::vector<json> chunks;
+  size_t pos = 0;
+  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
+    size_t end = sse.find("\n\n", pos);
+    std::string payload = sse.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload != "[DONE]") chunks.push_back(json::parse(payload));
+  }
+  return chunks;
+}
+
+// Cut by max_tokens inside the arguments: the JSON never closed, so no call
+// (vLLM's json.loads fails and the output is content, with the engine's
+// finish_reason). Non-streamed: the text is content, tool_calls [],
+// "length". Streamed: the name and argument deltas already went out and
+// stay; the last chunk says "length", not "tool_calls", and no content
+// repeats the call's text.
+TEST(ProtocolToolCalls, CallCutOffBeforeItsJsonClosedIsContentWithTheEnginesReason) {
+  ParsedRequest req = chat_req(ToolParserKind::kHermes);
+  const std::vector<std::string> pieces(kPieces.begin(), kPieces.end() - 2);
+  std::string text;
+  for (const std::string& p : pieces) text += p;
+  json c = whole(req, deltas(pieces, FinishReason::kLength))["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "length");
+  EXPECT_EQ(c["message"]["tool_calls"], json::array());
+  EXPECT_EQ(c["message"]["content"], text);
+  // A stop string inside the block: "stop".
+  json s = whole(req, deltas(pieces, FinishReason::kStop))["choices"][0];
+  EXPECT_EQ(s["finish_reason"], "stop");
+  EXPECT_EQ(s["message"]["content"], text);
+
+  ChoiceAssembler a(req);
+  StreamFormatter f(req);
+  std::string sse = f.begin();
+  for (const RequestOutput& d : deltas(pieces, FinishReason::kLength)) sse += f.format({a.add(d)});
+  std::vector<json> chunks = sse_chunks(sse);
+  ASSERT_FALSE(chunks.empty());
+  std::string content;
+  int names = 0;
+  for (const json& ch : chunks) {
+    const json& delta = ch["choices"][0]["delta"];
+    if (delta.contains("content") && delta["content"].is_string())
+      content += delta["content"].get<std::string>();
+    if (delta.contains("tool_calls"))
+      for (const json& t : delta["tool_calls"]) names += t["function"].contains("name") ? 1 : 0;
+  }
+  EXPECT_EQ(names, 1) << "the name went out before the cut";
+  EXPECT_EQ(content, "I will check.\n");
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length") << sse;
+  // The assembler's whole choice (what /v1/ws's done message and the Python
+  // LLM read) agrees with the non-streamed response.
+  EXPECT_EQ(a.choices()[0].text, text);
+  EXPECT_EQ(a.choices()[0].tool_calls, json::array());
+  EXPECT_STREQ(finish_reason_name(a.choices()[0]), "length");
 }
 
 TEST(ProtocolToolCalls, WithoutParserTheTextIsContent) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -25,25 +26,43 @@ struct Parsed {
 };
 
 // Feeds pieces, merging deltas as a client does (by index), and checks the
-// delta order.
+// delta order; a withdrawn call is dropped and its text put in the content,
+// as the non-streamed response does (ChoiceAssembler).
 Parsed run(ToolParserKind kind, const std::vector<std::string>& pieces) {
   int ids = 0;
   ToolCallParser p(kind, [&] { return "call-" + std::to_string(ids++); });
   Parsed out;
+  std::vector<int> indexes;  // out.calls[i]'s index
+  int next = 0;              // the next new call's index
   auto take = [&](ToolParseResult r) {
+    size_t inserted = 0;
+    const size_t base = out.content.size();
     out.content += r.content;
     for (ToolCallDelta& d : r.calls) {
       ++out.deltas;
-      if (d.index == static_cast<int>(out.calls.size())) {
+      if (d.index == next) {
         EXPECT_FALSE(d.id.empty()) << "a call's first delta carries its id";
         EXPECT_FALSE(d.name.empty()) << "a call's first delta carries its name";
         out.calls.push_back({d.id, d.name, d.arguments});
+        indexes.push_back(d.index);
+        ++next;
       } else {
-        EXPECT_EQ(d.index, static_cast<int>(out.calls.size()) - 1);
+        EXPECT_EQ(d.index, next - 1);
         EXPECT_TRUE(d.id.empty());
         EXPECT_TRUE(d.name.empty());
-        if (!out.calls.empty()) out.calls.back().arguments += d.arguments;
+        if (!indexes.empty() && indexes.back() == d.index)
+          out.calls.back().arguments += d.arguments;
       }
+    }
+    for (const WithdrawnCall& w : r.withdrawn) {
+      // A later call's deltas may come in the same result: by index.
+      const auto at = std::find(indexes.begin(), indexes.end(), w.index);
+      ASSERT_NE(at, indexes.end()) << "withdrawn call " << w.index << " was never started";
+      out.calls.erase(out.calls.begin() + (at - indexes.begin()));
+      indexes.erase(at);
+      ASSERT_LE(w.offset, r.content.size());
+      out.content.insert(base + inserted + w.offset, w.text);
+      inserted += w.text.size();
     }
   };
   for (const std::string& s : pieces) take(p.feed(s));
@@ -133,12 +152,62 @@ TEST(ToolCallParser, HermesInvalidBlockIsContent) {
 }
 
 TEST(ToolCallParser, HermesUnclosedBlock) {
-  // Cut by max_tokens after the name: the call as far as it went.
+  // Cut by max_tokens (or a stop string) after the name, its JSON not
+  // closed: no call; the block is content, as vLLM's json.loads fails on it.
   expect_all_splits(ToolParserKind::kHermes,
                     "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"x",
-                    {"", {{"call-0", "f", "{\"a\": \"x"}}});
+                    {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"x", {}});
   // Before the name was known: content.
   expect_all_splits(ToolParserKind::kHermes, "<tool_call>\n{\"na", {"<tool_call>\n{\"na", {}});
+  // The JSON complete, the end tag not written (a stop string on it, or
+  // max_tokens): vLLM's regex takes the unterminated last block, and its
+  // JSON parses: a call.
+  expect_all_splits(ToolParserKind::kHermes,
+                    "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n",
+                    {"", {{"call-0", "f", "{\"a\": 1}"}}});
+  // Cut inside the end tag: the block's text runs to the end of the output,
+  // "</tool" included, and is no JSON (vLLM's json.loads fails): content.
+  expect_all_splits(ToolParserKind::kHermes,
+                    "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool",
+                    {"<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool", {}});
+  // After a complete call, a cut-off second one: the first stays a call.
+  expect_all_splits(ToolParserKind::kHermes,
+                    "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n"
+                    "<tool_call>{\"name\": \"g\", \"arguments\": {\"b",
+                    {"<tool_call>{\"name\": \"g\", \"arguments\": {\"b", {{"call-0", "f", "{}"}}});
+}
+
+TEST(ToolCallParser, HermesStreamedCallThatEndsInvalidIsWithdrawn) {
+  // The name went out as soon as it was known; the block then closed with
+  // JSON that does not parse (one brace short): the call is withdrawn, its
+  // text content; the next call gets a new index.
+  const std::string bad = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}</tool_call>";
+  const std::string good = "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>";
+  expect_all_splits(ToolParserKind::kHermes, "x" + bad + "y", {"x" + bad + "y", {}});
+  expect_all_splits(ToolParserKind::kHermes, bad + good, {bad, {{"call-1", "g", "{}"}}});
+  ToolCallParser p(ToolParserKind::kHermes, [] { return std::string("id"); });
+  ToolParseResult r = p.feed("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}");
+  ASSERT_EQ(r.calls.size(), 2u);  // the name, then the arguments so far
+  EXPECT_EQ(r.calls[0].name, "f");
+  EXPECT_TRUE(p.called() == false) << "not a call until its JSON is complete";
+  r = p.feed("</tool_call>");
+  ASSERT_EQ(r.withdrawn.size(), 1u);
+  EXPECT_EQ(r.withdrawn[0].index, 0);
+  EXPECT_EQ(r.withdrawn[0].text, bad);
+  EXPECT_FALSE(p.called());
+  r = p.feed(good);
+  ASSERT_EQ(r.calls.size(), 2u);  // the name, then "{}"
+  EXPECT_EQ(r.calls[0].index, 1);
+  EXPECT_EQ(r.calls[1].index, 1);
+  EXPECT_TRUE(p.called());
+}
+
+TEST(ToolCallParser, Llama3JsonCutOffCallIsContent) {
+  expect_all_splits(ToolParserKind::kLlama3Json, "{\"name\": \"f\", \"parameters\": {\"a",
+                    {"{\"name\": \"f\", \"parameters\": {\"a", {}});
+  expect_all_splits(ToolParserKind::kLlama3Json,
+                    "{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\", \"parameters\": {",
+                    {"{\"name\": \"g\", \"parameters\": {", {{"call-0", "f", "{}"}}});
 }
 
 TEST(ToolCallParser, HermesStreamsArgumentsInPieces) {
