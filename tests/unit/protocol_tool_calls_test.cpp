@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "server/openai_response.h"
+#include "sse_test_util.h"
 
 namespace pagoda {
 namespace {
@@ -81,17 +82,7 @@ TEST(ProtocolToolCalls, OnlyACallHasNullContentAndLengthStaysToolCalls) {
   EXPECT_EQ(c["finish_reason"], "tool_calls");  // vLLM: once a call was parsed
 }
 
-std::vector<json> sse_chunks(const std::string& sse) {
-  std::vector<json> chunks;
-  size_t pos = 0;
-  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
-    size_t end = sse.find("\n\n", pos);
-    std::string payload = sse.substr(pos + 6, end - pos - 6);
-    pos = end;
-    if (payload != "[DONE]") chunks.push_back(json::parse(payload));
-  }
-  return chunks;
-}
+using testing_sse::sse_chunks;
 
 // Cut by max_tokens inside the arguments: the JSON never closed, so no call
 // (vLLM's json.loads fails and the output is content, with the engine's
@@ -155,14 +146,7 @@ TEST(ProtocolToolCalls, StreamedChunks) {
   std::string sse = f.begin();
   // One engine delta at a time, as a fast reader gets them.
   for (const RequestOutput& d : deltas(kPieces)) sse += f.format({a.add(d)});
-  std::vector<json> chunks;
-  size_t pos = 0;
-  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
-    size_t end = sse.find("\n\n", pos);
-    std::string payload = sse.substr(pos + 6, end - pos - 6);
-    pos = end;
-    if (payload != "[DONE]") chunks.push_back(json::parse(payload));
-  }
+  std::vector<json> chunks = sse_chunks(sse);
   ASSERT_GE(chunks.size(), 4u);
   EXPECT_EQ(chunks[0]["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", ""}}));
   std::string content, args;

@@ -18,6 +18,7 @@
 #include "server/prompt_tokenizer.h"
 #include "server/python_json.h"
 #include "server/tool_choice_schema.h"
+#include "sse_test_util.h"
 
 namespace pagoda {
 namespace {
@@ -320,17 +321,7 @@ std::vector<RequestOutput> deltas(const std::string& text, size_t step, FinishRe
   return out;
 }
 
-std::vector<json> sse_chunks(const std::string& sse) {
-  std::vector<json> chunks;
-  size_t pos = 0;
-  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
-    size_t end = sse.find("\n\n", pos);
-    std::string payload = sse.substr(pos + 6, end - pos - 6);
-    pos = end;
-    if (payload != "[DONE]") chunks.push_back(json::parse(payload));
-  }
-  return chunks;
-}
+using testing_sse::sse_chunks;
 
 TEST(ForcedToolCallsResponse, NonStreamedAsVllm) {
   // Named: content "", the text as arguments, finish_reason the engine's.
