@@ -1,9 +1,9 @@
 // Benchmark switches: environment variables that choose between kernels or
 // launch forms of equal results, so one build can time them against each
 // other (PAGODA_PDL, PAGODA_INT4_DECODE, PAGODA_INT4_LAYOUT,
-// PAGODA_QMMA_ROW_TILES, PAGODA_QMV_WARPS; docs/PERFORMANCE.md names each
-// where it was measured). Read once by each call site (a function-local
-// static). Internal to gpu/.
+// PAGODA_QMMA_ROW_TILES, PAGODA_QMV_WARPS, PAGODA_PREFILL_WIDE;
+// docs/PERFORMANCE.md names each where it was measured). Read once by each call site (a
+// function-local static). Internal to gpu/.
 #pragma once
 #include <cstdlib>
 #include <string>

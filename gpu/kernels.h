@@ -184,9 +184,11 @@ void launch_prefill_attention(DType dt, const AttentionArgs& a, cudaStream_t str
 bool launch_prefill_attention_mma(DType dt, const AttentionArgs& a, cudaStream_t stream);
 // Query rows per CTA of the tensor-core prefill kernel, process-wide (tests
 // and pagoda_gpu_bench compare them; the engine never changes it): kAuto
-// takes 128 rows when a sequence has at least kWideRows query rows
-// (max_query_len x query heads per KV head), else 64.
-enum class PrefillAttentionTile { kAuto, k64Rows, k128Rows };
+// takes 128 rows (k128RowsWarp32) when a sequence has at least kWideRows
+// query rows (max_query_len x query heads per KV head), else 64. k64Rows: 4 warps of
+// 16 rows; k128Rows: 8 warps of 16 rows; k128RowsWarp32: 4 warps of 32 rows
+// (each K/V fragment serves two row tiles, as FlashAttention-2 does).
+enum class PrefillAttentionTile { kAuto, k64Rows, k128Rows, k128RowsWarp32 };
 constexpr int kWideRows = 1024;
 void set_prefill_attention_tile(PrefillAttentionTile t);
 // The fp32 CUDA-core kernel alone (tests compare both paths).

@@ -3,7 +3,8 @@
 // 8192^3 product). Shapes are Llama-2-7B's (32 heads, head_dim 128,
 // hidden 4096, intermediate 11008, vocab 32000). Not part of the test suite.
 //   pagoda_gpu_bench [--out results.md] [--model-dir DIR] [--only
-//   kernels|skinny|attn|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|decode-table]
+//   kernels|skinny|attn|prefill-attn|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|
+//   decode-table]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -146,9 +147,11 @@ void bench_prefill(cuda::CudaBackend& b, const Ceilings& c, std::vector<Row>& ro
   const double flops = 4.0 * B * Hq * D * (double(S) * (S + 1) / 2);
   char name[128];
   std::snprintf(name, sizeof(name), "prefill attn %d x %d, %d/%d heads D128 bf16", B, S, Hq, Hk);
-  for (const auto& [tile, tag] : {std::pair{cuda::PrefillAttentionTile::kAuto, ""},
-                                  std::pair{cuda::PrefillAttentionTile::k64Rows, " [64-row CTAs]"},
-                                  std::pair{cuda::PrefillAttentionTile::k128Rows, " [128-row CTAs]"}}) {
+  for (const auto& [tile, tag] :
+       {std::pair{cuda::PrefillAttentionTile::kAuto, ""},
+        std::pair{cuda::PrefillAttentionTile::k64Rows, " [64-row CTAs]"},
+        std::pair{cuda::PrefillAttentionTile::k128Rows, " [128-row CTAs]"},
+        std::pair{cuda::PrefillAttentionTile::k128RowsWarp32, " [128-row CTAs, 32 rows a warp]"}}) {
     cuda::set_prefill_attention_tile(tile);
     const double ms =
         time_ms(b.stream(), [&](int) { b.attention(s.q, s.cache, db, Hq, Hk, D, scale, s.out); }, 5, 1);
@@ -264,12 +267,14 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--out FILE] [--model-dir DIR] [--only "
-          "kernels|skinny|attn|decode-attn|model|ops|engine|allreduce|sampler|qgemm|qgemv|moe|"
+          "kernels|skinny|attn|prefill-attn|decode-attn|model|ops|engine|allreduce|sampler|qgemm|"
+          "qgemv|moe|"
           "decode-"
           "table]\n"
           "  skinny: Llama-2-7B's linears at M = 1 .. 64 through the GEMV, skinny tensor-core and\n"
           "          cuBLASLt kernels\n"
-          "  attn: prefill attention (64- and 128-row CTAs), then decode-attn's table\n"
+          "  attn: prefill attention (each CTA shape), then decode-attn's table\n"
+          "  prefill-attn: prefill attention alone, 8 x 2048 and 1 x 8192 tokens\n"
           "  decode-attn: one layer's decode attention, Llama-2-7B and Qwen2-7B heads, batch 1 .. "
           "256,\n"
           "          contexts 512 and 2048, tensor-core and CUDA-core kernels, against the copy "
@@ -371,6 +376,16 @@ int main(int argc, char** argv) {
       for (const auto& [Hq, Hk] : {std::pair{32, 32}, std::pair{28, 4}})
         for (int ctx : {512, 2048})
           for (int B : {1, 8, 64, 256}) bench_decode(b, c, rows, B, ctx, Hq, Hk, true);
+    } else if (only == "prefill-attn") {
+      // Prefill attention alone: the problems above and long single prompts.
+      bench_prefill(b, c, rows, 8, 2048, 32, 32);
+      bench_prefill(b, c, rows, 8, 2048, 28, 4);
+      bench_prefill(b, c, rows, 1, 8192, 32, 32);
+      bench_prefill(b, c, rows, 1, 8192, 28, 4);
+      bench_prefill(b, c, rows, 1, 2048, 32, 32);
+      bench_prefill(b, c, rows, 1, 1024, 32, 32);
+      bench_prefill(b, c, rows, 4, 512, 32, 32);
+      bench_prefill(b, c, rows, 1, 512, 32, 32);
     } else if (only == "decode-attn") {
       // Issue 14: decode attention, Llama-2-7B (32 MHA heads) and Qwen2-7B
       // (28 query heads on 4 KV heads) per layer, both kernels.

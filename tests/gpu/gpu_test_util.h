@@ -120,8 +120,8 @@ inline double tol_for(DType dt) { return dt == DType::F32 ? 1e-5 : 4e-3; }
 // selects; for a decode batch also the prefill kernel (it serves mixed
 // batches, so it must be right on decodes too) and, where the tensor-core
 // decode kernel is the default, the fp32 CUDA-core decode kernel; where the
-// tensor-core prefill kernel applies, both of its CTA sizes (64 and 128
-// query rows).
+// tensor-core prefill kernel applies, each of its CTA shapes (64 rows, 128
+// rows as 8 x 16 and as 4 x 32).
 struct AttentionMode {
   bool decode;                          // DeviceBatch::decode_only as run
   cuda::DecodeAttentionKernel kernel;   // set for the run, kAuto after
@@ -146,6 +146,7 @@ inline std::vector<AttentionMode> attention_modes(bool decode_only, DType dt, in
   if (tensor_cores) {
     m.push_back({false, K::kAuto, P::k64Rows, "prefill-64"});
     m.push_back({false, K::kAuto, P::k128Rows, "prefill-128"});
+    m.push_back({false, K::kAuto, P::k128RowsWarp32, "prefill-128x32"});
   } else {
     m.push_back({false, K::kAuto, P::kAuto, "prefill"});
   }
