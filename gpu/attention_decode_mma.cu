@@ -52,8 +52,14 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, 2)
+// TR: soft-capping or ALiBi (or a scale that is not positive) transform the
+// scores; compiled apart so the common path carries none of their code.
+// Registers bounded for 3 CTAs an SM (168, none spilled with Q's fragments
+// in shared memory): 12 warps an SM keep more K/V loads in flight than 8
+// (docs/PERFORMANCE.md, sixteenth session: 256 x 512 Llama heads 77 -> 93 %
+// of copy bandwidth).
+template <typename T, int D, bool TR>
+__global__ void __launch_bounds__(kWarps * 32, 3)
     decode_mma_kernel(AttentionArgs a, int part, float* __restrict__ ws_out,
                       float* __restrict__ ws_max, float* __restrict__ ws_sum) {
   pdl_wait_then_release();
@@ -76,7 +82,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   if (start >= ctx && !(ctx == 0 && split == 0)) return;  // past this sequence's end
   const int end = min(start + part, ctx);
   const int own_splits = max(1, (ctx - first + part - 1) / part);
-  const bool transform = a.softcap > 0.f || a.alibi != nullptr;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -84,8 +89,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int64_t qstride = static_cast<int64_t>(a.num_heads) * D;
 
   // Q rows g and g + 8 (heads h0 + g, h0 + g + 8; zero past the group).
-  uint32_t qf[KS][4];
-  {
+  // The A fragments of Q, the same for every warp: built by warp 0 into
+  // shared memory (kept out of registers for the bound of 3 CTAs an SM).
+  __shared__ uint4 s_qf[KS][32];
+  if (warp == 0) {
     uint4 qv[2][KV];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -99,16 +106,18 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
       // dims 4ks, 4ks+1 are word 2ks of the lane's share; 4ks+2, +3 word 2ks+1.
-      qf[ks][0] = word(qv[0][(2 * ks) / 4], (2 * ks) % 4);
-      qf[ks][1] = word(qv[1][(2 * ks) / 4], (2 * ks) % 4);
-      qf[ks][2] = word(qv[0][(2 * ks + 1) / 4], (2 * ks + 1) % 4);
-      qf[ks][3] = word(qv[1][(2 * ks + 1) / 4], (2 * ks + 1) % 4);
+      s_qf[ks][lane] = make_uint4(word(qv[0][(2 * ks) / 4], (2 * ks) % 4),
+                                  word(qv[1][(2 * ks) / 4], (2 * ks) % 4),
+                                  word(qv[0][(2 * ks + 1) / 4], (2 * ks + 1) % 4),
+                                  word(qv[1][(2 * ks + 1) / 4], (2 * ks + 1) % 4));
     }
   }
-  float slope[2];
+  __syncthreads();
+  float slope[2] = {0.f, 0.f};
+  if constexpr (TR)
 #pragma unroll
-  for (int r = 0; r < 2; ++r)
-    slope[r] = a.alibi != nullptr && g + 8 * r < G ? a.alibi[h0 + g + 8 * r] : 0.f;
+    for (int r = 0; r < 2; ++r)
+      slope[r] = a.alibi != nullptr && g + 8 * r < G ? a.alibi[h0 + g + 8 * r] : 0.f;
 
   const T* __restrict__ kc = static_cast<const T*>(a.k_cache);
   const T* __restrict__ vc = static_cast<const T*>(a.v_cache);
@@ -123,7 +132,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
   for (int j = 0; j < OT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const float qs = a.scale * kLog2e;
+  // Scores enter the log2 domain as s·sc: scale·log2(e) folded into the
+  // exponent's FFMA, or (TR) the transformed score already there (sc = 1).
+  const float sc = TR ? 1.f : a.scale * kLog2e;
 
   for (int base = start + warp * kBlock; base < end; base += kWarps * kBlock) {
     // K: keys base + g (n-tile 0) and base + 8 + g (n-tile 1), dims of quad t.
@@ -156,50 +167,53 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     }
 
     // S (16 heads × 16 keys): s[n][0..1] row g keys 8n + 2t + {0,1}; [2..3] row g + 8.
-    float s[2][4];
+    float s[2][4] = {};
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    for (int ks = 0; ks < KS; ++ks) {
+      const uint4 qv = s_qf[ks][lane];
+      const uint32_t qa[4] = {qv.x, qv.y, qv.z, qv.w};
 #pragma unroll
-      for (int ks = 0; ks < KS; ++ks)
-        mma16816<T>(s[n], qf[ks], word(kv[n][(2 * ks) / 4], (2 * ks) % 4),
+      for (int n = 0; n < 2; ++n)
+        mma16816<T>(s[n], qa, word(kv[n][(2 * ks) / 4], (2 * ks) % 4),
                     word(kv[n][(2 * ks + 1) / 4], (2 * ks + 1) % 4));
     }
-    float mt[2] = {m[0], m[1]};
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = base + 8 * n + 2 * t + (e & 1);
-        const int r = e >> 1;
-        float v;
-        if (transform) {
-          v = s[n][e] * a.scale;
+        float v = s[n][e];
+        if constexpr (TR) {
+          v *= a.scale;
           if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
-          v = (v + slope[r] * static_cast<float>(key)) * kLog2e;
-        } else {
-          v = s[n][e] * qs;
+          v = (v + slope[e >> 1] * static_cast<float>(key)) * kLog2e;
         }
         s[n][e] = key < end ? v : -INFINITY;
-        mt[r] = fmaxf(mt[r], s[n][e]);
       }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
-      mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
     }
-    // Every block holds at least its first key (base < end), so mt is finite.
+    // Every block holds at least its first key (base < end), so the max is
+    // finite (sc > 0).
     float corr[2], rs[2] = {0.f, 0.f};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      corr[r] = exp2f(m[r] - mt[r]);  // m = -inf on the warp's first block: 0
-      m[r] = mt[r];
+      const float mn = fmaxf(m[r], mx[r] * sc);
+      corr[r] = ex2_ftz(m[r] - mn);  // m = -inf on the warp's first block: 0
+      m[r] = mn;
     }
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - m[e >> 1]);
+        s[n][e] = ex2_ftz(fmaf(s[n][e], sc, -m[e >> 1]));
         rs[e >> 1] += s[n][e];
       }
 #pragma unroll
@@ -276,19 +290,25 @@ bool decode_attention_mma_applies(DType dt, const AttentionArgs& a) {
 void launch_decode_attention_mma(DType dt, const AttentionArgs& a, int part, int nsplits,
                                  float* ws_out, float* ws_max, float* ws_sum, cudaStream_t stream) {
   const dim3 grid(a.num_kv_heads, a.num_seqs, nsplits);
-  const auto go = [&](auto kernel) {
-    launch_pdl(kernel, grid, kWarps * 32, 0, stream, a, part, ws_out, ws_max, ws_sum);
+  const bool tr = a.softcap > 0.f || a.alibi != nullptr || !(a.scale > 0.f);
+  const auto go = [&](auto t_tag, auto d_tag) {
+    using T = decltype(t_tag);
+    constexpr int D = decltype(d_tag)::value;
+    const auto k = tr ? decode_mma_kernel<T, D, true> : decode_mma_kernel<T, D, false>;
+    launch_pdl(k, grid, kWarps * 32, 0, stream, a, part, ws_out, ws_max, ws_sum);
   };
+  using D64 = std::integral_constant<int, 64>;
+  using D128 = std::integral_constant<int, 128>;
   if (dt == DType::BF16) {
     if (a.head_dim == 64)
-      go(decode_mma_kernel<__nv_bfloat16, 64>);
+      go(__nv_bfloat16{}, D64{});
     else
-      go(decode_mma_kernel<__nv_bfloat16, 128>);
+      go(__nv_bfloat16{}, D128{});
   } else {
     if (a.head_dim == 64)
-      go(decode_mma_kernel<__half, 64>);
+      go(__half{}, D64{});
     else
-      go(decode_mma_kernel<__half, 128>);
+      go(__half{}, D128{});
   }
   PAGODA_CUDA_CHECK_LAUNCH("decode_mma_kernel");
 }

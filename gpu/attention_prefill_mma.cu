@@ -41,13 +41,6 @@ namespace {
 // KN keys a K/V tile (64; 32 with 32 rows a warp measured slower,
 // docs/PERFORMANCE.md, sixteenth session).
 
-// 2^x (ex2.approx.ftz: 2^-inf = 0, results below 2^-126 flushed to 0).
-__device__ __forceinline__ float ex2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

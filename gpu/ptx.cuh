@@ -33,6 +33,14 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// 2^x by ex2.approx.ftz (the softmax exponent of the attention kernels):
+// 2^-inf = 0; results below 2^-126 are flushed to 0.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Two floats as one 32-bit pair of T (__nv_bfloat16 or __half), lo in the
 // low half, rounded to nearest: an MMA fragment register.
 template <typename T>
