@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine/chat/chat_template.h"
+#include "server/chat_content_format.h"
 #include "server/chat_prompt.h"
 #include "server/chat_tools.h"
 #include "server/guided_fields.h"
@@ -450,6 +451,40 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
 
 namespace {
 
+// The request's own chat_template ("" when absent: the server's). It is
+// parsed for each request, which costs ~100-500 bytes of memory per byte of
+// it and is outside the renderer's limits: 64 KiB (real chat templates are
+// under ~20 KiB; a 30 MB one took 29 s and 5 GB, found by a fresh-user
+// attack).
+std::string request_template(const RequestFields& f) {
+  std::string t = f.string("chat_template").value_or("");
+  constexpr size_t kMaxRequestTemplateBytes = size_t{64} << 10;
+  if (t.size() > kMaxRequestTemplateBytes)
+    fail(fmt::format("chat_template is {} bytes; at most {} KiB (a server-wide template can be "
+                     "larger: --chat-template)",
+                     t.size(), kMaxRequestTemplateBytes >> 10),
+         "chat_template");
+  return t;
+}
+
+// vLLM's resolve_chat_template_content_format for one chat: `given` (the
+// server's --chat-template-content-format, or an offline chat's own) unless
+// auto; then what the template the chat renders with (its own chat_template,
+// else the server's) does with content. A request template that does not
+// parse is "string" here and its error comes from rendering.
+ChatContentFormat chat_content_format(const RequestFields& f, const ServingModel& model,
+                                      ChatContentFormat given) {
+  if (given != ChatContentFormat::kAuto) return given;
+  const std::string own = request_template(f);
+  if (own.empty()) return model.template_content_format;
+  try {
+    const ChatTemplate t(own);
+    return resolve_chat_content_format(ChatContentFormat::kAuto, &t);
+  } catch (const ChatTemplateError&) {
+    return ChatContentFormat::kString;
+  }
+}
+
 // The chat's prompt text: the request's or the server's template, with
 // add_generation_prompt, chat_template_kwargs and documents; cut after the
 // final message when continue_final_message.
@@ -463,17 +498,7 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
   if (continue_final && o.add_generation_prompt)
     fail("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
          "continue_final_message");
-  o.chat_template = f.string("chat_template").value_or("");
-  // A request's own template is parsed for each request, which costs
-  // ~100-500 bytes of memory per byte of it and is outside the renderer's
-  // limits: 64 KiB (real chat templates are under ~20 KiB; a 30 MB one took
-  // 29 s and 5 GB, found by a fresh-user attack).
-  constexpr size_t kMaxRequestTemplateBytes = size_t{64} << 10;
-  if (o.chat_template.size() > kMaxRequestTemplateBytes)
-    fail(fmt::format("chat_template is {} bytes; at most {} KiB (a server-wide template can be "
-                     "larger: --chat-template)",
-                     o.chat_template.size(), kMaxRequestTemplateBytes >> 10),
-         "chat_template");
+  o.chat_template = request_template(f);
   // vLLM passes documents to the template, then chat_template_kwargs.
   if (const json* docs = f.value("documents")) o.variables["documents"] = ordered_json(*docs);
   // Then the tools (vLLM's order: chat_template_kwargs may override them).
@@ -517,7 +542,7 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
          o.chat_template.empty() ? "messages" : "chat_template");
   }
   if (continue_final)
-    prompt = cut_after_final_message(prompt, messages.back()["content"].get<std::string>());
+    prompt = cut_after_final_message(prompt, final_message_text(messages.back()["content"]));
   return prompt;
 }
 
@@ -593,15 +618,16 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
     apply_tool_choice_guide(tools, f, model, req.sampling, req.forced_tool);
     const std::optional<ordered_json> sent_messages = ordered_field("messages");
     const ordered_json messages =
-        chat_messages(sent_messages ? &*sent_messages : nullptr, model.max_chat_messages);
+        chat_messages(sent_messages ? &*sent_messages : nullptr, model.max_chat_messages,
+                      chat_content_format(f, model, model.chat_template_content_format));
     std::string prompt = render_chat(f, messages, model, tools.tools);
     if (!*f.boolean("add_generation_prompt") && !messages.empty() &&
         messages.back().contains("role") && messages.back()["role"].is_string())
       req.response_role = messages.back()["role"].get<std::string>();
     if (*f.boolean("echo") && !messages.empty() &&
         messages.back().value("role", ordered_json()) == ordered_json(req.response_role)) {
-      const ordered_json& content = messages.back().value("content", ordered_json());
-      if (content.is_string()) req.chat_echo = content.get<std::string>();
+      // vLLM's echo: a list of parts as their texts joined with "\n".
+      req.chat_echo = content_text(messages.back().value("content", ordered_json()));
     }
     const auto k = truncation(f, model);
     PromptInput p;
@@ -693,8 +719,9 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
                         "not several",
            "prompt");
     if (!f.has("messages"))
-      for (const char* chat_only : {"add_generation_prompt", "continue_final_message",
-                                    "chat_template", "chat_template_kwargs", "documents"})
+      for (const char* chat_only :
+           {"add_generation_prompt", "continue_final_message", "chat_template",
+            "chat_template_kwargs", "documents", "chat_template_content_format"})
         if (f.has(chat_only))
           fail(fmt::format("'{}' applies to chat requests ('messages') only", chat_only),
                chat_only);
@@ -718,7 +745,18 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
       // tokens (the template writes BOS itself).
       what = "messages";
       const ordered_json sent(*f.value("messages"));
-      const ordered_json messages = chat_messages(&sent, model.max_chat_messages);
+      ChatContentFormat given = model.chat_template_content_format;
+      if (const std::optional<std::string> name = f.string("chat_template_content_format")) {
+        const std::optional<ChatContentFormat> parsed = parse_chat_content_format(*name);
+        if (!parsed)
+          fail(fmt::format("chat_template_content_format must be 'auto', 'string' or 'openai', "
+                           "got '{}'",
+                           *name),
+               "chat_template_content_format");
+        given = *parsed;
+      }
+      const ordered_json messages =
+          chat_messages(&sent, model.max_chat_messages, chat_content_format(f, model, given));
       p.text = render_chat(f, messages, model, nullptr, /*offline=*/true);
       p.token_ids =
           encode_prompt_checked(p.text, /*add_special_tokens=*/false, model, length, what, keep);

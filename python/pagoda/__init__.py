@@ -427,8 +427,13 @@ class LLM:
              documents: Optional[List[Dict[str, Any]]] = None) -> List[RequestOutput]:
         """vLLM's LLM.chat: one conversation (a list of {"role", "content"})
         or a list of them, rendered with the model's chat template (or
-        chat_template: its Jinja source) and generated. lora_request, tools
-        and mm_processor_kwargs raise NotImplementedError unless None."""
+        chat_template: its Jinja source) and generated.
+        chat_template_content_format: how each message's content reaches the
+        template, as in vLLM: "string" (text; a list of text parts joined
+        with "\n"), "openai" (a list of {"type": "text", "text"} parts) or
+        "auto" (openai when the template loops over a message's content).
+        lora_request, tools and mm_processor_kwargs raise
+        NotImplementedError unless None."""
         _refuse_unsupported(lora_request=lora_request, tools=tools,
                             mm_processor_kwargs=mm_processor_kwargs)
         if chat_template_content_format not in ("auto", "string", "openai"):
@@ -436,7 +441,8 @@ class LLM:
                              f"got {chat_template_content_format!r}")
         conversations = messages if messages and isinstance(messages[0], list) else [messages]
         options: Dict[str, Any] = {"add_generation_prompt": add_generation_prompt,
-                                   "continue_final_message": continue_final_message}
+                                   "continue_final_message": continue_final_message,
+                                   "chat_template_content_format": chat_template_content_format}
         if chat_template is not None:
             options["chat_template"] = chat_template
         if chat_template_kwargs:
