@@ -207,6 +207,14 @@ std::optional<int64_t> checked_truncation(const RequestFields& f) {
   return k;
 }
 
+// An offline request's max_tokens when it sets none, before the context
+// caps it: generation_config.json's max_new_tokens (vLLM's
+// get_default_sampling_params), else vLLM SamplingParams' default (16, the
+// request model's).
+int64_t default_offline_max_tokens(const RequestFields& f, const GenerationConfig& gc) {
+  return gc.max_new_tokens.value_or(*f.integer("max_tokens"));
+}
+
 // vLLM's SamplingParams: min_tokens <= max_tokens (the requested count, or
 // the one the context leaves).
 void check_min_tokens(int64_t min_tokens, int64_t max_tokens) {
@@ -658,7 +666,8 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
 
 }  // namespace
 
-std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max_logprobs) {
+std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max_logprobs,
+                                                 const GenerationConfig& generation_config) {
   try {
     if (!fields.is_object()) fail("SamplingParams fields must be a JSON object", "");
     request_model::RequestFields f(fields, request_model::offline_model());
@@ -672,8 +681,11 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max
     // that needs no model, by the same functions.
     const SamplingParams sp = openai_fields::parse_sampling_without_model(f);
     checked_truncation(f);
-    // max_tokens as SamplingParams has it: 16 unset, None (null) unbounded.
-    if (const auto mt = fields.find("max_tokens"); mt == fields.end() || !mt->is_null())
+    // max_tokens as the request pipeline resolves it (parse_offline_object):
+    // unset, the model's default; None (null) unbounded.
+    if (const auto mt = fields.find("max_tokens"); mt == fields.end())
+      check_min_tokens(*f.integer("min_tokens"), default_offline_max_tokens(f, generation_config));
+    else if (!mt->is_null())
       check_min_tokens(*f.integer("min_tokens"), *f.integer("max_tokens"));
     check_sampling_cross_fields(f, sp, /*echo=*/false, "logprobs", max_logprobs);
     const json* stop = f.value("stop");
@@ -777,8 +789,7 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     // Unset: generation_config.json's max_new_tokens (vLLM's get_default_sampling_params,
     // for LLM.generate without SamplingParams; one given sets max_tokens, make_requests).
     if (!requested && !unlimited)
-      p.max_tokens = std::min(
-          p.max_tokens, model.generation_config.max_new_tokens.value_or(*f.integer("max_tokens")));
+      p.max_tokens = std::min(p.max_tokens, default_offline_max_tokens(f, model.generation_config));
     req.prompts.push_back(std::move(p));
     finish_checks(req);
     finish_sampling(f, model, req);
