@@ -328,6 +328,16 @@ void finish_checks(ParsedRequest& req) {
   req.created = unix_now();
 }
 
+// vLLM's cache_salt (a request field; offline, a TextPrompt / TokensPrompt
+// key): checked as check_cache_salt_support checks it, then set.
+void apply_cache_salt(const RequestFields& f, ParsedRequest& req) {
+  if (std::optional<std::string> salt = f.string("cache_salt")) {
+    if (salt->empty())
+      fail("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    req.cache_salt = std::move(*salt);
+  }
+}
+
 // The fields /v1/completions and /v1/chat/completions share beyond sampling.
 void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequest& req,
                    std::string_view prefix) {
@@ -342,12 +352,7 @@ void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequ
     req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);
   }
   req.return_token_ids = *f.boolean("return_token_ids");
-  // vLLM's check_cache_salt_support.
-  if (std::optional<std::string> salt = f.string("cache_salt")) {
-    if (salt->empty())
-      fail("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
-    req.cache_salt = std::move(*salt);
-  }
+  apply_cache_salt(f, req);
   req.prompt_tokens_details = model.enable_prompt_tokens_details;
   req.request_id = response_id(f, prefix);
 }
@@ -791,6 +796,7 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     if (!requested && !unlimited)
       p.max_tokens = std::min(p.max_tokens, default_offline_max_tokens(f, model.generation_config));
     req.prompts.push_back(std::move(p));
+    apply_cache_salt(f, req);
     finish_checks(req);
     finish_sampling(f, model, req);
     return req;

@@ -288,15 +288,20 @@ def _prompt_request(p: Any) -> Dict[str, Any]:
         form = "prompt_token_ids" if "prompt_token_ids" in p else "prompt" if "prompt" in p else None
         if form is not None:
             # vLLM's TextPrompt / TokensPrompt keys Pagoda lacks
-            # (multi_modal_data, mm_processor_kwargs, cache_salt, ...) are an
-            # error, not dropped.
-            extra = sorted(k for k in p if k != form)
+            # (multi_modal_data, mm_processor_kwargs, ...) are an error, not
+            # dropped. cache_salt (vLLM's: only prompts with the same salt
+            # share prefix-cache blocks) is checked by the request pipeline.
+            extra = sorted(k for k in p if k not in (form, "cache_salt"))
             if extra:
                 raise ValueError(f"prompt key(s) {extra} are not supported by Pagoda (a prompt "
-                                 "is {'prompt': str} or {'prompt_token_ids': [int, ...]})")
-            if form == "prompt_token_ids":
-                return {"prompt_token_ids": list(p["prompt_token_ids"])}
-            return {"prompt": p["prompt"]}
+                                 "is {'prompt': str} or {'prompt_token_ids': [int, ...]}, "
+                                 "with an optional 'cache_salt': str)")
+            request: Dict[str, Any] = (
+                {"prompt_token_ids": list(p["prompt_token_ids"])} if form == "prompt_token_ids"
+                else {"prompt": p["prompt"]})
+            if "cache_salt" in p:
+                request["cache_salt"] = p["cache_salt"]
+            return request
     raise TypeError("a prompt is a string, {'prompt': str} or {'prompt_token_ids': [int, ...]}; "
                     f"got {type(p).__name__}")
 

@@ -568,3 +568,23 @@ def test_chat_template_content_format_auto_detects_the_models_template():
                       use_tqdm=False, add_generation_prompt=False)
     assert out.prompt == case["rendered"]
 
+
+def test_cache_salt_in_the_prompt_dict_separates_prefix_caches(llm):
+    # vLLM's TextPrompt / TokensPrompt "cache_salt": prompts share cached
+    # blocks only under the same salt (40 ids: 39 cached on a hit, as in
+    # test_num_cached_tokens_counts_the_prefix_cache_hits).
+    ids = list(range(200, 240))
+    params = SamplingParams(max_tokens=2, temperature=0)
+    runs = [llm.generate({"prompt_token_ids": ids, "cache_salt": salt}, params, use_tqdm=False)[0]
+            for salt in ("alpha", "beta", "alpha")]
+    (unsalted,) = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
+    assert [r.num_cached_tokens for r in runs] == [0, 0, 39]
+    assert unsalted.num_cached_tokens == 0
+    assert runs[2].outputs[0].token_ids == runs[0].outputs[0].token_ids
+    (text,) = llm.generate({"prompt": "Once upon a time", "cache_salt": "alpha"}, params,
+                           use_tqdm=False)
+    assert text.prompt == "Once upon a time"
+    with pytest.raises(ValueError, match="cache_salt"):
+        llm.generate({"prompt": "Once", "cache_salt": ""}, params, use_tqdm=False)
+    with pytest.raises(ValueError, match="cache_salt"):
+        llm.generate({"prompt": "Once", "cache_salt": 3}, params, use_tqdm=False)
