@@ -42,7 +42,67 @@ ordered_json tool_calls_for_template(const ordered_json& calls, const std::strin
 
 }  // namespace
 
-ordered_json chat_messages(const ordered_json* msgs, int64_t max_messages) {
+namespace {
+
+// messages[i].content as a list of text parts (vLLM's wrap_dicts: each part
+// rebuilt as {"type": "text", "text"}); null or missing: no part.
+ordered_json content_parts(const ordered_json* content, const std::string& where) {
+  ordered_json parts = ordered_json::array();
+  if (!content || content->is_null()) return parts;
+  if (content->is_string()) {
+    parts.push_back({{"type", "text"}, {"text", *content}});
+    return parts;
+  }
+  if (!content->is_array())
+    fail(fmt::format("{}.content must be a string or a list of content parts, got {}", where,
+                     type_name(json(*content))),
+         "messages");
+  for (size_t j = 0; j < content->size(); ++j) {
+    const ordered_json& part = (*content)[j];
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      fail(fmt::format("{}.content[{}] must be an object with a string 'type'", where, j),
+           "messages");
+    const std::string& type = part["type"].get_ref<const std::string&>();
+    if (type != "text")
+      fail(fmt::format("{}.content[{}] has type '{}': only 'text' parts are supported", where, j,
+                       type),
+           "messages");
+    auto t = part.find("text");
+    if (t == part.end() || !t->is_string())
+      fail(fmt::format("{}.content[{}].text is required and must be a string", where, j),
+           "messages");
+    parts.push_back({{"type", "text"}, {"text", *t}});
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::string content_text(const ordered_json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  if (!content.is_array()) return text;
+  for (size_t j = 0; j < content.size(); ++j) {
+    if (j) text += "\n";
+    text += content[j].value("text", std::string());
+  }
+  return text;
+}
+
+std::string final_message_text(const ordered_json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_array())
+    for (auto it = content.rbegin(); it != content.rend(); ++it)
+      if (it->is_object() && it->contains("text") && (*it)["text"].is_string())
+        return (*it)["text"].get<std::string>();
+  fail(
+      "continue_final_message is set but we could not find any text to continue in the final "
+      "message!",
+      "messages");
+}
+
+ordered_json chat_messages(const ordered_json* msgs, int64_t max_messages,
+                           ChatContentFormat format) {
   if (!msgs || msgs->is_null()) fail("'messages' is required", "messages");
   if (!msgs->is_array())
     fail(fmt::format("'messages' must be a list, got {}", type_name(json(*msgs))), "messages");
@@ -63,35 +123,14 @@ ordered_json chat_messages(const ordered_json* msgs, int64_t max_messages) {
       fail(fmt::format("{}.role is required and must be a string", where), "messages");
     ordered_json msg = m;
     auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      // OpenAI allows null content (an assistant turn beside tool_calls);
-      // vLLM renders it, and a missing one, as "" (an empty part list).
-      msg["content"] = "";
-    } else if (content->is_array()) {
-      std::string text;
-      for (size_t j = 0; j < content->size(); ++j) {
-        const ordered_json& part = (*content)[j];
-        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-          fail(fmt::format("{}.content[{}] must be an object with a string 'type'", where, j),
-               "messages");
-        const std::string& type = part["type"].get_ref<const std::string&>();
-        if (type != "text")
-          fail(fmt::format("{}.content[{}] has type '{}': only 'text' parts are supported", where,
-                           j, type),
-               "messages");
-        auto t = part.find("text");
-        if (t == part.end() || !t->is_string())
-          fail(fmt::format("{}.content[{}].text is required and must be a string", where, j),
-               "messages");
-        if (j) text += "\n";
-        text += t->get<std::string>();
-      }
-      msg["content"] = text;
-    } else if (!content->is_string()) {
-      fail(fmt::format("{}.content must be a string or a list of content parts, got {}", where,
-                       type_name(json(*content))),
-           "messages");
-    }
+    // OpenAI allows null content (an assistant turn beside tool_calls);
+    // vLLM takes it, and a missing one, as an empty part list ("" as a
+    // string).
+    ordered_json parts = content_parts(content == m.end() ? nullptr : &*content, where);
+    if (format == ChatContentFormat::kOpenAI && *role != "tool")
+      msg["content"] = std::move(parts);
+    else
+      msg["content"] = content_text(parts);
     if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null())
       msg["tool_calls"] = tool_calls_for_template(*calls, where);
     out.push_back(std::move(msg));

@@ -38,6 +38,8 @@ struct ServeArgs {
   bool enable_auto_tool_choice = false;
   bool enable_prompt_tokens_details = false;  // vLLM's: usage.prompt_tokens_details.cached_tokens
   std::string tool_call_parser;
+  // vLLM's --chat-template-content-format: "auto" | "string" | "openai".
+  std::string chat_template_content_format = "auto";
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

@@ -137,11 +137,24 @@ std::string flag_of(const std::string& field) {
   return flag;
 }
 
+// The model's generation_config.json, whose max_new_tokens is the
+// max_tokens of a prompt that sets none (the request pipeline's default);
+// empty when the model directory or the file cannot be read (the load
+// reports that).
+GenerationConfig model_generation_config(const EngineArgs& e) {
+  try {
+    return GenerationConfig::from_dir(resolve_model_dir(e.model_dir));
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 // Every prompt's SamplingParams defaults: --sampling-params, then the
 // flags over it, checked as vLLM's SamplingParams(**kwargs) checks them,
 // by check_sampling_fields (the request pipeline's own checks that need no
 // model: types, ranges, names, stop strings, logit_bias, min_tokens <=
-// max_tokens, truncate_prompt_tokens, the checks across fields of
+// max_tokens (unset: the model's default, as the pipeline resolves it),
+// truncate_prompt_tokens, the checks across fields of
 // server/sampling_checks.h with --max-logprobs; token ids against the
 // vocabulary, the context and the model's eos ids wait for the prompts).
 // The values checked are the merged ones (a flag may fix what
@@ -180,7 +193,7 @@ json sampling_defaults(const GenerateArgs& a) {
   if (a.ignore_eos) d["ignore_eos"] = true;
   if (a.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
   if (!a.logit_bias.empty()) d["logit_bias"] = parse_object_flag("--logit-bias", a.logit_bias);
-  if (auto e = check_sampling_fields(d, a.engine.max_logprobs)) {
+  if (auto e = check_sampling_fields(d, a.engine.max_logprobs, model_generation_config(a.engine))) {
     if (e->param.empty()) throw UsageError(e->message);
     // Named by the flag that set the field, else by --sampling-params.
     const auto p = from_params.find(e->param);

@@ -108,6 +108,12 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
                  "How tool calls are found in chat output: hermes (Qwen2/Qwen2.5's "
                  "<tool_call>{json}</tool_call>) or llama3_json (Llama 3.1's JSON); vLLM's names")
       ->check(CLI::IsMember({"hermes", "llama3_json"}));
+  app.add_option("--chat-template-content-format", a.chat_template_content_format,
+                 "How message content reaches the chat template (vLLM's flag): string (the text; "
+                 "a list of text parts joined with newlines), openai (a list of {\"type\": "
+                 "\"text\", \"text\"} parts) or auto (openai when the template loops over a "
+                 "message's content, else string; the default)")
+      ->check(CLI::IsMember({"auto", "string", "openai"}));
   add_engine_flags(app, a.engine);
   cli::check_every_occurrence(app);
 }
@@ -140,6 +146,14 @@ int run_serve(ServeArgs a) {
     ctx.model = make_serving_model(m, a.engine.model_dir);
     ctx.model.max_seqs_per_request = a.max_seqs_per_request;
     ctx.model.max_chat_messages = a.max_chat_messages;
+    ctx.model.chat_template_content_format =
+        parse_chat_content_format(a.chat_template_content_format)
+            .value_or(ChatContentFormat::kAuto);
+    if (m.chat_template && ctx.model.chat_template_content_format == ChatContentFormat::kAuto)
+      spdlog::info(
+          "Detected the chat template content format to be '{}'. You can set "
+          "`--chat-template-content-format` to override this.",
+          chat_content_format_name(ctx.model.template_content_format));
     if (a.enable_auto_tool_choice && a.tool_call_parser.empty())
       throw std::runtime_error("--enable-auto-tool-choice requires --tool-call-parser");
     ctx.model.enable_auto_tool_choice = a.enable_auto_tool_choice;

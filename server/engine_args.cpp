@@ -390,6 +390,8 @@ ServingModel make_serving_model(const LoadedModel& m, const std::string& model_d
   s.model_vocab_size = m.config.vocab_size;
   s.generation_config = m.generation_config;
   s.has_chat_template = m.chat_template != nullptr;
+  s.template_content_format =
+      resolve_chat_content_format(ChatContentFormat::kAuto, m.chat_template.get());
   // The server's template is shared (one render at a time); a request's own
   // template is parsed for that request alone.
   auto tmpl = m.chat_template;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine/chat/chat_template.h"
+#include "server/chat_content_format.h"
 #include "server/chat_prompt.h"
 #include "server/chat_tools.h"
 #include "server/guided_fields.h"
@@ -206,6 +207,14 @@ std::optional<int64_t> checked_truncation(const RequestFields& f) {
   return k;
 }
 
+// An offline request's max_tokens when it sets none, before the context
+// caps it: generation_config.json's max_new_tokens (vLLM's
+// get_default_sampling_params), else vLLM SamplingParams' default (16, the
+// request model's).
+int64_t default_offline_max_tokens(const RequestFields& f, const GenerationConfig& gc) {
+  return gc.max_new_tokens.value_or(*f.integer("max_tokens"));
+}
+
 // vLLM's SamplingParams: min_tokens <= max_tokens (the requested count, or
 // the one the context leaves).
 void check_min_tokens(int64_t min_tokens, int64_t max_tokens) {
@@ -319,6 +328,16 @@ void finish_checks(ParsedRequest& req) {
   req.created = unix_now();
 }
 
+// vLLM's cache_salt (a request field; offline, a TextPrompt / TokensPrompt
+// key): checked as check_cache_salt_support checks it, then set.
+void apply_cache_salt(const RequestFields& f, ParsedRequest& req) {
+  if (std::optional<std::string> salt = f.string("cache_salt")) {
+    if (salt->empty())
+      fail("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    req.cache_salt = std::move(*salt);
+  }
+}
+
 // The fields /v1/completions and /v1/chat/completions share beyond sampling.
 void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequest& req,
                    std::string_view prefix) {
@@ -333,12 +352,7 @@ void finish_openai(const RequestFields& f, const ServingModel& model, ParsedRequ
     req.continuous_usage_stats = get_bool(*so, "continuous_usage_stats").value_or(false);
   }
   req.return_token_ids = *f.boolean("return_token_ids");
-  // vLLM's check_cache_salt_support.
-  if (std::optional<std::string> salt = f.string("cache_salt")) {
-    if (salt->empty())
-      fail("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
-    req.cache_salt = std::move(*salt);
-  }
+  apply_cache_salt(f, req);
   req.prompt_tokens_details = model.enable_prompt_tokens_details;
   req.request_id = response_id(f, prefix);
 }
@@ -450,6 +464,40 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
 
 namespace {
 
+// The request's own chat_template ("" when absent: the server's). It is
+// parsed for each request, which costs ~100-500 bytes of memory per byte of
+// it and is outside the renderer's limits: 64 KiB (real chat templates are
+// under ~20 KiB; a 30 MB one took 29 s and 5 GB, found by a fresh-user
+// attack).
+std::string request_template(const RequestFields& f) {
+  std::string t = f.string("chat_template").value_or("");
+  constexpr size_t kMaxRequestTemplateBytes = size_t{64} << 10;
+  if (t.size() > kMaxRequestTemplateBytes)
+    fail(fmt::format("chat_template is {} bytes; at most {} KiB (a server-wide template can be "
+                     "larger: --chat-template)",
+                     t.size(), kMaxRequestTemplateBytes >> 10),
+         "chat_template");
+  return t;
+}
+
+// vLLM's resolve_chat_template_content_format for one chat: `given` (the
+// server's --chat-template-content-format, or an offline chat's own) unless
+// auto; then what the template the chat renders with (its own chat_template,
+// else the server's) does with content. A request template that does not
+// parse is "string" here and its error comes from rendering.
+ChatContentFormat chat_content_format(const RequestFields& f, const ServingModel& model,
+                                      ChatContentFormat given) {
+  if (given != ChatContentFormat::kAuto) return given;
+  const std::string own = request_template(f);
+  if (own.empty()) return model.template_content_format;
+  try {
+    const ChatTemplate t(own);
+    return resolve_chat_content_format(ChatContentFormat::kAuto, &t);
+  } catch (const ChatTemplateError&) {
+    return ChatContentFormat::kString;
+  }
+}
+
 // The chat's prompt text: the request's or the server's template, with
 // add_generation_prompt, chat_template_kwargs and documents; cut after the
 // final message when continue_final_message.
@@ -463,17 +511,7 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
   if (continue_final && o.add_generation_prompt)
     fail("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
          "continue_final_message");
-  o.chat_template = f.string("chat_template").value_or("");
-  // A request's own template is parsed for each request, which costs
-  // ~100-500 bytes of memory per byte of it and is outside the renderer's
-  // limits: 64 KiB (real chat templates are under ~20 KiB; a 30 MB one took
-  // 29 s and 5 GB, found by a fresh-user attack).
-  constexpr size_t kMaxRequestTemplateBytes = size_t{64} << 10;
-  if (o.chat_template.size() > kMaxRequestTemplateBytes)
-    fail(fmt::format("chat_template is {} bytes; at most {} KiB (a server-wide template can be "
-                     "larger: --chat-template)",
-                     o.chat_template.size(), kMaxRequestTemplateBytes >> 10),
-         "chat_template");
+  o.chat_template = request_template(f);
   // vLLM passes documents to the template, then chat_template_kwargs.
   if (const json* docs = f.value("documents")) o.variables["documents"] = ordered_json(*docs);
   // Then the tools (vLLM's order: chat_template_kwargs may override them).
@@ -517,7 +555,7 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
          o.chat_template.empty() ? "messages" : "chat_template");
   }
   if (continue_final)
-    prompt = cut_after_final_message(prompt, messages.back()["content"].get<std::string>());
+    prompt = cut_after_final_message(prompt, final_message_text(messages.back()["content"]));
   return prompt;
 }
 
@@ -593,15 +631,16 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
     apply_tool_choice_guide(tools, f, model, req.sampling, req.forced_tool);
     const std::optional<ordered_json> sent_messages = ordered_field("messages");
     const ordered_json messages =
-        chat_messages(sent_messages ? &*sent_messages : nullptr, model.max_chat_messages);
+        chat_messages(sent_messages ? &*sent_messages : nullptr, model.max_chat_messages,
+                      chat_content_format(f, model, model.chat_template_content_format));
     std::string prompt = render_chat(f, messages, model, tools.tools);
     if (!*f.boolean("add_generation_prompt") && !messages.empty() &&
         messages.back().contains("role") && messages.back()["role"].is_string())
       req.response_role = messages.back()["role"].get<std::string>();
     if (*f.boolean("echo") && !messages.empty() &&
         messages.back().value("role", ordered_json()) == ordered_json(req.response_role)) {
-      const ordered_json& content = messages.back().value("content", ordered_json());
-      if (content.is_string()) req.chat_echo = content.get<std::string>();
+      // vLLM's echo: a list of parts as their texts joined with "\n".
+      req.chat_echo = content_text(messages.back().value("content", ordered_json()));
     }
     const auto k = truncation(f, model);
     PromptInput p;
@@ -632,7 +671,8 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
 
 }  // namespace
 
-std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max_logprobs) {
+std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max_logprobs,
+                                                 const GenerationConfig& generation_config) {
   try {
     if (!fields.is_object()) fail("SamplingParams fields must be a JSON object", "");
     request_model::RequestFields f(fields, request_model::offline_model());
@@ -646,8 +686,11 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max
     // that needs no model, by the same functions.
     const SamplingParams sp = openai_fields::parse_sampling_without_model(f);
     checked_truncation(f);
-    // max_tokens as SamplingParams has it: 16 unset, None (null) unbounded.
-    if (const auto mt = fields.find("max_tokens"); mt == fields.end() || !mt->is_null())
+    // max_tokens as the request pipeline resolves it (parse_offline_object):
+    // unset, the model's default; None (null) unbounded.
+    if (const auto mt = fields.find("max_tokens"); mt == fields.end())
+      check_min_tokens(*f.integer("min_tokens"), default_offline_max_tokens(f, generation_config));
+    else if (!mt->is_null())
       check_min_tokens(*f.integer("min_tokens"), *f.integer("max_tokens"));
     check_sampling_cross_fields(f, sp, /*echo=*/false, "logprobs", max_logprobs);
     const json* stop = f.value("stop");
@@ -693,8 +736,9 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
                         "not several",
            "prompt");
     if (!f.has("messages"))
-      for (const char* chat_only : {"add_generation_prompt", "continue_final_message",
-                                    "chat_template", "chat_template_kwargs", "documents"})
+      for (const char* chat_only :
+           {"add_generation_prompt", "continue_final_message", "chat_template",
+            "chat_template_kwargs", "documents", "chat_template_content_format"})
         if (f.has(chat_only))
           fail(fmt::format("'{}' applies to chat requests ('messages') only", chat_only),
                chat_only);
@@ -718,7 +762,18 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
       // tokens (the template writes BOS itself).
       what = "messages";
       const ordered_json sent(*f.value("messages"));
-      const ordered_json messages = chat_messages(&sent, model.max_chat_messages);
+      ChatContentFormat given = model.chat_template_content_format;
+      if (const std::optional<std::string> name = f.string("chat_template_content_format")) {
+        const std::optional<ChatContentFormat> parsed = parse_chat_content_format(*name);
+        if (!parsed)
+          fail(fmt::format("chat_template_content_format must be 'auto', 'string' or 'openai', "
+                           "got '{}'",
+                           *name),
+               "chat_template_content_format");
+        given = *parsed;
+      }
+      const ordered_json messages =
+          chat_messages(&sent, model.max_chat_messages, chat_content_format(f, model, given));
       p.text = render_chat(f, messages, model, nullptr, /*offline=*/true);
       p.token_ids =
           encode_prompt_checked(p.text, /*add_special_tokens=*/false, model, length, what, keep);
@@ -739,9 +794,9 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     // Unset: generation_config.json's max_new_tokens (vLLM's get_default_sampling_params,
     // for LLM.generate without SamplingParams; one given sets max_tokens, make_requests).
     if (!requested && !unlimited)
-      p.max_tokens = std::min(
-          p.max_tokens, model.generation_config.max_new_tokens.value_or(*f.integer("max_tokens")));
+      p.max_tokens = std::min(p.max_tokens, default_offline_max_tokens(f, model.generation_config));
     req.prompts.push_back(std::move(p));
+    apply_cache_salt(f, req);
     finish_checks(req);
     finish_sampling(f, model, req);
     return req;

@@ -181,9 +181,13 @@ ParseResult parse_offline_object(nlohmann::json obj, const ServingModel& model);
 // width bounded by max_logprobs (the engine's, when known; else the most any
 // engine takes). The same tables and functions parse_offline_object uses;
 // what needs the model (token ids in the vocabulary, the context, the
-// model's eos ids for the beam width) waits for generate().
-std::optional<OpenAIError> check_sampling_fields(const nlohmann::json& fields,
-                                                 int64_t max_logprobs = kMaxLogprobs);
+// model's eos ids for the beam width) waits for generate(). An unset
+// max_tokens is the one parse_offline_object gives such a request (before
+// the context caps it): generation_config's max_new_tokens, when the
+// model's generation_config.json is passed, else SamplingParams' 16.
+std::optional<OpenAIError> check_sampling_fields(
+    const nlohmann::json& fields, int64_t max_logprobs = kMaxLogprobs,
+    const GenerationConfig& generation_config = GenerationConfig{});
 
 // vLLM's api_server POST /generate: {"prompt": string, "stream", sampling
 // fields}; max_tokens defaults to 16 (vLLM SamplingParams' default).

@@ -347,6 +347,14 @@ std::vector<FieldSpec> offline_only_fields() {
       {.name = "chat_template",
        .type = kStr,
        .note = "this chat's template instead of the model's"},
+      {.name = "cache_salt",
+       .type = kStr,
+       .note = "vLLM's TextPrompt / TokensPrompt cache_salt: only prompts with the same salt "
+               "share prefix-cache blocks; \"\" is an error"},
+      {.name = "chat_template_content_format",
+       .type = kStr,
+       .note = "LLM.chat's: 'string' (content as text), 'openai' (content as a list of text "
+               "parts) or 'auto' (by what the template does with content; the default)"},
       {.name = "chat_template_kwargs", .type = kObj, .note = "extra template variables"},
       {.name = "documents",
        .type = kList,

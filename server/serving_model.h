@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "engine/model/generation_config.h"
 #include "engine/sample/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "server/chat_content_format.h"
 #include "server/prompt_tokenizer.h"
 #include "server/tool_call_parser.h"
 
@@ -52,6 +52,14 @@ struct ServingModel {
   // tokenizer_config.json's chat_template or --chat-template was given;
   // false: a chat request without its own chat_template is a 400.
   bool has_chat_template = false;
+  // vLLM's --chat-template-content-format: how message content reaches the
+  // template (server/chat_content_format.h); an offline chat's own
+  // chat_template_content_format (LLM.chat) replaces it for that chat.
+  ChatContentFormat chat_template_content_format = ChatContentFormat::kAuto;
+  // What kAuto resolves to for the server's template (detected once, when
+  // the model loads: make_serving_model); a request's own chat_template is
+  // detected for that request.
+  ChatContentFormat template_content_format = ChatContentFormat::kString;
   // Bounds on one request's preprocessing (400 beyond, naming the flag):
   // prompts x n sequences (--max-seqs-per-request; a completions list of
   // prompts is counted before any is tokenized), and chat messages

@@ -4,6 +4,7 @@
 // enable_thinking, ...), plus the global raise_exception(msg).
 #include "engine/chat/chat_template.h"
 
+#include "engine/chat/content_detection.h"
 #include "engine/chat/jinja_interpreter.h"
 #include "engine/chat/jinja_lexer.h"
 #include "engine/chat/jinja_parser.h"
@@ -80,6 +81,10 @@ std::string ChatTemplate::render_ordered(const nlohmann::ordered_json& messages,
                                          const std::string& bos_token, const std::string& eos_token,
                                          const nlohmann::ordered_json& extra) const {
   return render_with(impl_->body, messages, add_generation_prompt, bos_token, eos_token, extra);
+}
+
+bool ChatTemplate::iterates_message_content() const {
+  return jinja::iterates_message_content(impl_->body);
 }
 
 }  // namespace pagoda

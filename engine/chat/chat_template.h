@@ -42,6 +42,12 @@ class ChatTemplate {
                              const std::string& bos_token, const std::string& eos_token,
                              const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
+  // Whether the template loops over a message's content as a list of parts
+  // (`{% for part in message['content'] %}`): vLLM's "auto" content format
+  // picks "openai" (content as [{"type": "text", "text": ...}]) for such a
+  // template and "string" otherwise (engine/chat/content_detection.h).
+  bool iterates_message_content() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -189,11 +189,14 @@ class Lexer {
           toks_.push_back({kind == '{' ? TokType::VarEnd : TokType::BlockEnd, "", line_});
           char end_mod = at != pos_ ? mod : '\0';
           advance_to(at + 2);
-          after_end(end_mod, kind == '%');
-          if (kind == '%' && toks_.size() == first_tok + 2 && toks_[first_tok].type == TokType::Name &&
-              toks_[first_tok].value == "raw") {
-            raw(first_tok - 1, open_line);
-          }
+          const bool is_raw = kind == '%' && toks_.size() == first_tok + 2 &&
+                              toks_[first_tok].type == TokType::Name &&
+                              toks_[first_tok].value == "raw";
+          // trim_blocks does not apply after {% raw %} (Jinja2's lexer gives
+          // raw_begin no block suffix: the body keeps its first newline);
+          // `-%}` still strips.
+          after_end(end_mod, kind == '%' && !is_raw);
+          if (is_raw) raw(first_tok - 1, open_line);
           return;
         }
       }

@@ -288,15 +288,20 @@ def _prompt_request(p: Any) -> Dict[str, Any]:
         form = "prompt_token_ids" if "prompt_token_ids" in p else "prompt" if "prompt" in p else None
         if form is not None:
             # vLLM's TextPrompt / TokensPrompt keys Pagoda lacks
-            # (multi_modal_data, mm_processor_kwargs, cache_salt, ...) are an
-            # error, not dropped.
-            extra = sorted(k for k in p if k != form)
+            # (multi_modal_data, mm_processor_kwargs, ...) are an error, not
+            # dropped. cache_salt (vLLM's: only prompts with the same salt
+            # share prefix-cache blocks) is checked by the request pipeline.
+            extra = sorted(k for k in p if k not in (form, "cache_salt"))
             if extra:
                 raise ValueError(f"prompt key(s) {extra} are not supported by Pagoda (a prompt "
-                                 "is {'prompt': str} or {'prompt_token_ids': [int, ...]})")
-            if form == "prompt_token_ids":
-                return {"prompt_token_ids": list(p["prompt_token_ids"])}
-            return {"prompt": p["prompt"]}
+                                 "is {'prompt': str} or {'prompt_token_ids': [int, ...]}, "
+                                 "with an optional 'cache_salt': str)")
+            request: Dict[str, Any] = (
+                {"prompt_token_ids": list(p["prompt_token_ids"])} if form == "prompt_token_ids"
+                else {"prompt": p["prompt"]})
+            if "cache_salt" in p:
+                request["cache_salt"] = p["cache_salt"]
+            return request
     raise TypeError("a prompt is a string, {'prompt': str} or {'prompt_token_ids': [int, ...]}; "
                     f"got {type(p).__name__}")
 
@@ -427,8 +432,13 @@ class LLM:
              documents: Optional[List[Dict[str, Any]]] = None) -> List[RequestOutput]:
         """vLLM's LLM.chat: one conversation (a list of {"role", "content"})
         or a list of them, rendered with the model's chat template (or
-        chat_template: its Jinja source) and generated. lora_request, tools
-        and mm_processor_kwargs raise NotImplementedError unless None."""
+        chat_template: its Jinja source) and generated.
+        chat_template_content_format: how each message's content reaches the
+        template, as in vLLM: "string" (text; a list of text parts joined
+        with "\n"), "openai" (a list of {"type": "text", "text"} parts) or
+        "auto" (openai when the template loops over a message's content).
+        lora_request, tools and mm_processor_kwargs raise
+        NotImplementedError unless None."""
         _refuse_unsupported(lora_request=lora_request, tools=tools,
                             mm_processor_kwargs=mm_processor_kwargs)
         if chat_template_content_format not in ("auto", "string", "openai"):
@@ -436,7 +446,8 @@ class LLM:
                              f"got {chat_template_content_format!r}")
         conversations = messages if messages and isinstance(messages[0], list) else [messages]
         options: Dict[str, Any] = {"add_generation_prompt": add_generation_prompt,
-                                   "continue_final_message": continue_final_message}
+                                   "continue_final_message": continue_final_message,
+                                   "chat_template_content_format": chat_template_content_format}
         if chat_template is not None:
             options["chat_template"] = chat_template
         if chat_template_kwargs:

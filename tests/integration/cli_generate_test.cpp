@@ -562,6 +562,45 @@ TEST(CliGenerate, ModelIndependentSamplingChecksExitTwoBeforeTheModelLoads) {
   EXPECT_GE(ok.lines[0]["outputs"][0]["token_ids"].size(), 20u) << ok.lines[0].dump();
 }
 
+// --min-tokens with no --max-tokens is checked against the max_tokens the
+// request pipeline gives such a prompt: generation_config.json's
+// max_new_tokens (vLLM's default max_tokens from the model's generation
+// config), not SamplingParams' 16. Against a model directory whose
+// generation_config.json says max_new_tokens 24: --min-tokens 20 runs
+// (it exited 2 with "max_tokens=16" before the model loaded), and
+// --min-tokens 30 exits 2 naming 24, still before the load (a directory
+// with only that file).
+TEST(CliGenerate, MinTokensIsCheckedAgainstTheModelsDefaultMaxTokens) {
+  namespace fs = std::filesystem;
+  const std::string model = ::testing::TempDir() + "pagoda_generate_max_new_tokens_model";
+  const std::string config_only = ::testing::TempDir() + "pagoda_generate_max_new_tokens_only";
+  fs::remove_all(model);
+  fs::remove_all(config_only);
+  fs::copy(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", model,
+           fs::copy_options::recursive);
+  fs::create_directories(config_only);
+  for (const std::string& dir : {model, config_only}) {
+    std::ofstream f(dir + "/generation_config.json");
+    f << R"({"bos_token_id": 1, "eos_token_id": 2, "max_new_tokens": 24})";
+  }
+  GenerateRun ok = run_generate_args(
+      "min_tokens_default_ok", "'" + model + "' --prompt Once --min-tokens 20 --temperature 0");
+  EXPECT_EQ(ok.exit_status, 0) << ok.err;
+  ASSERT_EQ(ok.lines.size(), 1u) << ok.err;
+  const size_t n = ok.lines[0]["outputs"][0]["token_ids"].size();
+  EXPECT_GE(n, 20u) << ok.lines[0].dump();
+  EXPECT_LE(n, 24u) << ok.lines[0].dump();
+  GenerateRun bad = run_generate_args("min_tokens_default_bad",
+                                      "'" + config_only + "' --prompt Once --min-tokens 30",
+                                      /*parse_stdout=*/false);
+  EXPECT_EQ(bad.exit_status, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--min-tokens: min_tokens must be less than or equal to max_tokens=24, "
+                         "got 30."),
+            std::string::npos)
+      << bad.err;
+  EXPECT_TRUE(bad.lines.empty());
+}
+
 // A number beyond double range (1e400) in --sampling-params or
 // --logit-bias is a usage error naming the flag and the field (nlohmann's
 // out_of_range escaped as "[json.exception.out_of_range.406] ..." and exit

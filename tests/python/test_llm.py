@@ -506,3 +506,85 @@ def test_trust_remote_code_with_a_models_own_code_is_refused(tmp_path):
     (model / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="LLM argument 'trust_remote_code'"):
         LLM(model=str(model), device="cpu", trust_remote_code=True)
+
+
+def content_format_reference():
+    with open(os.path.join(ROOT, "tests", "data", "content_format_reference.json")) as f:
+        return json.load(f)
+
+
+def content_format_case(ref, name):
+    (case,) = [c for c in ref["cases"] if c["name"] == name]
+    source = ref["print_template"]
+    if case["template"]:
+        with open(os.path.join(ROOT, "tests", "data", "vllm_chat_templates",
+                               case["template"])) as f:
+            source = f.read()
+    return case, source
+
+
+def test_chat_template_content_format_renders_as_jinja2(llm):
+    # tests/data/content_format_reference.json: Jinja2's renderings of chats
+    # with list content, handed over as vLLM's parse_chat_messages does.
+    ref = content_format_reference()
+    params = SamplingParams(temperature=0, max_tokens=1)
+    # A template that loops over message['content'] (vLLM's vlm2vec_phi3v):
+    # auto finds "openai", as vLLM's test_resolve_content_format_examples.
+    case, source = content_format_case(ref, "vlm2vec_phi3v_openai_parts")
+    for fmt in ("auto", "openai"):
+        (out,) = llm.chat(case["messages"], params, use_tqdm=False, chat_template=source,
+                          chat_template_content_format=fmt,
+                          add_generation_prompt=case["add_generation_prompt"])
+        assert out.prompt == case["rendered"], fmt
+    # A template that prints content: "openai" hands it the list (printed
+    # as Python's repr), "string" and auto (no loop over content) the text.
+    case, source = content_format_case(ref, "print_openai_parts")
+    (out,) = llm.chat(case["messages"], params, use_tqdm=False, chat_template=source,
+                      chat_template_content_format="openai", add_generation_prompt=False)
+    assert out.prompt == case["rendered"]
+    case, source = content_format_case(ref, "print_string_parts")
+    for fmt in ("auto", "string"):
+        (out,) = llm.chat(case["messages"], params, use_tqdm=False, chat_template=source,
+                          chat_template_content_format=fmt, add_generation_prompt=False)
+        assert out.prompt == case["rendered"], fmt
+    # A template that adds content to a string cannot take a list (Jinja2's
+    # TypeError): vLLM answers the chat with an error too.
+    case, source = content_format_case(ref, "chatml_openai_parts")
+    assert "error" in case
+    with pytest.raises(ValueError, match="[Cc]hat template"):
+        llm.chat(case["messages"], params, use_tqdm=False, chat_template=source,
+                 chat_template_content_format="openai")
+    with pytest.raises(ValueError, match="chat_template_content_format"):
+        llm.chat(case["messages"], params, use_tqdm=False, chat_template=source,
+                 chat_template_content_format="list")
+
+
+def test_chat_template_content_format_auto_detects_the_models_template():
+    # The model's own template (here LLM(chat_template=...)) is detected once.
+    ref = content_format_reference()
+    case, source = content_format_case(ref, "vlm2vec_phi3v_openai_parts")
+    llm = LLM(model=MODEL, device="cpu", chat_template=source)
+    (out,) = llm.chat(case["messages"], SamplingParams(temperature=0, max_tokens=1),
+                      use_tqdm=False, add_generation_prompt=False)
+    assert out.prompt == case["rendered"]
+
+
+def test_cache_salt_in_the_prompt_dict_separates_prefix_caches(llm):
+    # vLLM's TextPrompt / TokensPrompt "cache_salt": prompts share cached
+    # blocks only under the same salt (40 ids: 39 cached on a hit, as in
+    # test_num_cached_tokens_counts_the_prefix_cache_hits).
+    ids = list(range(200, 240))
+    params = SamplingParams(max_tokens=2, temperature=0)
+    runs = [llm.generate({"prompt_token_ids": ids, "cache_salt": salt}, params, use_tqdm=False)[0]
+            for salt in ("alpha", "beta", "alpha")]
+    (unsalted,) = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
+    assert [r.num_cached_tokens for r in runs] == [0, 0, 39]
+    assert unsalted.num_cached_tokens == 0
+    assert runs[2].outputs[0].token_ids == runs[0].outputs[0].token_ids
+    (text,) = llm.generate({"prompt": "Once upon a time", "cache_salt": "alpha"}, params,
+                           use_tqdm=False)
+    assert text.prompt == "Once upon a time"
+    with pytest.raises(ValueError, match="cache_salt"):
+        llm.generate({"prompt": "Once", "cache_salt": ""}, params, use_tqdm=False)
+    with pytest.raises(ValueError, match="cache_salt"):
+        llm.generate({"prompt": "Once", "cache_salt": 3}, params, use_tqdm=False)

@@ -47,6 +47,17 @@ TEST(ChatJinja, WhitespaceControl) {
   EXPECT_EQ(R("x {% if true %}y{% endif %}"), "x y");                           // text before tag on the line
 }
 
+// trim_blocks applies after {% endraw %}, not after {% raw %}: Jinja2's
+// lexer gives raw_begin no block suffix, so the body keeps its first
+// newline (vLLM's template_dse_qwen2_vl.jinja writes its newlines so);
+// `-%}` still strips. Outputs of Python Jinja2 3.1.6 under transformers'
+// environment.
+TEST(ChatJinja, RawKeepsTheNewlineAfterItsOpeningTag) {
+  EXPECT_EQ(R("{% raw %}\nA{% endraw %}\nB"), "\nAB");
+  EXPECT_EQ(R("{% raw -%}\n A{% endraw %}B"), "AB");
+  EXPECT_EQ(R("x\n  {% raw %}\nA\n{%- endraw %}\nB"), "x\n\nAB");
+}
+
 TEST(ChatJinja, LiteralsAndArithmetic) {
   EXPECT_EQ(R("{{ 'a\\nb' }}"), "a\nb");
   EXPECT_EQ(R("{{ \"it's\" }}|{{ 'tab\\there' }}|{{ '\\u00e9' }}"), "it's|tab\there|\xc3\xa9");

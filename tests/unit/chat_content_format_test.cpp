@@ -1,0 +1,201 @@
+// The chat template content format (vLLM's --chat-template-content-format,
+// LLM.chat's chat_template_content_format): "auto" detected on vLLM's own
+// example templates as vLLM's test_resolve_content_format_examples expects,
+// and chats with list content rendered through the request pipeline as
+// Jinja2 renders them (tests/data/content_format_reference.py).
+#include "server/chat_content_format.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <variant>
+
+#include "engine/chat/chat_template.h"
+#include "server/openai_request.h"
+#include "server/prompt_tokenizer.h"
+#include "tests/support/test_engine.h"
+
+namespace pagoda {
+namespace {
+
+using nlohmann::json;
+
+const std::string kData = std::string(PAGODA_SOURCE_DIR) + "/tests/data";
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string vllm_template(const std::string& name) {
+  const std::string s = read(kData + "/vllm_chat_templates/" + name);
+  EXPECT_FALSE(s.empty()) << name;
+  return s;
+}
+
+json reference() { return json::parse(read(kData + "/content_format_reference.json")); }
+
+// The stories260K tokenizer (any tokenizer will do: the prompt text is
+// compared) with `source` as the server's template, resolved as
+// make_serving_model does, and `flag` as --chat-template-content-format.
+ServingModel serving_model(const std::string& source, ChatContentFormat flag,
+                           const std::string& bos = "", const std::string& eos = "") {
+  ServingModel m;
+  m.served_model_name = std::string("m");  // (GCC 12 -Wrestrict false positive on a literal)
+  m.max_model_len = 4096;
+  m.tokenizer = load_tokenizer(test::stories_dir());
+  auto tmpl = std::make_shared<ChatTemplate>(source);
+  m.has_chat_template = true;
+  m.chat_template_content_format = flag;
+  m.template_content_format = resolve_chat_content_format(ChatContentFormat::kAuto, tmpl.get());
+  m.chat_renderer = [tmpl, bos, eos](const nlohmann::ordered_json& messages,
+                                     const ChatRenderOptions& o) {
+    if (!o.chat_template.empty())
+      return ChatTemplate(o.chat_template)
+          .render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
+    return tmpl->render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
+  };
+  return m;
+}
+
+ChatContentFormat format_of(const json& c) {
+  return *parse_chat_content_format(c["content_format"].get<std::string>());
+}
+
+std::string source_of(const json& ref, const json& c) {
+  return c["template"].is_null() ? ref["print_template"].get<std::string>()
+                                 : vllm_template(c["template"].get<std::string>());
+}
+
+json chat_body(const json& c) {
+  json body = {{"messages", c["messages"]},
+               {"add_generation_prompt", c["add_generation_prompt"]},
+               {"max_tokens", 1}};
+  if (!c["kwargs"].empty()) body["chat_template_kwargs"] = c["kwargs"];
+  return body;
+}
+
+void expect_reference(const ParseResult& r, const json& c) {
+  if (c.contains("error")) {
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(r)) << "Jinja2: " << c["error"];
+    EXPECT_EQ(std::get<OpenAIError>(r).status, 400);
+    return;
+  }
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+  EXPECT_EQ(std::get<ParsedRequest>(r).prompts.at(0).text, c["rendered"].get<std::string>());
+}
+
+// vLLM's tests/entrypoints/test_chat_utils.py, test_resolve_content_format_examples.
+TEST(ChatContentFormat, AutoDetectsAsVllmOnItsExampleTemplates) {
+  const std::pair<const char*, ChatContentFormat> expected[] = {
+      {"template_alpaca.jinja", ChatContentFormat::kString},
+      {"template_chatml.jinja", ChatContentFormat::kString},
+      {"template_falcon.jinja", ChatContentFormat::kString},
+      {"template_dse_qwen2_vl.jinja", ChatContentFormat::kOpenAI},
+      {"template_vlm2vec_phi3v.jinja", ChatContentFormat::kOpenAI},
+      {"tool_chat_template_llama3.2_json.jinja", ChatContentFormat::kOpenAI},
+  };
+  for (const auto& [name, format] : expected) {
+    SCOPED_TRACE(name);
+    const ChatTemplate t(vllm_template(name));
+    EXPECT_EQ(resolve_chat_content_format(ChatContentFormat::kAuto, &t), format);
+    // A format given is kept whatever the template does.
+    EXPECT_EQ(resolve_chat_content_format(ChatContentFormat::kString, &t),
+              ChatContentFormat::kString);
+    EXPECT_EQ(resolve_chat_content_format(ChatContentFormat::kOpenAI, &t),
+              ChatContentFormat::kOpenAI);
+  }
+  EXPECT_EQ(resolve_chat_content_format(ChatContentFormat::kAuto, nullptr),
+            ChatContentFormat::kString);
+}
+
+// The server's flag: each case in its format, and under auto where auto
+// detects that format on the template.
+TEST(ChatContentFormat, ServerFlagRendersAsJinja2) {
+  const json ref = reference();
+  ASSERT_EQ(ref["cases"].size(), 10u);
+  for (const json& c : ref["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const std::string source = source_of(ref, c);
+    const ServingModel m = serving_model(source, format_of(c), c["bos_token"], c["eos_token"]);
+    expect_reference(parse_chat_request(chat_body(c).dump(), m), c);
+    if (m.template_content_format == format_of(c)) {
+      const ServingModel a =
+          serving_model(source, ChatContentFormat::kAuto, c["bos_token"], c["eos_token"]);
+      expect_reference(parse_chat_request(chat_body(c).dump(), a), c);
+    }
+  }
+}
+
+// A request's own chat_template is detected for that request under auto.
+TEST(ChatContentFormat, AutoDetectsTheRequestTemplate) {
+  const json ref = reference();
+  for (const json& c : ref["cases"]) {
+    if (c["name"] != "dse_qwen2_vl_openai_parts") continue;
+    const ServingModel m = serving_model(vllm_template("template_chatml.jinja"),
+                                         ChatContentFormat::kAuto, c["bos_token"], c["eos_token"]);
+    ASSERT_EQ(m.template_content_format, ChatContentFormat::kString);
+    json body = chat_body(c);
+    body["chat_template"] = source_of(ref, c);
+    expect_reference(parse_chat_request(body.dump(), m), c);
+    return;
+  }
+  FAIL() << "case not found";
+}
+
+// Offline (LLM.chat): the chat's own chat_template_content_format, which
+// replaces the model's auto.
+TEST(ChatContentFormat, OfflineChatTakesItsOwnFormat) {
+  const json ref = reference();
+  for (const json& c : ref["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const ServingModel m =
+        serving_model(source_of(ref, c), ChatContentFormat::kAuto, c["bos_token"], c["eos_token"]);
+    json obj = chat_body(c);
+    obj["chat_template_content_format"] = c["content_format"];
+    expect_reference(parse_offline_object(obj, m), c);
+  }
+  const ServingModel m =
+      serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kAuto);
+  json bad = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+              {"chat_template_content_format", "list"}};
+  ParseResult r = parse_offline_object(bad, m);
+  ASSERT_TRUE(std::holds_alternative<OpenAIError>(r));
+  EXPECT_EQ(std::get<OpenAIError>(r).param, "chat_template_content_format");
+  json not_chat = {{"prompt", "Hi"}, {"chat_template_content_format", "openai"}};
+  r = parse_offline_object(not_chat, m);
+  ASSERT_TRUE(std::holds_alternative<OpenAIError>(r));
+  EXPECT_EQ(std::get<OpenAIError>(r).param, "chat_template_content_format");
+}
+
+// continue_final_message on a list content continues its last text part
+// (transformers' apply_chat_template), and echo repeats the parts' texts
+// joined with "\n" (vLLM's serving_chat).
+TEST(ChatContentFormat, ContinueFinalMessageAndEchoWithParts) {
+  const ServingModel m = serving_model(vllm_template("template_dse_qwen2_vl.jinja"),
+                                       ChatContentFormat::kAuto, "", "<|endoftext|>");
+  ASSERT_EQ(m.template_content_format, ChatContentFormat::kOpenAI);
+  const json parts = {{{"type", "text"}, {"text", "Once"}}, {{"type", "text"}, {"text", " upon"}}};
+  json body = {
+      {"messages",
+       {{{"role", "user"}, {"content", "Tell me"}}, {{"role", "assistant"}, {"content", parts}}}},
+      {"add_generation_prompt", false},
+      {"continue_final_message", true},
+      {"echo", true},
+      {"max_tokens", 1}};
+  ParseResult r = parse_chat_request(body.dump(), m);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+  const ParsedRequest& p = std::get<ParsedRequest>(r);
+  EXPECT_EQ(p.prompts.at(0).text,
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nTell "
+            "me<|im_end|>\n<|im_start|>assistant\nOnce upon");
+  EXPECT_EQ(p.chat_echo, "Once\n upon");
+}
+
+}  // namespace
+}  // namespace pagoda
