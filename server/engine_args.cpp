@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "engine/model/model_executor.h"
+#include "server/chat_renderer.h"
 #include "server/cli_checks.h"
 
 namespace pagoda {
@@ -392,20 +393,8 @@ ServingModel make_serving_model(const LoadedModel& m, const std::string& model_d
   s.has_chat_template = m.chat_template != nullptr;
   s.template_content_format =
       resolve_chat_content_format(ChatContentFormat::kAuto, m.chat_template.get());
-  // The server's template is shared (one render at a time); a request's own
-  // template is parsed for that request alone.
-  auto tmpl = m.chat_template;
-  auto mu = std::make_shared<std::mutex>();
-  std::string bos = m.tokenizer_config.bos_token, eos = m.tokenizer_config.eos_token;
-  s.chat_renderer = [tmpl, mu, bos, eos](const nlohmann::ordered_json& messages,
-                                         const ChatRenderOptions& o) {
-    if (!o.chat_template.empty())
-      return ChatTemplate(o.chat_template)
-          .render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
-    if (!tmpl) throw ChatTemplateError("the model has no chat template");
-    std::lock_guard<std::mutex> lock(*mu);
-    return tmpl->render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
-  };
+  s.chat_renderer = make_chat_renderer(m.chat_template, m.tokenizer_config.bos_token,
+                                       m.tokenizer_config.eos_token);
   return s;
 }
 

@@ -115,36 +115,33 @@ void HttpSession::handle(Request&& req) {
   // GET /v1/ws with an Upgrade: the connection becomes a WsSession.
   if (ctx_.streams && beast::websocket::is_upgrade(req) &&
       req.target().substr(0, req.target().find('?')) == "/v1/ws") {
+    // A refusal of the upgrade: an OpenAI error body, then the connection closes.
+    const auto refuse = [&](int code, const std::string& message, bool bearer) {
+      http_version_ = req.version();
+      keep_alive_ = false;
+      RouteResult r = RouteResult::error(make_error(code, message));
+      Response res{static_cast<http::status>(code), http_version_};
+      res.set(http::field::content_type, r.content_type);
+      if (bearer) res.set(http::field::www_authenticate, "Bearer");
+      res.body() = std::move(r.body);
+      res.keep_alive(false);
+      res.prepare_payload();
+      send(std::move(res), /*close=*/true);
+    };
     // A browser page of another origin (CORS does not cover WebSockets).
-    if (!websocket_origin_ok(ctx_.access, req[http::field::origin], req[http::field::host])) {
-      http_version_ = req.version();
-      keep_alive_ = false;
-      RouteResult r = RouteResult::error(make_error(
+    if (!websocket_origin_ok(ctx_.access, req[http::field::origin], req[http::field::host]))
+      return refuse(
           403,
-          fmt::format("Forbidden: a WebSocket from origin '{}' may not open /v1/ws (host '{}'); "
-                      "allowed are pages of this server's own origin and the origins of "
-                      "--allowed-origins",
-                      std::string(req[http::field::origin]), std::string(req[http::field::host]))));
-      Response res{http::status::forbidden, http_version_};
-      res.set(http::field::content_type, r.content_type);
-      res.body() = std::move(r.body);
-      res.keep_alive(false);
-      res.prepare_payload();
-      return send(std::move(res), /*close=*/true);
-    }
-    if (!websocket_access_ok(ctx_.access, req.target(), req[http::field::authorization])) {
-      http_version_ = req.version();
-      keep_alive_ = false;
-      RouteResult r = RouteResult::error(make_error(401, "Unauthorized: /v1/ws needs 'Authorization: Bearer <key>' "
-                                                         "or the query parameter api_key=<key>"));
-      Response res{http::status::unauthorized, http_version_};
-      res.set(http::field::content_type, r.content_type);
-      res.set(http::field::www_authenticate, "Bearer");
-      res.body() = std::move(r.body);
-      res.keep_alive(false);
-      res.prepare_payload();
-      return send(std::move(res), /*close=*/true);
-    }
+          fmt::format("Forbidden: a WebSocket from origin '{}' may not open /v1/ws "
+                      "(host '{}'); allowed are pages of this server's own origin and "
+                      "the origins of --allowed-origins",
+                      std::string(req[http::field::origin]), std::string(req[http::field::host])),
+          /*bearer=*/false);
+    if (!websocket_access_ok(ctx_.access, req.target(), req[http::field::authorization]))
+      return refuse(401,
+                    "Unauthorized: /v1/ws needs 'Authorization: Bearer <key>' or the query "
+                    "parameter api_key=<key>",
+                    /*bearer=*/true);
     upgraded_ = true;
     std::make_shared<WsSession>(std::move(stream_), ctx_, std::move(slot_))->run(std::move(req));
     return;

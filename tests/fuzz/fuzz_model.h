@@ -12,6 +12,7 @@
 #include "engine/chat/chat_template.h"
 #include "engine/model/generation_config.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "server/chat_renderer.h"
 #include "server/engine_handle.h"
 #include "server/serving_model.h"
 
@@ -37,14 +38,7 @@ inline ServingModel make_model(const std::string& name, const std::string& dir,
   m.tokenizer = std::move(tokenizer);
   m.generation_config = GenerationConfig::from_dir(dir);
   m.has_chat_template = true;
-  auto tmpl = std::make_shared<ChatTemplate>(chat_template);
-  m.chat_renderer = [tmpl, bos, eos](const nlohmann::ordered_json& messages,
-                                     const ChatRenderOptions& o) {
-    if (!o.chat_template.empty())
-      return ChatTemplate(o.chat_template)
-          .render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
-    return tmpl->render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
-  };
+  m.chat_renderer = make_chat_renderer(std::make_shared<ChatTemplate>(chat_template), bos, eos);
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include <variant>
 
 #include "engine/chat/chat_template.h"
+#include "server/chat_renderer.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
 #include "tests/support/test_engine.h"
@@ -53,13 +54,7 @@ ServingModel serving_model(const std::string& source, ChatContentFormat flag,
   m.has_chat_template = true;
   m.chat_template_content_format = flag;
   m.template_content_format = resolve_chat_content_format(ChatContentFormat::kAuto, tmpl.get());
-  m.chat_renderer = [tmpl, bos, eos](const nlohmann::ordered_json& messages,
-                                     const ChatRenderOptions& o) {
-    if (!o.chat_template.empty())
-      return ChatTemplate(o.chat_template)
-          .render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
-    return tmpl->render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);
-  };
+  m.chat_renderer = make_chat_renderer(tmpl, bos, eos);
   return m;
 }
 

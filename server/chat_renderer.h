@@ -1,0 +1,22 @@
+// make_chat_renderer: the ChatRenderer (server/serving_model.h) of a model's
+// chat template, as the server, the offline front ends and the tests build it.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "server/serving_model.h"
+
+namespace pagoda {
+
+class ChatTemplate;
+
+// A request's own chat_template (ChatRenderOptions::chat_template) is parsed
+// and rendered for that request alone; otherwise `tmpl`, one render at a
+// time (it is shared by every network thread). A null `tmpl` makes a chat
+// without its own template throw ChatTemplateError ("the model has no chat
+// template"). bos / eos: tokenizer_config.json's bos_token and eos_token,
+// the template variables of those names (transformers' apply_chat_template).
+ChatRenderer make_chat_renderer(std::shared_ptr<const ChatTemplate> tmpl, std::string bos,
+                                std::string eos);
+
+}  // namespace pagoda
