@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "engine/chat/chat_template.h"
+#include "server/chat_renderer.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
 #include "server/tokenize_endpoints.h"
@@ -37,10 +38,7 @@ ServingModel qwen_model(bool auto_tools) {
   TokenizerConfig tc = TokenizerConfig::from_dir(kQwenDir);
   auto tmpl = std::make_shared<ChatTemplate>(tc.chat_template);
   m.has_chat_template = true;
-  m.chat_renderer = [tmpl, tc](const ordered_json& messages, const ChatRenderOptions& o) {
-    return tmpl->render_ordered(messages, o.add_generation_prompt, tc.bos_token, tc.eos_token,
-                                o.variables);
-  };
+  m.chat_renderer = make_chat_renderer(tmpl, tc.bos_token, tc.eos_token);
   m.enable_auto_tool_choice = auto_tools;
   m.tool_call_parser = auto_tools ? ToolParserKind::kHermes : ToolParserKind::kNone;
   return m;

@@ -10,6 +10,7 @@
 
 #include "engine/chat/chat_template.h"
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
+#include "server/chat_renderer.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
 
@@ -35,10 +36,7 @@ ServingModel serving_model(const std::string& dir) {
   m.tokenizer = tok;
   auto tmpl = std::make_shared<ChatTemplate>(tc.chat_template);
   m.has_chat_template = true;
-  m.chat_renderer = [tmpl, tc](const nlohmann::ordered_json& messages, const ChatRenderOptions& o) {
-    return tmpl->render_ordered(messages, o.add_generation_prompt, tc.bos_token, tc.eos_token,
-                                o.variables);
-  };
+  m.chat_renderer = make_chat_renderer(tmpl, tc.bos_token, tc.eos_token);
   return m;
 }
 

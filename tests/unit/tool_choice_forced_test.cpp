@@ -11,6 +11,7 @@
 #include "engine/guided/guide.h"
 #include "engine/guided/json_schema_regex.h"
 #include "engine/guided/regex_dfa.h"
+#include "server/chat_renderer.h"
 #include "server/forced_tool_calls.h"
 #include "server/openai_fields.h"
 #include "server/openai_request.h"
@@ -109,10 +110,7 @@ ServingModel qwen_model() {
   TokenizerConfig tc = TokenizerConfig::from_dir(kQwenDir);
   auto tmpl = std::make_shared<ChatTemplate>(tc.chat_template);
   m.has_chat_template = true;
-  m.chat_renderer = [tmpl, tc](const ordered_json& messages, const ChatRenderOptions& o) {
-    return tmpl->render_ordered(messages, o.add_generation_prompt, tc.bos_token, tc.eos_token,
-                                o.variables);
-  };
+  m.chat_renderer = make_chat_renderer(tmpl, tc.bos_token, tc.eos_token);
   return m;  // no --enable-auto-tool-choice: required / named need none
 }
 
