@@ -1,6 +1,7 @@
 #include "server/chat_prompt.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <string_view>
 
@@ -45,7 +46,11 @@ ordered_json tool_calls_for_template(const ordered_json& calls, const std::strin
 namespace {
 
 // messages[i].content as a list of text parts (vLLM's wrap_dicts: each part
-// rebuilt as {"type": "text", "text"}); null or missing: no part.
+// rebuilt as {"type": "text", "text"}); null or missing: no part. The parts
+// vLLM's _parse_chat_message_content_part reads as text: a plain string;
+// "text", "input_text" and "output_text" ({"text"}), "refusal"
+// ({"refusal"}) and "thinking" ({"thinking"}). A "text" or "refusal" part
+// whose value is missing or null is skipped with a warning, as vLLM does.
 ordered_json content_parts(const ordered_json* content, const std::string& where) {
   ordered_json parts = ordered_json::array();
   if (!content || content->is_null()) return parts;
@@ -59,17 +64,32 @@ ordered_json content_parts(const ordered_json* content, const std::string& where
          "messages");
   for (size_t j = 0; j < content->size(); ++j) {
     const ordered_json& part = (*content)[j];
+    if (part.is_string()) {
+      parts.push_back({{"type", "text"}, {"text", part}});
+      continue;
+    }
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-      fail(fmt::format("{}.content[{}] must be an object with a string 'type'", where, j),
+      fail(fmt::format("{}.content[{}] must be a string or an object with a string 'type'", where,
+                       j),
            "messages");
     const std::string& type = part["type"].get_ref<const std::string&>();
-    if (type != "text")
-      fail(fmt::format("{}.content[{}] has type '{}': only 'text' parts are supported", where, j,
-                       type),
+    const char* key = type == "text" || type == "input_text" || type == "output_text" ? "text"
+                      : type == "refusal"                                             ? "refusal"
+                      : type == "thinking"                                            ? "thinking"
+                                                                                      : nullptr;
+    if (!key)
+      fail(fmt::format("{}.content[{}] has type '{}': only text parts (text, input_text, "
+                       "output_text, refusal, thinking) are supported",
+                       where, j, type),
            "messages");
-    auto t = part.find("text");
+    auto t = part.find(key);
+    if ((t == part.end() || t->is_null()) && (type == "text" || type == "refusal")) {
+      spdlog::warn("Skipping content part {} (type: '{}') with empty / unparsable content",
+                   part.dump(), type);
+      continue;
+    }
     if (t == part.end() || !t->is_string())
-      fail(fmt::format("{}.content[{}].text is required and must be a string", where, j),
+      fail(fmt::format("{}.content[{}].{} is required and must be a string", where, j, key),
            "messages");
     parts.push_back({{"type", "text"}, {"text", *t}});
   }

@@ -192,5 +192,51 @@ TEST(ChatContentFormat, ContinueFinalMessageAndEchoWithParts) {
   EXPECT_EQ(p.chat_echo, "Once\n upon");
 }
 
+// The part types vLLM's _parse_chat_message_content_part reads as text
+// (vllm/entrypoints/chat_utils.py): plain strings, text / input_text /
+// output_text ("text"), refusal ("refusal"), thinking ("thinking"); a text
+// or refusal part with a null value is skipped. "string" joins the texts
+// with "\n"; "openai" rebuilds each as {"type": "text", "text"}.
+TEST(ChatContentFormat, TextLikePartsAsVllmReadsThem) {
+  const json parts = json::array({"hi",
+                                  {{"type", "refusal"}, {"refusal", "no"}},
+                                  {{"type", "input_text"}, {"text", "a"}},
+                                  {{"type", "output_text"}, {"text", "b"}},
+                                  {{"type", "thinking"}, {"thinking", "t"}},
+                                  {{"type", "text"}, {"text", nullptr}},
+                                  {{"type", "refusal"}}});
+  const json body = {{"messages", {{{"role", "user"}, {"content", parts}}}},
+                     {"add_generation_prompt", false},
+                     {"max_tokens", 1}};
+  const ServingModel s =
+      serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kString);
+  ParseResult r = parse_chat_request(body.dump(), s);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+  EXPECT_EQ(std::get<ParsedRequest>(r).prompts.at(0).text, "<|im_start|>user\nhi\nno\na\nb\nt");
+
+  // openai: the template sees five text parts.
+  const ServingModel o = serving_model(
+      "{% for m in messages %}{% for p in m['content'] %}[{{ p['type'] }}:{{ p['text'] }}]"
+      "{% endfor %}{% endfor %}",
+      ChatContentFormat::kOpenAI);
+  r = parse_chat_request(body.dump(), o);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
+  EXPECT_EQ(std::get<ParsedRequest>(r).prompts.at(0).text,
+            "[text:hi][text:no][text:a][text:b][text:t]");
+
+  // Any other part is a 400 naming messages.
+  for (const json& bad : {json{{"type", "image_url"}, {"image_url", {{"url", "http://x/y.png"}}}},
+                          json{{"type", "input_text"}, {"text", nullptr}},
+                          json{{"type", "text"}, {"text", 5}}, json{{"text", "no type"}}}) {
+    SCOPED_TRACE(bad.dump());
+    const json b = {{"messages", {{{"role", "user"}, {"content", json::array({bad})}}}},
+                    {"max_tokens", 1}};
+    r = parse_chat_request(b.dump(), s);
+    ASSERT_TRUE(std::holds_alternative<OpenAIError>(r));
+    EXPECT_EQ(std::get<OpenAIError>(r).status, 400);
+    EXPECT_EQ(std::get<OpenAIError>(r).param, "messages");
+  }
+}
+
 }  // namespace
 }  // namespace pagoda
