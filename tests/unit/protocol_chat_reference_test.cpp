@@ -29,7 +29,7 @@ json reference(const std::string& dir = kDir) {
 
 ServingModel serving_model(const std::string& dir) {
   ServingModel m;
-  m.served_model_name = "m";
+  m.served_model_name = std::string("m");  // (GCC 12 -Wrestrict false positive on a literal)
   m.max_model_len = 4096;
   auto tok = load_tokenizer(dir);
   TokenizerConfig tc = TokenizerConfig::from_dir(dir);

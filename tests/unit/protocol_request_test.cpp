@@ -597,7 +597,7 @@ TEST(ProtocolChat, ErrorCases) {
       {R"({"messages": [{"role": "user", "content": 5}]})", 400, "BadRequestError", "messages",
        "messages[0].content"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
-       400, "BadRequestError", "messages", "only 'text' parts"},
+       400, "BadRequestError", "messages", "has type 'image_url': only text parts"},
       {R"({"messages": [{"role": "user", "content": "q"}], "model": "other"})", 404,
        "NotFoundError", "model", "The model `other` does not exist."},
       {R"({"messages": [{"role": "user", "content": "q"}], "max_completion_tokens": 0})", 400,
