@@ -18,13 +18,18 @@
 // The CTA's warps split k (interleaved 32-element steps, so together they
 // read contiguous 512-byte runs of each row) and reduce through shared
 // memory at the end; fp32 accumulation throughout.
-// Measured on the H200 (pagoda_gpu_bench --only skinny): 42-44% of copy
-// bandwidth on Llama-2-7B's o_proj at M = 4..8 (cuBLASLt 37-38%), 66-68% on
-// qkv / gate_up (cuBLASLt 66% / 79%), and it falls off past M = 32; so
-// LtGemm::auto_kernel uses it only for 3 <= M <= 8 with N, K <= 4096.
+// Up to 16 rows the streaming form below (skinny_stream_kernel) runs
+// instead: the same fragments, software-pipelined. Measured on the H200
+// (pagoda_gpu_bench --only skinny, graph-timed; docs/PERFORMANCE.md,
+// seventeenth session) against this kernel: Llama-2-7B's o_proj 2,900
+// against 2,460 GB/s at M = 1-8, down_proj 3,600 against 2,760;
+// LtGemm::auto_kernel says where it runs. This unpipelined form serves 17-64
+// rows when forced (tests, benchmarks); PAGODA_SKINNY=legacy takes it for
+// every M.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "gpu/bench_switch.h"
 #include "gpu/cuda_check.h"
 #include "gpu/dtype_util.cuh"
 #include "gpu/kernels.h"
@@ -132,6 +137,105 @@ skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __
   }
 }
 
+// The streaming form (issue 14, seventeenth session): the same fragments
+// and k split, but the loop is software-pipelined as the GEMV is: the warp's
+// first round of weights is loaded before the programmatic-launch wait (w
+// does not depend on the previous kernel), and each iteration issues the
+// next round's weight loads before it multiplies the current round, so a
+// warp always has a round of loads in flight. One 16-column tile a CTA and
+// at most 16 batch rows (MB <= 2) keep it at 128 registers, two CTAs an SM.
+template <typename T, typename TO, int MB, int U>
+__global__ void __launch_bounds__(kWarps * 32, 2)
+    skinny_stream_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                         const T* __restrict__ bias, TO* __restrict__ out, int M, int N, int K) {
+  __shared__ float red[kWarps][MB * 4][32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int n0 = blockIdx.x * 16;
+  const int steps = K / 32;
+
+  const T* wrow[2];
+  bool wok[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int n = n0 + g + 8 * h;
+    wok[h] = n < N;
+    wrow[h] = w + static_cast<int64_t>(wok[h] ? n : 0) * K + 8 * t;
+  }
+  const uint4 zero{0, 0, 0, 0};
+  const auto load_round = [&](uint4(&wv)[U][2], int s0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = s0 + kWarps * u;
+      const int64_t off = static_cast<int64_t>(s) * 32;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) wv[u][h] = s < steps && wok[h] ? ld_stream(wrow[h] + off) : zero;
+    }
+  };
+  uint4 cur[U][2];
+  load_round(cur, warp);
+  pdl_wait_then_release();
+
+  const T* xrow[MB];
+  bool xok[MB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    const int m = 8 * i + g;
+    xok[i] = m < M;
+    xrow[i] = x + static_cast<int64_t>(xok[i] ? m : 0) * K + 8 * t;
+  }
+  float acc[MB][4];
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[i][c] = 0.f;
+
+  for (int s0 = warp; s0 < steps; s0 += kWarps * U) {
+    uint4 nxt[U][2];
+    load_round(nxt, s0 + kWarps * U);
+    uint4 xv[U][MB];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = s0 + kWarps * u;
+      const int64_t off = static_cast<int64_t>(s) * 32;
+#pragma unroll
+      for (int i = 0; i < MB; ++i)
+        xv[u][i] =
+            s < steps && xok[i] ? __ldg(reinterpret_cast<const uint4*>(xrow[i] + off)) : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t a_lo[4] = {cur[u][0].x, cur[u][1].x, cur[u][0].y, cur[u][1].y};
+      const uint32_t a_hi[4] = {cur[u][0].z, cur[u][1].z, cur[u][0].w, cur[u][1].w};
+#pragma unroll
+      for (int i = 0; i < MB; ++i) {
+        mma16816<T>(acc[i], a_lo, xv[u][i].x, xv[u][i].y);
+        mma16816<T>(acc[i], a_hi, xv[u][i].z, xv[u][i].w);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) cur[u][h] = nxt[u][h];
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) red[warp][i * 4 + c][lane] = acc[i][c];
+  __syncthreads();
+  for (int e = threadIdx.x; e < MB * 4 * 32; e += kWarps * 32) {
+    const int l = e % 32, r = e / 32;
+    const int c = r % 4, i = r / 4;
+    const int n = n0 + l / 4 + (c >= 2 ? 8 : 0);
+    const int m = 8 * i + 2 * (l % 4) + (c & 1);
+    if (n >= N || m >= M) continue;
+    float v = 0.f;
+#pragma unroll
+    for (int q = 0; q < kWarps; ++q) v += red[q][r][l];
+    if (bias != nullptr) v += to_f32(bias[n]);
+    out[static_cast<int64_t>(m) * N + n] = from_f32<TO>(v);
+  }
+}
+
 template <typename T, typename TO, int NT>
 void launch_nt(const void* x, const void* w, const void* bias, void* out, int M, int N, int K,
                cudaStream_t stream) {
@@ -164,6 +268,24 @@ void launch_nt(const void* x, const void* w, const void* bias, void* out, int M,
 template <typename T, typename TO>
 void launch_t(const void* x, const void* w, const void* bias, void* out, int M, int N, int K,
               cudaStream_t stream) {
+  // The streaming form up to 16 rows (PAGODA_SKINNY=legacy: the unpipelined
+  // kernel below, for benchmarks).
+  static const bool legacy = bench_switch("PAGODA_SKINNY") == "legacy";
+  if (!legacy && M <= 16) {
+    const dim3 grid((N + 15) / 16), block(kWarps * 32);
+    const T* xp = static_cast<const T*>(x);
+    const T* wp = static_cast<const T*>(w);
+    const T* bp = static_cast<const T*>(bias);
+    TO* op = static_cast<TO*>(out);
+    if (M <= 8)
+      launch_pdl(skinny_stream_kernel<T, TO, 1, 4>, grid, block, 0, stream, xp, wp, bp, op, M, N,
+                 K);
+    else
+      launch_pdl(skinny_stream_kernel<T, TO, 2, 4>, grid, block, 0, stream, xp, wp, bp, op, M, N,
+                 K);
+    PAGODA_CUDA_CHECK_LAUNCH("skinny_stream_kernel");
+    return;
+  }
   // Two tiles a CTA where that still gives every SM a few CTAs (N >=
   // 8192: 256+ CTAs); one otherwise (o_proj / down_proj's N = 4096: 256).
   if (N >= 8192 && M <= 32) launch_nt<T, TO, 2>(x, w, bias, out, M, N, K, stream);  // M <= 32 only
