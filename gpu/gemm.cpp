@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gpu/bench_switch.h"
 #include "gpu/cuda_check.h"
 #include "gpu/kernels.h"
 
@@ -96,9 +97,21 @@ LtGemm::Plan& LtGemm::plan(const Key& key) {
 }
 
 LtGemm::SmallM LtGemm::auto_kernel(int64_t M, int64_t N, int64_t K) {
-  if (M <= 2) return SmallM::kGemv;
-  if (M <= 8 && N <= 4096 && K <= 4096) return SmallM::kSkinny;
-  return SmallM::kCublas;
+  // PAGODA_SMALL_M_RULE (benchmarks): "legacy" is the sixteenth session's
+  // choice (GEMV to 2 rows, the unpipelined skinny kernel for 3-8 rows of
+  // o_proj-sized linears), "skinny" the streaming skinny kernel for every
+  // linear to 16 rows.
+  static const std::string rule = bench_switch("PAGODA_SMALL_M_RULE");
+  if (rule == "legacy") {
+    if (M <= 2) return SmallM::kGemv;
+    if (M <= 8 && N <= 4096 && K <= 4096) return SmallM::kSkinny;
+    return SmallM::kCublas;
+  }
+  if (rule == "skinny") return M == 1 ? SmallM::kGemv : M <= 16 ? SmallM::kSkinny : SmallM::kCublas;
+  if (M > 16) return SmallM::kCublas;
+  if (M == 1 && N >= 4 * K) return SmallM::kGemv;           // gate_up, lm_head
+  if (N == K || (N < K && M <= 8)) return SmallM::kSkinny;  // o_proj; down to 8 rows
+  return SmallM::kCublas;                                   // qkv; gate_up from 2 rows
 }
 
 void LtGemm::run(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,

@@ -27,15 +27,17 @@ class LtGemm {
   void run(DType in_dt, DType out_dt, const void* x, const void* w, const void* bias,
            DType bias_dt, void* out, int64_t M, int64_t N, int64_t K);
   // The kernel for a product of M rows (bf16/f16; F32 always goes to
-  // cuBLASLt), chosen per shape from the table measured on the H200
-  // (pagoda_gpu_bench --only skinny, docs/PERFORMANCE.md 2026-12-02, fourth
-  // session): the CUDA-core GEMV (gemv.cu) for M <= 2, where it streams the
-  // weights fastest (Llama-2-7B's qkv at M = 1: 77% of copy bandwidth
-  // against cuBLASLt's 65%) but not beyond (at M = 8 it fell to 26-37%:
-  // x is re-read per row from L1); the tensor-core skinny GEMM
-  // (skinny_gemm.cu) for 3 <= M <= 8 on products with N <= 4096 and K <=
-  // 4096 (o_proj: 42-44% against cuBLASLt's 37-38%); cuBLASLt for the rest
-  // (gate_up at M = 8: 79% against the skinny kernel's 66%).
+  // cuBLASLt), chosen per shape from the table measured on the H200 with
+  // graph-timed back-to-back launches over rotating weight copies
+  // (pagoda_gpu_bench --only skinny, Llama-2-7B's and Qwen2-7B's linears;
+  // docs/PERFORMANCE.md, 2026-12-04, seventeenth session). Up to 16 rows:
+  // the streaming skinny tensor-core GEMM (skinny_gemm.cu) for square
+  // linears (o_proj: 54-69% of copy bandwidth, cuBLASLt 55-65%) and, to 8
+  // rows, for N < K (down_proj: 78-86%, level with cuBLASLt, which is
+  // ahead from 12 rows); the CUDA-core GEMV (gemv.cu) at M = 1 where N >=
+  // 4K (gate_up, lm_head: 94-100%, level with cuBLASLt); cuBLASLt for the
+  // rest (qkv at every M: 72-92% against the GEMV's 60-84% and the skinny
+  // kernel's 56-82%). Beyond 16 rows cuBLASLt.
   // Benchmarks and tests force one kernel with set_small_m.
   enum class SmallM { kAuto, kGemv, kSkinny, kCublas };
   static SmallM auto_kernel(int64_t M, int64_t N, int64_t K);
