@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gpu/bench_switch.h"
 #include "gpu/cuda_check.h"
 #include "gpu/decode_partition.cuh"
 #include "gpu/dtype_util.cuh"
@@ -300,6 +301,13 @@ int decode_partition_for(int num_seqs, int num_heads) {
   // the same batch run eagerly split alike, so they agree bit for bit.
   const int64_t bucket = num_seqs <= 1 ? 1 : num_seqs <= 2 ? 2 : num_seqs <= 4 ? 4 : (num_seqs + 7) / 8 * 8;
   const int64_t rows = bucket * num_heads;
+  // PAGODA_DECODE_PART (64 / 128 / 256 / 512): one partition size for
+  // every batch, for benchmarks.
+  static const int forced = [] {
+    const int v = std::atoi(bench_switch("PAGODA_DECODE_PART").c_str());
+    return v == 64 || v == 128 || v == 256 || v == 512 ? v : 0;
+  }();
+  if (forced > 0) return forced;
   const int part = rows >= 256 ? 512 : rows >= 128 ? 256 : rows >= 64 ? 128 : 64;
   static_assert(kPartition == 512, "the largest partition must fit s_logits");
   return part;
