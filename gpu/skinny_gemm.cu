@@ -41,6 +41,41 @@ namespace {
 
 constexpr int kWarps = 8;  // split-k warps per CTA
 
+// Lane (g, t)'s pointers into x: batch row 8i + g at k = 8t, for the MB
+// groups of 8 rows; rows past M point at row 0 and are masked (ok false).
+template <typename T, int MB>
+__device__ __forceinline__ void batch_rows(const T* x, int M, int K, int g, int t, const T* (&row)[MB],
+                                           bool (&ok)[MB]) {
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    const int m = 8 * i + g;
+    ok[i] = m < M;
+    row[i] = x + static_cast<int64_t>(ok[i] ? m : 0) * K + 8 * t;
+  }
+}
+
+// Sums the warps' partials (red[warp][r][lane], r = (j * MB + i) * 4 + c)
+// in fixed order and stores them (+ bias): accumulator c of lane (g, t) in
+// tile j, group i is output column n0 + 16j + g (+ 8 for c >= 2), batch row
+// 8i + 2t (+ 1 for odd c). After a __syncthreads().
+template <typename T, typename TO, int NT, int MB>
+__device__ __forceinline__ void reduce_store(const float (&red)[kWarps][NT * MB * 4][32],
+                                             const T* __restrict__ bias, TO* __restrict__ out, int M,
+                                             int N, int n0) {
+  for (int e = threadIdx.x; e < NT * MB * 4 * 32; e += kWarps * 32) {
+    const int l = e % 32, r = e / 32;
+    const int c = r % 4, i = (r / 4) % MB, j = r / (4 * MB);
+    const int n = n0 + 16 * j + l / 4 + (c >= 2 ? 8 : 0);
+    const int m = 8 * i + 2 * (l % 4) + (c & 1);
+    if (n >= N || m >= M) continue;
+    float v = 0.f;
+#pragma unroll
+    for (int q = 0; q < kWarps; ++q) v += red[q][r][l];
+    if (bias != nullptr) v += to_f32(bias[n]);
+    out[static_cast<int64_t>(m) * N + n] = from_f32<TO>(v);
+  }
+}
+
 // NT 16-column tiles of w per CTA, MB groups of 8 batch rows; kUnroll
 // 32-element k steps of loads in flight per warp (fewer for wide batches:
 // registers).
@@ -67,12 +102,7 @@ skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __
     }
   const T* xrow[MB];
   bool xok[MB];
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-    const int m = 8 * i + g;
-    xok[i] = m < M;
-    xrow[i] = x + static_cast<int64_t>(xok[i] ? m : 0) * K + 8 * t;
-  }
+  batch_rows<T, MB>(x, M, K, g, t, xrow, xok);
 
   float acc[NT][MB][4];
 #pragma unroll
@@ -121,20 +151,7 @@ skinny_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __
 #pragma unroll
       for (int c = 0; c < 4; ++c) red[warp][(j * MB + i) * 4 + c][lane] = acc[j][i][c];
   __syncthreads();
-  // Accumulator c of lane (g, t) in tile j, group i: output column n0 +
-  // 16j + g (+ 8 for c >= 2), batch row 8i + 2t (+ 1 for odd c).
-  for (int e = threadIdx.x; e < NT * MB * 4 * 32; e += kWarps * 32) {
-    const int l = e % 32, r = e / 32;
-    const int c = r % 4, i = (r / 4) % MB, j = r / (4 * MB);
-    const int n = n0 + 16 * j + l / 4 + (c >= 2 ? 8 : 0);
-    const int m = 8 * i + 2 * (l % 4) + (c & 1);
-    if (n >= N || m >= M) continue;
-    float v = 0.f;
-#pragma unroll
-    for (int q = 0; q < kWarps; ++q) v += red[q][r][l];
-    if (bias != nullptr) v += to_f32(bias[n]);
-    out[static_cast<int64_t>(m) * N + n] = from_f32<TO>(v);
-  }
+  reduce_store<T, TO, NT, MB>(red, bias, out, M, N, n0);
 }
 
 // The streaming form (issue 14, seventeenth session): the same fragments
@@ -178,12 +195,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
   const T* xrow[MB];
   bool xok[MB];
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-    const int m = 8 * i + g;
-    xok[i] = m < M;
-    xrow[i] = x + static_cast<int64_t>(xok[i] ? m : 0) * K + 8 * t;
-  }
+  batch_rows<T, MB>(x, M, K, g, t, xrow, xok);
   float acc[MB][4];
 #pragma unroll
   for (int i = 0; i < MB; ++i)
@@ -222,18 +234,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
     for (int c = 0; c < 4; ++c) red[warp][i * 4 + c][lane] = acc[i][c];
   __syncthreads();
-  for (int e = threadIdx.x; e < MB * 4 * 32; e += kWarps * 32) {
-    const int l = e % 32, r = e / 32;
-    const int c = r % 4, i = r / 4;
-    const int n = n0 + l / 4 + (c >= 2 ? 8 : 0);
-    const int m = 8 * i + 2 * (l % 4) + (c & 1);
-    if (n >= N || m >= M) continue;
-    float v = 0.f;
-#pragma unroll
-    for (int q = 0; q < kWarps; ++q) v += red[q][r][l];
-    if (bias != nullptr) v += to_f32(bias[n]);
-    out[static_cast<int64_t>(m) * N + n] = from_f32<TO>(v);
-  }
+  reduce_store<T, TO, 1, MB>(red, bias, out, M, N, n0);
 }
 
 template <typename T, typename TO, int NT>
