@@ -1,6 +1,7 @@
+// The `{% with %}` block (its own scope, targets evaluated outside it) and
 // Python's repr of strings inside lists and dicts (non-printable characters
-// escaped as Python's str.isprintable() decides) against Python Jinja2's
-// rendering: tests/data/jinja2_with_repr_reference.py writes the
+// escaped as Python's str.isprintable() decides), each against Python
+// Jinja2's rendering: tests/data/jinja2_with_repr_reference.py writes the
 // reference (its JSON records the Python, Unicode and Jinja2 versions).
 #include <gtest/gtest.h>
 
@@ -45,6 +46,8 @@ void expect_cases(const std::string& prefix) {
   }
   EXPECT_GE(checked, 4);
 }
+
+TEST(ChatJinja2With, ScopesAsJinja2) { expect_cases("with_"); }
 
 TEST(ChatJinja2Repr, StringsInListsAndDictsPrintAsPythonRepr) { expect_cases("repr_"); }
 
