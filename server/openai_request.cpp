@@ -566,7 +566,7 @@ bool chat_needs_key_order(const json& obj) {
   const json* msgs = get(obj, "messages");
   if (!msgs || !msgs->is_array()) return false;
   for (const json& m : *msgs)
-    if (m.is_object() && m.contains("tool_calls")) return true;
+    if (m.is_object() && (m.contains("tool_calls") || m.contains("tools"))) return true;
   return false;
 }
 
