@@ -16,7 +16,13 @@ using openai_fields::type_name;
 
 namespace {
 
-// messages[i].tool_calls: each call checked, its arguments text parsed.
+// An assistant message's tool_calls as vLLM's _postprocess_messages
+// (vllm/renderers/chat_utils/parse_chat_message.py) hands them to the
+// template: each call an object of type "function" (the default) with a
+// "function" object, else 400 (vLLM's words); its arguments a JSON object:
+// an object as sent, a string parsed; missing, null, empty, text that is not
+// JSON or JSON that is not an object: {} (the latter two with a warning, as
+// vLLM: a bad turn in the history must not fail every later request).
 ordered_json tool_calls_for_template(const ordered_json& calls, const std::string& where) {
   if (!calls.is_array())
     fail(fmt::format("{}.tool_calls must be a list, got {}", where, type_name(json(calls))),
@@ -24,19 +30,40 @@ ordered_json tool_calls_for_template(const ordered_json& calls, const std::strin
   ordered_json out = calls;
   for (size_t j = 0; j < out.size(); ++j) {
     ordered_json& call = out[j];
+    if (!call.is_object()) fail("assistant tool_calls entries must be objects.", "tool_calls");
+    auto type = call.find("type");
+    auto fn_it = call.find("function");
+    if ((type != call.end() && *type != "function") || fn_it == call.end() || !fn_it->is_object())
+      fail("chat completions only support assistant tool_calls of type 'function'.", "tool_calls");
+    ordered_json& fn = *fn_it;
     const std::string at = fmt::format("{}.tool_calls[{}]", where, j);
-    if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
-      fail(fmt::format("{} must be an object with a 'function' object", at), "messages");
-    ordered_json& fn = call["function"];
     if (!fn.contains("name") || !fn["name"].is_string())
       fail(fmt::format("{}.function.name is required and must be a string", at), "messages");
-    auto args = fn.find("arguments");
-    if (args == fn.end() || !args->is_string()) continue;  // vLLM parses strings only
-    ordered_json parsed = ordered_json::parse(args->get<std::string>(), nullptr,
-                                              /*allow_exceptions=*/false);
-    if (parsed.is_discarded())
-      fail(fmt::format("{}.function.arguments is not valid JSON", at), "messages");
-    *args = std::move(parsed);
+    ordered_json& args = fn["arguments"];  // (inserted as null when missing)
+    const bool empty =
+        args.is_null() || (args.is_string() && args.get_ref<const std::string&>().empty()) ||
+        (args.is_boolean() && !args.get<bool>()) || (args.is_number() && args == 0) ||
+        (args.is_array() && args.empty()) || (args.is_object() && args.empty());
+    if (empty || args.is_object()) {
+      if (empty) args = ordered_json::object();
+      continue;
+    }
+    ordered_json parsed = args;
+    if (args.is_string()) {
+      parsed = ordered_json::parse(args.get_ref<const std::string&>(), nullptr,
+                                   /*allow_exceptions=*/false);
+      if (parsed.is_discarded())
+        spdlog::warn(
+            "Tool call '{}' has arguments that are not valid JSON ({} chars); coercing "
+            "to an empty object so the conversation can continue",
+            fn["name"].get_ref<const std::string&>(), args.get_ref<const std::string&>().size());
+    }
+    if (!parsed.is_discarded() && !parsed.is_object())
+      spdlog::warn(
+          "Tool call '{}' arguments decoded to {}, not a JSON object; coercing to an "
+          "empty object",
+          fn["name"].get_ref<const std::string&>(), type_name(json(parsed)));
+    args = parsed.is_object() ? std::move(parsed) : ordered_json::object();
   }
   return out;
 }
@@ -141,18 +168,40 @@ ordered_json chat_messages(const ordered_json* msgs, int64_t max_messages,
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
       fail(fmt::format("{}.role is required and must be a string", where), "messages");
-    ordered_json msg = m;
+    // The message rebuilt as vLLM's _parse_chat_message_content does
+    // (vllm/renderers/chat_utils/parse_chat_message_content.py): role and
+    // content, then only the keys it keeps, in its order; any other key the
+    // client sent does not reach the template.
+    const std::string& r = role->get_ref<const std::string&>();
+    ordered_json msg = ordered_json::object();
+    msg["role"] = *role;
     auto content = m.find("content");
     // OpenAI allows null content (an assistant turn beside tool_calls);
     // vLLM takes it, and a missing one, as an empty part list ("" as a
     // string).
     ordered_json parts = content_parts(content == m.end() ? nullptr : &*content, where);
-    if (format == ChatContentFormat::kOpenAI && *role != "tool")
+    if (format == ChatContentFormat::kOpenAI && r != "tool")
       msg["content"] = std::move(parts);
     else
       msg["content"] = content_text(parts);
-    if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null())
-      msg["tool_calls"] = tool_calls_for_template(*calls, where);
+    if (r == "assistant") {
+      // An empty list is dropped (the template's plain assistant path).
+      if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+        ordered_json checked = tool_calls_for_template(*calls, where);
+        if (!checked.empty()) msg["tool_calls"] = std::move(checked);
+      }
+      // "reasoning" (vLLM's name; a client's "reasoning_content" is not
+      // read), under both names for the templates that use either.
+      if (auto reasoning = m.find("reasoning"); reasoning != m.end() && !reasoning->is_null()) {
+        msg["reasoning"] = *reasoning;
+        msg["reasoning_content"] = *reasoning;
+      }
+    } else if (r == "tool") {
+      if (auto id = m.find("tool_call_id"); id != m.end()) msg["tool_call_id"] = *id;
+    }
+    for (const char* key : {"name", "task"})
+      if (auto v = m.find(key); v != m.end() && v->is_string()) msg[key] = *v;
+    if (r == "developer") msg["tools"] = m.contains("tools") ? m["tools"] : ordered_json(nullptr);
     out.push_back(std::move(msg));
   }
   return out;

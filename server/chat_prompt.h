@@ -10,25 +10,31 @@
 
 namespace pagoda {
 
-// The request's "messages" (null when absent or null) with each content
-// put in the template's content format, other keys kept in the order sent,
-// as vLLM's parse_chat_messages does. kString: null or missing → "" (vLLM
-// renders both as ""), a list of {"type": "text", "text"} parts → the texts
-// joined with "\n". kOpenAI: every content a list of {"type": "text",
-// "text"} parts (a string → one part, null or missing → no part), except a
-// "tool" message's, which stays a string (the parts' texts joined with
-// "\n": vLLM's tool-message rule, as most templates print a tool result
-// whole). kAuto must be resolved before (resolve_chat_content_format). An
-// assistant message's tool_calls ([{"id", "type": "function", "function":
-// {"name", "arguments": JSON text}}]) keep their shape with each arguments
-// string parsed into its JSON value, as vLLM hands them to the template
-// (transformers' templates expect a dict; Qwen2.5's prints it with tojson);
-// a "tool" message keeps its other keys (role, tool_call_id).
+// The request's "messages" (null when absent or null) rebuilt as vLLM's
+// parse_chat_messages hands them to the template
+// (vllm/renderers/chat_utils/: _parse_chat_message_content, then
+// _postprocess_messages): {"role", "content"} with the content in the
+// template's content format, then only the keys vLLM keeps, in its order:
+// an assistant's "tool_calls" (dropped when empty) and "reasoning" (also
+// as "reasoning_content"; the client's "reasoning_content" is not read), a
+// tool message's "tool_call_id", any message's "name" and "task" when they
+// are strings, a developer's "tools" (null when absent); every other key is
+// dropped, as vLLM drops it. kString: null or missing → "" (vLLM renders
+// both as ""), a list of {"type": "text", "text"} parts → the texts joined
+// with "\n". kOpenAI: every content a list of {"type": "text", "text"}
+// parts (a string → one part, null or missing → no part), except a "tool"
+// message's, which stays a string (the parts' texts joined with "\n":
+// vLLM's tool-message rule, as most templates print a tool result whole).
+// kAuto must be resolved before (resolve_chat_content_format). Each tool
+// call keeps its shape with its arguments as a JSON object, as vLLM hands
+// them to the template (transformers' templates expect a dict; Qwen2.5's
+// prints it with tojson): a string parsed; missing, null, empty, not JSON or
+// not an object: {}.
 // Errors (missing, not a non-empty list, a message without a string role,
-// a non-text part, a malformed tool call or arguments that are not JSON):
-// openai_fields::RequestFieldError (400, param "messages"), also more than
-// max_messages messages (0: no limit; checked before anything else is
-// looked at).
+// a non-text part, a malformed tool call): openai_fields::RequestFieldError
+// (400; param "messages", or "tool_calls" with vLLM's words for a call that
+// is not an object or not of type "function"), also more than max_messages
+// messages (0: no limit; checked before anything else is looked at).
 nlohmann::ordered_json chat_messages(const nlohmann::ordered_json* messages,
                                      int64_t max_messages = 0,
                                      ChatContentFormat format = ChatContentFormat::kString);

@@ -11,6 +11,9 @@ ChatRenderer make_chat_renderer(std::shared_ptr<const ChatTemplate> tmpl, std::s
   auto mu = std::make_shared<std::mutex>();
   return [tmpl = std::move(tmpl), mu, bos = std::move(bos), eos = std::move(eos)](
              const nlohmann::ordered_json& messages, const ChatRenderOptions& o) {
+    if (o.parsed_chat_template)
+      return o.parsed_chat_template->render_ordered(messages, o.add_generation_prompt, bos, eos,
+                                                    o.variables);
     if (!o.chat_template.empty())
       return ChatTemplate(o.chat_template)
           .render_ordered(messages, o.add_generation_prompt, bos, eos, o.variables);

@@ -10,12 +10,13 @@ namespace pagoda {
 
 class ChatTemplate;
 
-// A request's own chat_template (ChatRenderOptions::chat_template) is parsed
-// and rendered for that request alone; otherwise `tmpl`, one render at a
-// time (it is shared by every network thread). A null `tmpl` makes a chat
-// without its own template throw ChatTemplateError ("the model has no chat
-// template"). bos / eos: tokenizer_config.json's bos_token and eos_token,
-// the template variables of those names (transformers' apply_chat_template).
+// A request's own template (ChatRenderOptions::parsed_chat_template, else
+// its chat_template source, parsed here) renders that request alone;
+// otherwise `tmpl`, one render at a time (it is shared by every network
+// thread). A null `tmpl` makes a chat without its own template throw
+// ChatTemplateError ("the model has no chat template"). bos / eos: tokenizer_config.json's
+// bos_token and eos_token, the template variables of those names (transformers'
+// apply_chat_template).
 ChatRenderer make_chat_renderer(std::shared_ptr<const ChatTemplate> tmpl, std::string bos,
                                 std::string eos);
 

@@ -40,6 +40,8 @@ struct ServeArgs {
   std::string tool_call_parser;
   // vLLM's --chat-template-content-format: "auto" | "string" | "openai".
   std::string chat_template_content_format = "auto";
+  // vLLM's --trust-request-chat-template: accept a request's own template.
+  bool trust_request_chat_template = false;
 };
 void add_serve_command(CLI::App& app, ServeArgs& args);
 // `pagoda serve`: loads the model, starts the engine and the HTTP server,

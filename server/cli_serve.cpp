@@ -114,6 +114,10 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
                  "\"text\", \"text\"} parts) or auto (openai when the template loops over a "
                  "message's content, else string; the default)")
       ->check(CLI::IsMember({"auto", "string", "openai"}));
+  app.add_flag("--trust-request-chat-template", a.trust_request_chat_template,
+               "Accept a chat or /tokenize request's own template (its chat_template, or "
+               "chat_template_kwargs.chat_template); without it such a request is refused with "
+               "400, as vLLM refuses it (vLLM's flag)");
   add_engine_flags(app, a.engine);
   cli::check_every_occurrence(app);
 }
@@ -158,6 +162,7 @@ int run_serve(ServeArgs a) {
       throw std::runtime_error("--enable-auto-tool-choice requires --tool-call-parser");
     ctx.model.enable_auto_tool_choice = a.enable_auto_tool_choice;
     ctx.model.enable_prompt_tokens_details = a.enable_prompt_tokens_details;
+    ctx.model.trust_request_chat_template = a.trust_request_chat_template;
     ctx.model.tool_call_parser =
         tool_parser_from_name(a.tool_call_parser).value_or(ToolParserKind::kNone);
     if (a.enable_auto_tool_choice)

@@ -464,46 +464,86 @@ ParseResult parse_generate_request(std::string_view body, const ServingModel& mo
 
 namespace {
 
-// The request's own chat_template ("" when absent: the server's). It is
-// parsed for each request, which costs ~100-500 bytes of memory per byte of
-// it and is outside the renderer's limits: 64 KiB (real chat templates are
-// under ~20 KiB; a 30 MB one took 29 s and 5 GB, found by a fresh-user
-// attack).
-std::string request_template(const RequestFields& f) {
-  std::string t = f.string("chat_template").value_or("");
+// A chat's own template, the one vLLM renders with
+// (vllm/renderers/params.py, ChatParams.get_apply_chat_template_kwargs):
+// the request's chat_template unless it is absent, null or "auto", else
+// chat_template_kwargs' "chat_template" (not null); none: the server's. It
+// is parsed once here, for the content format and for rendering, which
+// costs ~100-500 bytes of memory per byte of it and is outside the
+// renderer's limits: 64 KiB (real chat templates are under ~20 KiB; a 30 MB
+// one took 29 s and 5 GB, found by a fresh-user attack).
+struct OwnTemplate {
+  std::optional<std::string> source;           // nullopt: the server's template
+  std::shared_ptr<const ChatTemplate> parsed;  // null: none, or it did not parse
+  std::string error;  // its parse error, reported when the chat renders (as vLLM's)
+};
+
+OwnTemplate own_template(const RequestFields& f) {
+  OwnTemplate t;
+  const char* field = "chat_template";
+  if (std::optional<std::string> top = f.string("chat_template"); top && *top != "auto") {
+    t.source = std::move(*top);
+  } else if (const json* kwargs = f.value("chat_template_kwargs")) {
+    auto it = kwargs->find("chat_template");
+    if (it != kwargs->end() && !it->is_null()) {
+      if (!it->is_string())
+        fail(fmt::format("chat_template_kwargs.chat_template must be a string, got {}",
+                         type_name(*it)),
+             "chat_template_kwargs");
+      t.source = it->get<std::string>();
+      field = "chat_template_kwargs";
+    }
+  }
+  if (!t.source) return t;
   constexpr size_t kMaxRequestTemplateBytes = size_t{64} << 10;
-  if (t.size() > kMaxRequestTemplateBytes)
+  if (t.source->size() > kMaxRequestTemplateBytes)
     fail(fmt::format("chat_template is {} bytes; at most {} KiB (a server-wide template can be "
                      "larger: --chat-template)",
-                     t.size(), kMaxRequestTemplateBytes >> 10),
-         "chat_template");
+                     t.source->size(), kMaxRequestTemplateBytes >> 10),
+         field);
+  try {
+    t.parsed = std::make_shared<const ChatTemplate>(*t.source);
+  } catch (const ChatTemplateError& e) {
+    t.error = e.what();
+  }
   return t;
+}
+
+// vLLM's _validate_chat_template (serving chat and /tokenize): a request
+// that brings its own template, as chat_template or as
+// chat_template_kwargs' "chat_template" (any value but null, "auto"
+// included), is refused unless the server trusts them
+// (--trust-request-chat-template). Offline chats (LLM.chat) are not checked,
+// as in vLLM.
+void check_template_trusted(const RequestFields& f, const ServingModel& model) {
+  if (model.trust_request_chat_template) return;
+  const json* kwargs = f.value("chat_template_kwargs");
+  const bool in_kwargs =
+      kwargs && kwargs->contains("chat_template") && !kwargs->at("chat_template").is_null();
+  if (f.value("chat_template") || in_kwargs)
+    fail(
+        "Chat template is passed with request, but --trust-request-chat-template is not set. "
+        "Refused request with untrusted chat template.");
 }
 
 // vLLM's resolve_chat_template_content_format for one chat: `given` (the
 // server's --chat-template-content-format, or an offline chat's own) unless
-// auto; then what the template the chat renders with (its own chat_template,
-// else the server's) does with content. A request template that does not
+// auto; then what the template the chat renders with (its own template,
+// else the server's) does with content. An own template that does not
 // parse is "string" here and its error comes from rendering.
-ChatContentFormat chat_content_format(const RequestFields& f, const ServingModel& model,
+ChatContentFormat chat_content_format(const OwnTemplate& own, const ServingModel& model,
                                       ChatContentFormat given) {
   if (given != ChatContentFormat::kAuto) return given;
-  const std::string own = request_template(f);
-  if (own.empty()) return model.template_content_format;
-  try {
-    const ChatTemplate t(own);
-    return resolve_chat_content_format(ChatContentFormat::kAuto, &t);
-  } catch (const ChatTemplateError&) {
-    return ChatContentFormat::kString;
-  }
+  if (!own.source) return model.template_content_format;
+  return resolve_chat_content_format(ChatContentFormat::kAuto, own.parsed.get());
 }
 
 // The chat's prompt text: the request's or the server's template, with
 // add_generation_prompt, chat_template_kwargs and documents; cut after the
 // final message when continue_final_message.
 std::string render_chat(const RequestFields& f, const ordered_json& messages,
-                        const ServingModel& model, const ordered_json& tools = nullptr,
-                        bool offline = false) {
+                        const ServingModel& model, const OwnTemplate& own,
+                        const ordered_json& tools = nullptr, bool offline = false) {
   ChatRenderOptions o;
   o.add_generation_prompt = *f.boolean("add_generation_prompt");
   const bool continue_final = *f.boolean("continue_final_message");
@@ -511,7 +551,10 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
   if (continue_final && o.add_generation_prompt)
     fail("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
          "continue_final_message");
-  o.chat_template = request_template(f);
+  if (own.source) {
+    o.chat_template = *own.source;
+    o.parsed_chat_template = own.parsed;
+  }
   // vLLM passes documents to the template, then chat_template_kwargs.
   if (const json* docs = f.value("documents")) o.variables["documents"] = ordered_json(*docs);
   // Then the tools (vLLM's order: chat_template_kwargs may override them).
@@ -524,6 +567,9 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
       fail(fmt::format("chat_template_kwargs has {} keys; at most {}", kwargs->size(), kMaxKwargs),
            "chat_template_kwargs");
     for (const auto& [key, value] : kwargs->items()) {
+      // "chat_template" names the template (own_template), as in vLLM,
+      // where apply_chat_template takes it as its own argument.
+      if (key == "chat_template") continue;
       // The renderer's own variables would shadow these (vLLM: transformers
       // fails on a second `messages`); refused rather than dropped.
       if (key == "messages" || key == "add_generation_prompt" || key == "bos_token" ||
@@ -536,7 +582,7 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
       o.variables[key] = ordered_json(value);
     }
   }
-  if (!model.chat_renderer || (o.chat_template.empty() && !model.has_chat_template))
+  if (!model.chat_renderer || (!own.source && !model.has_chat_template))
     fail(offline ? fmt::format("The model `{}` has no chat template (tokenizer_config.json has no "
                                "chat_template); pass chat_template (LLM(chat_template=...) or "
                                "LLM.chat(..., chat_template=...); `pagoda generate "
@@ -544,15 +590,18 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
                                model.served_model_name)
                  : fmt::format("The model `{}` has no chat template (tokenizer_config.json has no "
                                "chat_template); start the server with --chat-template FILE, or "
-                               "send chat_template, to use /v1/chat/completions",
+                               "with --trust-request-chat-template and send chat_template, to use "
+                               "/v1/chat/completions",
                                model.served_model_name),
          "messages");
+  if (own.source && !own.parsed)
+    fail(fmt::format("Chat template error: {}", own.error), "chat_template");
   std::string prompt;
   try {
     prompt = model.chat_renderer(messages, o);
   } catch (const ChatTemplateError& e) {
     fail(fmt::format("Chat template error: {}", e.what()),
-         o.chat_template.empty() ? "messages" : "chat_template");
+         own.source ? "chat_template" : "messages");
   }
   if (continue_final)
     prompt = cut_after_final_message(prompt, final_message_text(messages.back()["content"]));
@@ -566,7 +615,7 @@ bool chat_needs_key_order(const json& obj) {
   const json* msgs = get(obj, "messages");
   if (!msgs || !msgs->is_array()) return false;
   for (const json& m : *msgs)
-    if (m.is_object() && m.contains("tool_calls")) return true;
+    if (m.is_object() && (m.contains("tool_calls") || m.contains("tools"))) return true;
   return false;
 }
 
@@ -606,6 +655,7 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
     req.kind = ApiKind::kChat;
     RequestFields f = checked_fields(obj, request_model::chat_model(), req);
     req.model = check_model(obj, model);
+    check_template_trusted(f, model);
     parse_sampling(f, model, req.sampling);
     const bool logprobs = *f.boolean("logprobs");
     const int64_t top = *f.integer("top_logprobs");
@@ -629,11 +679,12 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
                                              sent_tools ? &*sent_tools : nullptr, model);
     req.tool_parser = tools.parser;
     apply_tool_choice_guide(tools, f, model, req.sampling, req.forced_tool);
+    const OwnTemplate own = own_template(f);
     const std::optional<ordered_json> sent_messages = ordered_field("messages");
     const ordered_json messages =
         chat_messages(sent_messages ? &*sent_messages : nullptr, model.max_chat_messages,
-                      chat_content_format(f, model, model.chat_template_content_format));
-    std::string prompt = render_chat(f, messages, model, tools.tools);
+                      chat_content_format(own, model, model.chat_template_content_format));
+    std::string prompt = render_chat(f, messages, model, own, tools.tools);
     if (!*f.boolean("add_generation_prompt") && !messages.empty() &&
         messages.back().contains("role") && messages.back()["role"].is_string())
       req.response_role = messages.back()["role"].get<std::string>();
@@ -772,9 +823,10 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
                "chat_template_content_format");
         given = *parsed;
       }
+      const OwnTemplate own = own_template(f);
       const ordered_json messages =
-          chat_messages(&sent, model.max_chat_messages, chat_content_format(f, model, given));
-      p.text = render_chat(f, messages, model, nullptr, /*offline=*/true);
+          chat_messages(&sent, model.max_chat_messages, chat_content_format(own, model, given));
+      p.text = render_chat(f, messages, model, own, nullptr, /*offline=*/true);
       p.token_ids =
           encode_prompt_checked(p.text, /*add_special_tokens=*/false, model, length, what, keep);
       if (p.token_ids.empty()) fail("The rendered chat prompt is empty", what);

@@ -292,8 +292,12 @@ std::vector<FieldSpec> chat_only_fields() {
        .note = "the template's `documents` variable"},
       {.name = "chat_template",
        .type = kStr,
-       .note = "this request's template instead of the server's"},
-      {.name = "chat_template_kwargs", .type = kObj, .note = "extra template variables"},
+       .note = "this request's template instead of the server's (refused with 400 unless the "
+               "server runs with --trust-request-chat-template, as in vLLM)"},
+      {.name = "chat_template_kwargs",
+       .type = kObj,
+       .note = "extra template variables; its \"chat_template\", like chat_template, is the "
+               "request's template"},
       {.name = "mm_processor_kwargs",
        .type = kObj,
        .status = kIgnore,

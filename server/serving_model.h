@@ -18,12 +18,19 @@
 
 namespace pagoda {
 
+class ChatTemplate;
+
 // How one request renders its chat (vLLM's ChatCompletionRequest fields).
 struct ChatRenderOptions {
   bool add_generation_prompt = true;  // as in transformers' apply_chat_template
-  // chat_template: the request's own Jinja source, rendered by the same
-  // bounded ChatTemplate as --chat-template; empty: the server's template.
+  // chat_template: the chat's own Jinja source (the request's
+  // chat_template, or chat_template_kwargs' "chat_template"), rendered by
+  // the same bounded ChatTemplate as --chat-template; empty: the server's
+  // template. parsed_chat_template: that source parsed (the request parser
+  // parses it once, for the content format and the rendering); null with a
+  // source set: the renderer parses the source itself.
   std::string chat_template;
+  std::shared_ptr<const ChatTemplate> parsed_chat_template;
   // chat_template_kwargs, documents and tools: extra template variables
   // (ordered: a dict's keys print in the order sent, as in transformers).
   nlohmann::ordered_json variables = nlohmann::ordered_json::object();
@@ -70,6 +77,11 @@ struct ServingModel {
   // tool_choice "auto" needs both; the parser finds calls in the output.
   bool enable_auto_tool_choice = false;
   ToolParserKind tool_call_parser = ToolParserKind::kNone;
+  // vLLM's --trust-request-chat-template: false, a chat or /tokenize
+  // request that brings its own template (chat_template, or
+  // chat_template_kwargs' "chat_template") is refused with a 400, as vLLM
+  // refuses it; offline chats (LLM.chat) are not checked.
+  bool trust_request_chat_template = false;
   // vLLM's --enable-prompt-tokens-details: usage carries
   // prompt_tokens_details {cached_tokens} (prefix-cache hits).
   bool enable_prompt_tokens_details = false;

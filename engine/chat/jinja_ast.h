@@ -56,6 +56,7 @@ struct Stmt {
     Macro,      // macro name(params) body endmacro
     CallBlock,  // call[(params)] expr body endcall
     FilterBlock,
+    With,  // with [targets = expr, ...] body endwith (a scope of its own)
     Break,
     Continue,
   };
@@ -70,6 +71,8 @@ struct Stmt {
   Body body, else_body;
   std::string name;                                        // Macro name
   std::vector<std::pair<std::string, ExprPtr>> params;     // Macro / caller params
+  // With: each target (one name, or names unpacked from the value) = value.
+  std::vector<std::pair<std::vector<std::string>, ExprPtr>> bindings;
 };
 
 }  // namespace pagoda::jinja

@@ -59,6 +59,19 @@ static void bind(Frame& f, const std::string& name, Value v) {
   f.vars.emplace_back(name, std::move(v));
 }
 
+// One name takes the value; several unpack it (Python iteration).
+static void bind_names(Frame& f, const std::vector<std::string>& names, const Value& v) {
+  if (names.size() == 1) {
+    bind(f, names[0], v);
+    return;
+  }
+  List items = iterate(v);
+  if (items.size() != names.size())
+    throw ChatTemplateError("cannot unpack " + std::to_string(items.size()) + " values into " +
+                            std::to_string(names.size()) + " names");
+  for (size_t i = 0; i < items.size(); ++i) bind(f, names[i], items[i]);
+}
+
 Interpreter::Flow Interpreter::exec_body(const Body& body, std::string& out, const FramePtr& frame) {
   for (const auto& s : body) {
     Flow f = exec(*s, out, frame);
@@ -115,6 +128,17 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, std::string& out, const Frame
       filter_input_ = Value(text);
       out += eval(*s.expr, frame).to_string();
       break;
+    }
+    case Stmt::Kind::With: {
+      // Jinja2's With: every value is evaluated in the enclosing scope (a
+      // later target does not see an earlier one), then the body runs in a
+      // scope of its own: what it sets is gone after endwith.
+      List values;
+      for (const auto& b : s.bindings) values.push_back(eval(*b.second, frame));
+      auto inner = std::make_shared<Frame>();
+      inner->parent = frame;
+      for (size_t i = 0; i < values.size(); ++i) bind_names(*inner, s.bindings[i].first, values[i]);
+      return exec_body(s.body, out, inner);
     }
     case Stmt::Kind::Break: return Flow::Break;
     case Stmt::Kind::Continue: return Flow::Continue;

@@ -198,6 +198,20 @@ class Parser {
       expect(TokType::BlockEnd, "end of statement block");
       s->body = parse_body({"endfilter"}, &found);
       out.push_back(std::move(s));
+    } else if (kw == "with") {
+      // Jinja2's parse_with: `target = expr` pairs separated by commas (a
+      // target may be names to unpack: `a, b = pair`), possibly none.
+      auto s = stmt(Stmt::Kind::With, line);
+      while (cur().type != TokType::BlockEnd) {
+        if (!s->bindings.empty()) expect_op(",");
+        std::vector<std::string> names{expect_name()};
+        while (skip_op(",")) names.push_back(expect_name());
+        expect_op("=");
+        s->bindings.emplace_back(std::move(names), parse_expression());
+      }
+      expect(TokType::BlockEnd, "end of statement block");
+      s->body = parse_body({"endwith"}, &found);
+      out.push_back(std::move(s));
     } else if (kw == "generation") {
       // transformers' AssistantTracker extension: renders its body unchanged.
       expect(TokType::BlockEnd, "end of statement block");

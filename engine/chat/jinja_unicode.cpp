@@ -5,11 +5,8 @@
 #include <vector>
 
 namespace pagoda::jinja {
-namespace {
 
-// Decodes one code point at s[i] (advancing i); invalid bytes decode as
-// themselves with `valid` false so they are copied verbatim.
-uint32_t decode(const std::string& s, size_t& i, bool& valid) {
+uint32_t utf8_decode(const std::string& s, size_t& i, bool& valid) {
   unsigned char c = static_cast<unsigned char>(s[i]);
   int n = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
   valid = n >= 0 && i + static_cast<size_t>(n) < s.size();
@@ -30,6 +27,10 @@ uint32_t decode(const std::string& s, size_t& i, bool& valid) {
   i += static_cast<size_t>(n) + 1;
   return cp;
 }
+
+namespace {
+
+uint32_t decode(const std::string& s, size_t& i, bool& valid) { return utf8_decode(s, i, valid); }
 
 // Latin Extended-A alternates upper (even) / lower (odd) except in
 // U+0139..U+0148 and U+0179..U+017E, where upper is odd.

@@ -15,4 +15,13 @@ std::string utf8_lower(const std::string& s);
 std::string utf8_title(const std::string& s);       // Python str.title()
 std::string utf8_capitalize(const std::string& s);  // Python str.capitalize()
 
+// Decodes one code point at s[i] (advancing i); an invalid byte decodes as
+// itself with `valid` false (callers copy it verbatim).
+uint32_t utf8_decode(const std::string& s, size_t& i, bool& valid);
+
+// Python's str.isprintable() for one code point: false for the categories
+// Cc, Cf, Cs, Co, Cn, Zl, Zp and Zs other than ' ' (the table in
+// jinja_printable.cpp, generated from Python's Unicode database).
+bool py_isprintable(uint32_t cp);
+
 }  // namespace pagoda::jinja

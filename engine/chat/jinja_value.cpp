@@ -9,6 +9,7 @@
 
 #include "engine/chat/chat_template.h"
 #include "engine/chat/jinja_budget.h"
+#include "engine/chat/jinja_unicode.h"
 
 namespace pagoda::jinja {
 namespace {
@@ -191,33 +192,60 @@ std::string py_float_repr(double d) {
   return out;
 }
 
-static bool needs_escape(unsigned char c, char q) {
-  return c == '\\' || c == static_cast<unsigned char>(q) || c < 0x20 || c == 0x7f;
-}
-
+// Python's repr of a str: quoted with ' unless the text has ' and no ";
+// backslash, the quote, \t \n \r escaped; every other character
+// str.isprintable() refuses as \xhh, \uhhhh or \Uhhhhhhhh (by its code
+// point), the rest as it is.
 static std::string py_str_repr(const std::string& s) {
   bool has_sq = s.find('\'') != std::string::npos, has_dq = s.find('"') != std::string::npos;
   char q = (has_sq && !has_dq) ? '"' : '\'';
+  auto plain = [q](unsigned char c) {
+    return c >= 0x20 && c < 0x7f && c != '\\' && c != static_cast<unsigned char>(q);
+  };
   std::string out(1, q);
   out.reserve(s.size() + 2);
-  for (size_t i = 0; i < s.size(); ++i) {
-    // Runs of characters printed as they are, appended at once.
+  size_t i = 0;
+  while (i < s.size()) {
+    // Runs of printable ASCII, appended at once.
     size_t j = i;
-    while (j < s.size() && !needs_escape(static_cast<unsigned char>(s[j]), q)) ++j;
+    while (j < s.size() && plain(static_cast<unsigned char>(s[j]))) ++j;
     out.append(s, i, j - i);
     if (j == s.size()) break;
     i = j;
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '\\') out += "\\\\";
-    else if (c == static_cast<unsigned char>(q)) out += std::string("\\") + q;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7f) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", c);
-      out += b;
-    } else out += static_cast<char>(c);
+    char b[16];
+    if (c < 0x80) {
+      ++i;
+      if (c == '\\')
+        out += "\\\\";
+      else if (c == static_cast<unsigned char>(q))
+        out += std::string("\\") + q;
+      else if (c == '\n')
+        out += "\\n";
+      else if (c == '\r')
+        out += "\\r";
+      else if (c == '\t')
+        out += "\\t";
+      else {
+        std::snprintf(b, sizeof b, "\\x%02x", c);
+        out += b;
+      }
+      continue;
+    }
+    bool valid = true;
+    const size_t start = i;
+    const uint32_t cp = utf8_decode(s, i, valid);
+    if (!valid || py_isprintable(cp)) {
+      out.append(s, start, i - start);  // (an invalid byte: copied as it is)
+      continue;
+    }
+    if (cp <= 0xff)
+      std::snprintf(b, sizeof b, "\\x%02x", static_cast<unsigned>(cp));
+    else if (cp <= 0xffff)
+      std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(cp));
+    else
+      std::snprintf(b, sizeof b, "\\U%08x", static_cast<unsigned>(cp));
+    out += b;
   }
   out += q;
   return out;

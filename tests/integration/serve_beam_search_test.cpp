@@ -15,7 +15,11 @@ namespace {
 
 using nlohmann::json;
 
-class ServeBeamSearch : public BundledServerSuite<ServeBeamSearch> {};
+class ServeBeamSearch : public BundledServerSuite<ServeBeamSearch> {
+ public:
+  // ChatGivesNBeams brings its own chat template.
+  static std::vector<std::string> server_args() { return {"--trust-request-chat-template"}; }
+};
 
 json reference_cases() {
   std::ifstream in(std::string(PAGODA_SOURCE_DIR) + "/tests/data/beam_search_reference.json");

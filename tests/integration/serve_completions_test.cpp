@@ -283,8 +283,11 @@ TEST_F(ServeStories, ModelsHealthVersion) {
 class ServeChat : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new PagodaServer({std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", "--served-model-name",
-                                "stories", "--chat-template", shared_path("chat_templates/llama-2-chat.jinja")});
+    // Trusting request templates (RequestTemplateKwargsIdAndContinuation).
+    server_ = new PagodaServer({std::string(PAGODA_SOURCE_DIR) + "/models/stories260K",
+                                "--served-model-name", "stories", "--chat-template",
+                                shared_path("chat_templates/llama-2-chat.jinja"),
+                                "--trust-request-chat-template"});
   }
   static void TearDownTestSuite() {
     int status = server_->stop();

@@ -132,12 +132,49 @@ TEST(ChatContentFormat, AutoDetectsTheRequestTemplate) {
   const json ref = reference();
   for (const json& c : ref["cases"]) {
     if (c["name"] != "dse_qwen2_vl_openai_parts") continue;
-    const ServingModel m = serving_model(vllm_template("template_chatml.jinja"),
-                                         ChatContentFormat::kAuto, c["bos_token"], c["eos_token"]);
+    ServingModel m = serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kAuto,
+                                   c["bos_token"], c["eos_token"]);
+    m.trust_request_chat_template = true;
     ASSERT_EQ(m.template_content_format, ChatContentFormat::kString);
     json body = chat_body(c);
     body["chat_template"] = source_of(ref, c);
     expect_reference(parse_chat_request(body.dump(), m), c);
+    // The same template as chat_template_kwargs.chat_template (vLLM renders
+    // with it, and detects the content format on it).
+    body.erase("chat_template");
+    body["chat_template_kwargs"]["chat_template"] = source_of(ref, c);
+    expect_reference(parse_chat_request(body.dump(), m), c);
+    return;
+  }
+  FAIL() << "case not found";
+}
+
+// A request's own template is parsed once: the renderer gets the parse the
+// content format was detected on (ChatRenderOptions::parsed_chat_template)
+// and renders with it rather than parsing the source again.
+TEST(ChatContentFormat, RequestTemplateIsParsedOnce) {
+  const json ref = reference();
+  for (const json& c : ref["cases"]) {
+    if (c["name"] != "dse_qwen2_vl_openai_parts") continue;
+    ServingModel m = serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kAuto,
+                                   c["bos_token"], c["eos_token"]);
+    m.trust_request_chat_template = true;
+    const ChatRenderer real = m.chat_renderer;
+    int handed_parsed = 0;
+    m.chat_renderer = [&](const nlohmann::ordered_json& messages, const ChatRenderOptions& o) {
+      if (o.parsed_chat_template && o.parsed_chat_template->iterates_message_content())
+        ++handed_parsed;
+      return real(messages, o);
+    };
+    json body = chat_body(c);
+    body["chat_template"] = source_of(ref, c);
+    expect_reference(parse_chat_request(body.dump(), m), c);
+    EXPECT_EQ(handed_parsed, 1);
+    // make_chat_renderer renders the parse it is handed, not the source.
+    ChatRenderOptions o;
+    o.chat_template = "{{ 'source' }}";
+    o.parsed_chat_template = std::make_shared<const ChatTemplate>("{{ 'parsed' }}");
+    EXPECT_EQ(real(nlohmann::ordered_json::array(), o), "parsed");
     return;
   }
   FAIL() << "case not found";

@@ -136,11 +136,24 @@ TEST(ChatToolsReference, ToolChoiceValidation) {
       R"({"messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function"}]})",
       hermes);
   EXPECT_EQ(e.param, "tools");
-  e = error_of(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant",
+  // Arguments that are not JSON in the history become {} (vLLM's
+  // _postprocess_messages: the conversation must stay usable); a call that
+  // is not an object is vLLM's 400.
+  ParseResult bad_args =
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant",
     "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f",
     "arguments": "{not json"}}]}]})",
-               hermes);
-  EXPECT_EQ(e.message, "messages[1].tool_calls[0].function.arguments is not valid JSON");
+                         hermes);
+  ASSERT_TRUE(std::holds_alternative<ParsedRequest>(bad_args))
+      << std::get<OpenAIError>(bad_args).message;
+  EXPECT_NE(std::get<ParsedRequest>(bad_args).prompts.at(0).text.find(
+                R"({"name": "f", "arguments": {}})"),
+            std::string::npos)
+      << std::get<ParsedRequest>(bad_args).prompts.at(0).text;
+  e = error_of(
+      R"~({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": ["f()"]}]})~",
+      hermes);
+  EXPECT_EQ(e.message, "assistant tool_calls entries must be objects.");
   // "none" and tools absent: accepted without the flags.
   EXPECT_TRUE(std::holds_alternative<ParsedRequest>(
       parse_chat_request(with_tool(R"(, "tool_choice": "none")"), none)));

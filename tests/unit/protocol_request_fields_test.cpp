@@ -545,8 +545,15 @@ TEST(RequestFieldsChat, ContinueFinalMessageWithGenerationPromptIs400) {
   }
 }
 
+// A server that trusts request templates (--trust-request-chat-template).
+ServingModel trusting_model() {
+  ServingModel m = make_test_model();
+  m.trust_request_chat_template = true;
+  return m;
+}
+
 TEST(RequestFieldsChat, RequestTemplateAndKwargsReachTheRenderer) {
-  ServingModel roomy = make_test_model();
+  ServingModel roomy = trusting_model();
   roomy.max_model_len = 256;
   ParsedRequest r = ok(chat({{"chat_template", "T"},
                              {"chat_template_kwargs", {{"enable_thinking", false}}},
@@ -557,7 +564,7 @@ TEST(RequestFieldsChat, RequestTemplateAndKwargsReachTheRenderer) {
       r.prompts[0].text,
       R"(<s><tmpl:T>[user]q{documents=[{"text":"b","title":"a"}]}{enable_thinking=false}[assistant])");
   // A server without a template serves a request that brings its own.
-  ServingModel no_default = make_test_model();
+  ServingModel no_default = trusting_model();
   no_default.has_chat_template = false;
   EXPECT_EQ(ok(chat({{"chat_template", "T"}}, no_default)).prompts[0].text,
             "<s><tmpl:T>[user]q[assistant]");
@@ -568,6 +575,53 @@ TEST(RequestFieldsChat, RequestTemplateAndKwargsReachTheRenderer) {
   EXPECT_EQ(shadowed.param, "chat_template_kwargs");
   EXPECT_NE(shadowed.message.find("cannot set 'messages'"), std::string::npos) << shadowed.message;
   EXPECT_EQ(err(chat({{"chat_template", 5}})).param, "chat_template");
+}
+
+// vLLM's _validate_chat_template (serving_engine.py): without
+// --trust-request-chat-template, a request bringing its own template (as
+// chat_template, or chat_template_kwargs.chat_template; any value but null)
+// is refused with vLLM's 400; trusted, chat_template_kwargs.chat_template is
+// the template (ChatParams.get_apply_chat_template_kwargs: the request's
+// chat_template wins, "auto" counting as unset) and no template variable.
+TEST(RequestFieldsChat, RequestTemplateNeedsTrust) {
+  const std::string refused =
+      "Chat template is passed with request, but --trust-request-chat-template is not set. "
+      "Refused request with untrusted chat template.";
+  for (const json& body :
+       {json{{"chat_template", "T"}}, json{{"chat_template", "auto"}}, json{{"chat_template", ""}},
+        json{{"chat_template_kwargs", {{"chat_template", "T"}}}},
+        json{{"chat_template_kwargs", {{"chat_template", "T"}, {"x", 1}}}}}) {
+    SCOPED_TRACE(body.dump());
+    const OpenAIError e = err(chat(body));
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.type, "BadRequestError");
+    EXPECT_EQ(e.message, refused);
+    EXPECT_EQ(e.param, "");
+  }
+  // Null is no template (vLLM checks `is not None`).
+  EXPECT_EQ(ok(chat({{"chat_template", nullptr}})).prompts[0].text, "<s>[user]q[assistant]");
+  EXPECT_EQ(ok(chat({{"chat_template_kwargs", {{"chat_template", nullptr}}}})).prompts[0].text,
+            "<s>[user]q[assistant]");
+
+  const ServingModel trusted = trusting_model();
+  EXPECT_EQ(ok(chat({{"chat_template_kwargs", {{"chat_template", "K"}, {"x", 1}}}}, trusted))
+                .prompts[0]
+                .text,
+            "<s><tmpl:K>[user]q{x=1}[assistant]");
+  EXPECT_EQ(ok(chat({{"chat_template", "T"}, {"chat_template_kwargs", {{"chat_template", "K"}}}},
+                    trusted))
+                .prompts[0]
+                .text,
+            "<s><tmpl:T>[user]q[assistant]");
+  EXPECT_EQ(ok(chat({{"chat_template", "auto"}, {"chat_template_kwargs", {{"chat_template", "K"}}}},
+                    trusted))
+                .prompts[0]
+                .text,
+            "<s><tmpl:K>[user]q[assistant]");
+  EXPECT_EQ(ok(chat({{"chat_template", "auto"}}, trusted)).prompts[0].text,
+            "<s>[user]q[assistant]");
+  EXPECT_EQ(err(chat({{"chat_template_kwargs", {{"chat_template", 5}}}}, trusted)).param,
+            "chat_template_kwargs");
 }
 
 // ---- request_id, priority ----
@@ -658,7 +712,8 @@ TEST(RequestFieldsSampling, BadWordsAreFilled) {
   EXPECT_EQ(big.param, "bad_words");
   EXPECT_EQ(big.message, "bad_words holds more than 256 KiB of text");
   // A request's own chat template is bounded too (parsed per request).
-  const OpenAIError tmpl = err(chat({{"chat_template", std::string(70'000, 'x')}}));
+  const OpenAIError tmpl =
+      err(chat({{"chat_template", std::string(70'000, 'x')}}, trusting_model()));
   EXPECT_EQ(tmpl.param, "chat_template");
   EXPECT_NE(tmpl.message.find("at most 64 KiB"), std::string::npos) << tmpl.message;
   json kwargs = json::object();
