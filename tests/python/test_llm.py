@@ -588,3 +588,15 @@ def test_cache_salt_in_the_prompt_dict_separates_prefix_caches(llm):
         llm.generate({"prompt": "Once", "cache_salt": ""}, params, use_tqdm=False)
     with pytest.raises(ValueError, match="cache_salt"):
         llm.generate({"prompt": "Once", "cache_salt": 3}, params, use_tqdm=False)
+
+
+def test_min_tokens_is_checked_against_max_tokens_as_given():
+    # vLLM's SamplingParams holds min_tokens to max_tokens as given; the
+    # context's room is not checked (generation stops at max_model_len,
+    # "length"). It used to be refused against the room left.
+    small = LLM(model=MODEL, device="cpu", max_model_len=32)
+    (out,) = small.generate("Once upon a time",
+                            SamplingParams(temperature=0, max_tokens=40, min_tokens=30),
+                            use_tqdm=False)
+    assert len(out.prompt_token_ids) + len(out.outputs[0].token_ids) == 32
+    assert out.outputs[0].finish_reason == "length"

@@ -248,6 +248,39 @@ TEST_F(LLMTest, MaxTokensPastTheContextStopsAtMaxModelLen) {
   EXPECT_EQ(d[0].outputs[0].token_ids.size(), 16u);
 }
 
+// vLLM's SamplingParams._verify_args holds min_tokens to max_tokens as
+// given; the room the context leaves is not checked (generation stops at
+// max_model_len first, "length"). It used to be: a min_tokens above the
+// room was refused ("min_tokens must be less than or equal to
+// max_tokens=<room>").
+TEST(LLMMinTokens, IsCheckedAgainstMaxTokensAsGivenNotTheRoomLeft) {
+  EngineArgs args;
+  args.device = "cpu";
+  args.max_model_len = 32;
+  LLM llm(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", args);
+  const auto outs = llm.generate(
+      {"Once upon a time", "Once upon a time"},
+      std::vector<SamplingParams>{
+          SamplingParams(json{{"temperature", 0}, {"max_tokens", 40}, {"min_tokens", 30}}),
+          SamplingParams(json{{"temperature", 0}, {"max_tokens", nullptr}, {"min_tokens", 100}})},
+      false);
+  for (const RequestOutput& o : outs) {
+    EXPECT_EQ(o.prompt_token_ids.size() + o.outputs[0].token_ids.size(), 32u);
+    EXPECT_EQ(o.outputs[0].finish_reason, "length");
+  }
+  // Above max_tokens as given: still vLLM's error.
+  try {
+    llm.generate({"Once"}, SamplingParams(json{{"max_tokens", 20}, {"min_tokens", 21}}), false);
+    FAIL() << "no error";
+  } catch (const LLMError& e) {
+    EXPECT_EQ(e.error().param, "min_tokens");
+    EXPECT_NE(std::string(e.what()).find(
+                  "min_tokens must be less than or equal to max_tokens=20, got 21."),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(LLMTest, RunReportsEachRequestsErrorAndRunsTheRest) {
   std::vector<json> requests = {{{"prompt", "Once upon a time"}, {"max_tokens", 3}},
                                 {{"prompt", "x"}, {"top_p", 0}},
