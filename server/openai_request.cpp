@@ -713,10 +713,32 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max
   }
 }
 
+namespace {
+
+// Python's truth value of a JSON value (bool(x)): null, false, 0, "", [] and
+// {} are false.
+bool python_truthy(const json& v) {
+  if (v.is_null()) return false;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0.0;
+  if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+  if (v.is_array() || v.is_object()) return !v.empty();
+  return true;
+}
+
+}  // namespace
+
 ParseResult parse_offline_object(json obj, const ServingModel& model) {
   try {
     ParsedRequest req;
     req.kind = ApiKind::kCompletion;
+    // A prompt's cache_salt as vLLM's renderer takes it (BaseRenderer's
+    // _process_tokens: `if cache_salt := prompt.get("cache_salt")`): a false
+    // value ("", null, ...) is no salt; any other must be a string (the
+    // request model's type check: vLLM's TextPrompt / TokensPrompt declare
+    // one).
+    if (const auto salt = obj.find("cache_salt"); salt != obj.end() && !python_truthy(*salt))
+      obj.erase(salt);
     RequestFields f(obj, request_model::offline_model());
     // Strict, as vLLM's SamplingParams(**kwargs): a misspelled field is an
     // error, not a warning.

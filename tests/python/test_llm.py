@@ -584,10 +584,27 @@ def test_cache_salt_in_the_prompt_dict_separates_prefix_caches(llm):
     (text,) = llm.generate({"prompt": "Once upon a time", "cache_salt": "alpha"}, params,
                            use_tqdm=False)
     assert text.prompt == "Once upon a time"
-    with pytest.raises(ValueError, match="cache_salt"):
-        llm.generate({"prompt": "Once", "cache_salt": ""}, params, use_tqdm=False)
-    with pytest.raises(ValueError, match="cache_salt"):
+    with pytest.raises(ValueError, match="'cache_salt' must be a string, got int"):
         llm.generate({"prompt": "Once", "cache_salt": 3}, params, use_tqdm=False)
+
+
+def test_an_empty_cache_salt_is_no_salt(llm):
+    # vLLM's renderer keeps a prompt's cache_salt only when it is true
+    # (`if cache_salt := prompt.get("cache_salt")`): "" and None are no salt,
+    # so such a prompt shares the unsalted prompts' cached blocks (it used to
+    # be refused).
+    ids = list(range(300, 340))
+    params = SamplingParams(max_tokens=2, temperature=0)
+    (first,) = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
+    assert first.num_cached_tokens == 0
+    for salt in ("", None):
+        (out,) = llm.generate({"prompt_token_ids": ids, "cache_salt": salt}, params,
+                              use_tqdm=False)
+        assert out.num_cached_tokens == 39, salt
+        assert out.outputs[0].token_ids == first.outputs[0].token_ids
+    (salted,) = llm.generate({"prompt_token_ids": ids, "cache_salt": "gamma"}, params,
+                             use_tqdm=False)
+    assert salted.num_cached_tokens == 0
 
 
 def test_min_tokens_is_checked_against_max_tokens_as_given():

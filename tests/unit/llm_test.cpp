@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -279,6 +280,37 @@ TEST(LLMMinTokens, IsCheckedAgainstMaxTokensAsGivenNotTheRoomLeft) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A prompt's cache_salt as vLLM's renderer takes it (`if cache_salt :=
+// prompt.get("cache_salt")`): a false value ("" included; it used to be
+// refused) is no salt, so the prompt shares the unsalted prompts' cached
+// blocks; a true value must be a string.
+TEST_F(LLMTest, AFalseCacheSaltIsNoSalt) {
+  std::vector<int32_t> ids;
+  for (int32_t i = 420; i < 460; ++i) ids.push_back(i);
+  auto request = [&](std::optional<json> salt) {
+    json r = {{"prompt_token_ids", ids}, {"max_tokens", 2}, {"temperature", 0}};
+    if (salt) r["cache_salt"] = *salt;
+    return r;
+  };
+  // One run each: a request finds the blocks of those before it.
+  std::vector<Result> r;
+  for (const json& req : {request(std::nullopt), request(json("")), request(json(false)),
+                          request(json(0)), request(json("delta")), request(json(3))})
+    r.push_back(llm_->run({req}, ProgressBar::Mode::kOff).at(0));
+  for (size_t i = 0; i < 5; ++i)
+    ASSERT_TRUE(r[i].output) << i << ": " << (r[i].error ? r[i].error->message : "");
+  EXPECT_EQ(r[0].output->num_cached_tokens, 0);
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(r[i].output->num_cached_tokens, 39) << i;
+    EXPECT_EQ(r[i].output->outputs[0].token_ids, r[0].output->outputs[0].token_ids) << i;
+  }
+  EXPECT_EQ(r[4].output->num_cached_tokens, 0);  // salted: its own blocks
+  ASSERT_TRUE(r[5].error);
+  EXPECT_EQ(r[5].error->param, "cache_salt");
+  EXPECT_NE(r[5].error->message.find("'cache_salt' must be a string"), std::string::npos)
+      << r[5].error->message;
 }
 
 TEST_F(LLMTest, RunReportsEachRequestsErrorAndRunsTheRest) {
