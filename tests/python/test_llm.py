@@ -607,6 +607,25 @@ def test_an_empty_cache_salt_is_no_salt(llm):
     assert salted.num_cached_tokens == 0
 
 
+def test_detokenize_false_leaves_decoded_token_none(llm):
+    # vLLM gives a request with detokenize=False no tokenizer: every
+    # Logprob.decoded_token is None (they used to be filled).
+    sp = SamplingParams(temperature=0, max_tokens=3, logprobs=2, prompt_logprobs=1,
+                        detokenize=False)
+    (out,) = llm.generate("Once upon a time", sp, use_tqdm=False)
+    assert out.outputs[0].text == ""
+    assert out.prompt_logprobs[0] is None
+    entries = [lp for pos in out.outputs[0].logprobs for lp in pos.values()]
+    entries += [lp for pos in out.prompt_logprobs[1:] for lp in pos.values()]
+    assert len(entries) >= 10
+    assert all(lp.decoded_token is None for lp in entries)
+    (shown,) = llm.generate("Once upon a time",
+                            SamplingParams(temperature=0, max_tokens=3, logprobs=2,
+                                           prompt_logprobs=1), use_tqdm=False)
+    assert all(isinstance(lp.decoded_token, str)
+               for pos in shown.outputs[0].logprobs for lp in pos.values())
+
+
 def test_min_tokens_is_checked_against_max_tokens_as_given():
     # vLLM's SamplingParams holds min_tokens to max_tokens as given; the
     # context's room is not checked (generation stops at max_model_len,

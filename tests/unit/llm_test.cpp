@@ -313,6 +313,46 @@ TEST_F(LLMTest, AFalseCacheSaltIsNoSalt) {
       << r[5].error->message;
 }
 
+// vLLM gives a request with detokenize=False no tokenizer: its text is
+// empty and every Logprob's decoded_token is None (sampled and prompt
+// logprobs); they used to be filled.
+TEST_F(LLMTest, DetokenizeFalseLeavesDecodedTokensNone) {
+  auto run = [&](bool detokenize) {
+    return llm_->generate({"Once upon a time"},
+                          SamplingParams(json{{"temperature", 0},
+                                              {"max_tokens", 3},
+                                              {"logprobs", 2},
+                                              {"prompt_logprobs", 1},
+                                              {"detokenize", detokenize}}),
+                          false)[0];
+  };
+  const RequestOutput with = run(true), without = run(false);
+  EXPECT_EQ(without.outputs[0].token_ids, with.outputs[0].token_ids);
+  EXPECT_EQ(without.outputs[0].text, "");
+  ASSERT_TRUE(without.outputs[0].logprobs && without.prompt_logprobs);
+  size_t entries = 0;
+  for (const PositionLogprobs& p : *without.outputs[0].logprobs)
+    for (const auto& [id, lp] : p) {
+      EXPECT_FALSE(lp.decoded_token) << id;
+      ++entries;
+    }
+  for (const auto& p : *without.prompt_logprobs)
+    if (p)
+      for (const auto& [id, lp] : *p) {
+        EXPECT_FALSE(lp.decoded_token) << id;
+        ++entries;
+      }
+  EXPECT_GE(entries, 6u + 4u);
+  const json j = to_json(without);
+  for (const auto& [id, e] : j["outputs"][0]["logprobs"][0].items())
+    EXPECT_TRUE(e["decoded_token"].is_null()) << id;
+  EXPECT_TRUE(j["prompt_logprobs"][1].begin()->at("decoded_token").is_null());
+  // With detokenize (the default) they are the tokens' text.
+  const json w = to_json(with);
+  for (const auto& [id, e] : w["outputs"][0]["logprobs"][0].items())
+    EXPECT_TRUE(e["decoded_token"].is_string()) << id;
+}
+
 TEST_F(LLMTest, RunReportsEachRequestsErrorAndRunsTheRest) {
   std::vector<json> requests = {{{"prompt", "Once upon a time"}, {"max_tokens", 3}},
                                 {{"prompt", "x"}, {"top_p", 0}},
