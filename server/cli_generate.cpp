@@ -13,8 +13,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <variant>
 
+#include "engine/tokenizer/bpe_byte_level.h"
 #include "server/cli.h"
 #include "server/cli_checks.h"
 #include "server/guided_fields.h"
@@ -99,7 +102,8 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
       "error; the others still run) or the run did (model load, engine); 2 a usage error, "
       "nothing run: a bad flag or value (the sampling flags and --sampling-params are checked as "
       "vLLM's SamplingParams, before the model loads), --sampling-params / --logit-bias not a "
-      "JSON object, an unreadable --prompts-file, no prompts, a MODEL_DIR that does not exist or "
+      "JSON object, an unreadable --prompts-file, a prompt or --prompts-file line that is not "
+      "UTF-8, no prompts, a MODEL_DIR that does not exist or "
       "is not a directory.");
 }
 
@@ -217,12 +221,26 @@ bool starts_like_json_object(const std::string& line) {
   return i != std::string::npos && line[i] == '{';
 }
 
+// Prompts are UTF-8 text, as vLLM reads them (a Python str; a file opened
+// as UTF-8 fails to read at an invalid byte): text that is not is a usage
+// error naming where it came from, never a prompt with its bytes replaced.
+void check_utf8(std::string_view text, const std::string& where) {
+  if (const std::optional<size_t> at = bpe::first_invalid_utf8(text))
+    throw UsageError(
+        fmt::format("{}: not valid UTF-8 (byte {} is 0x{:02X}); "
+                    "prompts are read as UTF-8 text",
+                    where, *at + 1, static_cast<unsigned char>(text[*at])));
+}
+
 // The file's prompts: plain lines (empty ones skipped) or JSON lines.
-std::vector<Input> read_prompts_file(std::istream& in, const std::string& format) {
+// `source` names the file in errors (UsageError: a line that is not UTF-8).
+std::vector<Input> read_prompts_file(std::istream& in, const std::string& format,
+                                     const std::string& source) {
   std::vector<std::pair<size_t, std::string>> lines;
   size_t n = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;
+    check_utf8(line, fmt::format("--prompts-file {}:{}", source, n));
     // A UTF-8 byte order mark (Windows editors write one) is not text.
     if (n == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -280,6 +298,13 @@ int run_generate(GenerateArgs a) {
       return 2;
     }
     std::vector<Input> inputs;
+    try {
+      for (size_t i = 0; i < a.prompts.size(); ++i)
+        check_utf8(a.prompts[i], fmt::format("--prompt (prompt {})", i));
+    } catch (const UsageError& e) {
+      spdlog::error("{}", e.what());
+      return 2;
+    }
     for (const std::string& p : a.prompts) inputs.push_back({json{{"prompt", p}}, "", 0});
     if (!a.prompts_file.empty()) {
       std::ifstream file;
@@ -295,8 +320,14 @@ int run_generate(GenerateArgs a) {
           return 2;
         }
       }
-      std::vector<Input> more =
-          read_prompts_file(a.prompts_file == "-" ? std::cin : file, a.input_format);
+      std::vector<Input> more;
+      try {
+        more = read_prompts_file(a.prompts_file == "-" ? std::cin : file, a.input_format,
+                                 a.prompts_file == "-" ? "stdin" : a.prompts_file);
+      } catch (const UsageError& e) {
+        spdlog::error("{}", e.what());
+        return 2;
+      }
       for (Input& p : more) inputs.push_back(std::move(p));
     }
     if (inputs.empty()) {

@@ -732,6 +732,44 @@ TEST(CliGenerate, LogprobsComeMostLikelyFirst) {
     EXPECT_TRUE(most_likely_first(plps[i])) << plps[i].dump();
 }
 
+// Prompts are UTF-8 text, as vLLM reads them (a Python str; its CLIs read
+// files as UTF-8 and fail on an invalid byte): a --prompt or a
+// --prompts-file line that is not UTF-8 is a usage error naming it (exit
+// 2, nothing run). Such a plain-text prompt used to be generated from, its
+// bytes replaced by U+FFFD in the output.
+TEST(CliGenerate, PromptsThatAreNotUtf8AreAUsageErrorNamingThem) {
+  const std::string pf = ::testing::TempDir() + "pagoda_generate_not_utf8_raw.txt";
+  {
+    std::ofstream f(pf, std::ios::binary);
+    f << "Once upon a time\nThe \xFF dog\n";
+  }
+  GenerateRun r = run_generate_args("not_utf8_raw", "--prompts-file '" + pf + "' --max-tokens 2",
+                                    /*parse_stdout=*/false);
+  EXPECT_EQ(r.exit_status, 2) << r.err;
+  EXPECT_TRUE(r.lines.empty()) << r.lines.size();
+  EXPECT_NE(r.err.find("--prompts-file " + pf + ":2: not valid UTF-8 (byte 5 is 0xFF)"),
+            std::string::npos)
+      << r.err;
+  // A JSON line likewise (the file is read as UTF-8 first).
+  const std::string jf = ::testing::TempDir() + "pagoda_generate_not_utf8.jsonl";
+  {
+    std::ofstream f(jf, std::ios::binary);
+    f << "{\"prompt\": \"Once\"}\n{\"prompt\": \"\xC3(\"}\n";
+  }
+  GenerateRun j = run_generate_args("not_utf8_jsonl", "--prompts-file '" + jf + "'",
+                                    /*parse_stdout=*/false);
+  EXPECT_EQ(j.exit_status, 2) << j.err;
+  EXPECT_NE(j.err.find(jf + ":2: not valid UTF-8 (byte 13 is 0xC3)"), std::string::npos) << j.err;
+  // --prompt (printf: /bin/sh has no $'\xff').
+  GenerateRun a = run_generate_args("not_utf8_arg",
+                                    "--prompt Once --prompt \"$(printf 'a\\377b')\" --max-tokens 2",
+                                    /*parse_stdout=*/false);
+  EXPECT_EQ(a.exit_status, 2) << a.err;
+  EXPECT_TRUE(a.lines.empty());
+  EXPECT_NE(a.err.find("--prompt (prompt 1): not valid UTF-8 (byte 2 is 0xFF)"), std::string::npos)
+      << a.err;
+}
+
 // `pagoda serve` exits 2 on an invalid or out-of-range value before it
 // loads or listens, even when a later occurrence replaces it (it served on
 // the last one).
