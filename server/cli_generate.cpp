@@ -142,14 +142,16 @@ std::string flag_of(const std::string& field) {
 }
 
 // The model's generation_config.json, whose max_new_tokens is the
-// max_tokens of a prompt that sets none (the request pipeline's default);
-// empty when the model directory or the file cannot be read (the load
-// reports that).
-GenerationConfig model_generation_config(const EngineArgs& e) {
+// max_tokens of a prompt that sets none (the request pipeline's default),
+// read once: the sampling flags are checked against it before the load and
+// the load takes it (LLM's generation_config). nullopt when the model
+// directory or the file cannot be read: the checks use an empty config and
+// the load reads the file itself, to report what is wrong with it.
+std::optional<GenerationConfig> model_generation_config(const EngineArgs& e) {
   try {
     return GenerationConfig::from_dir(resolve_model_dir(e.model_dir));
   } catch (const std::exception&) {
-    return {};
+    return std::nullopt;
   }
 }
 
@@ -164,7 +166,7 @@ GenerationConfig model_generation_config(const EngineArgs& e) {
 // The values checked are the merged ones (a flag may fix what
 // --sampling-params alone got wrong). Throws UsageError naming the flag, or
 // --sampling-params for a value from there.
-json sampling_defaults(const GenerateArgs& a) {
+json sampling_defaults(const GenerateArgs& a, const GenerationConfig& generation_config) {
   json d = json::object();
   if (!a.sampling_params.empty()) {
     d = parse_object_flag("--sampling-params", a.sampling_params);
@@ -197,7 +199,7 @@ json sampling_defaults(const GenerateArgs& a) {
   if (a.ignore_eos) d["ignore_eos"] = true;
   if (a.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
   if (!a.logit_bias.empty()) d["logit_bias"] = parse_object_flag("--logit-bias", a.logit_bias);
-  if (auto e = check_sampling_fields(d, a.engine.max_logprobs, model_generation_config(a.engine))) {
+  if (auto e = check_sampling_fields(d, a.engine.max_logprobs, generation_config)) {
     if (e->param.empty()) throw UsageError(e->message);
     // Named by the flag that set the field, else by --sampling-params.
     const auto p = from_params.find(e->param);
@@ -285,9 +287,10 @@ std::string dump(const nlohmann::ordered_json& v) {
 int run_generate(GenerateArgs a) {
   try {
     // Usage errors first (exit 2), before the model loads.
+    const std::optional<GenerationConfig> generation_config = model_generation_config(a.engine);
     json defaults;
     try {
-      defaults = sampling_defaults(a);
+      defaults = sampling_defaults(a, generation_config.value_or(GenerationConfig{}));
     } catch (const UsageError& e) {
       spdlog::error("{}", e.what());
       return 2;
@@ -347,7 +350,7 @@ int run_generate(GenerateArgs a) {
       request_input.push_back(i);
     }
 
-    offline::LLM llm(a.engine.model_dir, a.engine);
+    offline::LLM llm(a.engine.model_dir, a.engine, generation_config);
     const auto mode = a.disable_progress_bar ? ProgressBar::Mode::kOff : ProgressBar::Mode::kAuto;
     std::vector<offline::Result> ran = llm.run(requests, mode);
     std::vector<offline::Result> results(inputs.size());

@@ -230,7 +230,8 @@ std::vector<json> make_requests(const std::vector<Prompt>& prompts,
   return out;
 }
 
-LLM::LLM(std::string model_dir, EngineArgs args) {
+LLM::LLM(std::string model_dir, EngineArgs args,
+         std::optional<GenerationConfig> generation_config) {
   // vLLM serves a model under the name it was given; the bundled default
   // (no model_dir) is "stories260K".
   if (model_dir.empty() && args.served_model_name.empty()) args.served_model_name = "stories260K";
@@ -238,7 +239,8 @@ LLM::LLM(std::string model_dir, EngineArgs args) {
   args.model_dir = resolve_model_dir(model_dir);
   args.disable_log_stats = true;  // vLLM's LLM: unless asked
   spdlog::info("Pagoda {} generating with {}", pagoda_version(), args.model_dir);
-  model_ = std::make_unique<LoadedModel>(load_model(args));
+  model_ = std::make_unique<LoadedModel>(
+      load_model(args, generation_config ? &*generation_config : nullptr));
   serving_ = make_serving_model(*model_, args.model_dir);
   handle_ = std::make_unique<EngineAdapter>(*model_->engine);
   handle_->set_running(true);

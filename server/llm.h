@@ -175,7 +175,10 @@ class LLM {
   // model_dir is replaced). Loads the model and creates the engine (not
   // started: generate() steps it). disable_log_stats is forced on, as
   // vLLM's LLM. Throws std::runtime_error as load_model.
-  LLM(std::string model_dir, EngineArgs args = {});
+  // generation_config: the model directory's generation_config.json when
+  // the caller has read it already (load_model's).
+  LLM(std::string model_dir, EngineArgs args = {},
+      std::optional<GenerationConfig> generation_config = std::nullopt);
   ~LLM();
   LLM(const LLM&) = delete;
   LLM& operator=(const LLM&) = delete;

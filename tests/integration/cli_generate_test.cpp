@@ -4,10 +4,14 @@
 // progress bar on stderr, and an exit status that says whether every prompt
 // completed.
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -768,6 +772,43 @@ TEST(CliGenerate, PromptsThatAreNotUtf8AreAUsageErrorNamingThem) {
   EXPECT_TRUE(a.lines.empty());
   EXPECT_NE(a.err.find("--prompt (prompt 1): not valid UTF-8 (byte 2 is 0xFF)"), std::string::npos)
       << a.err;
+}
+
+// generation_config.json is read once: the sampling flags are checked
+// against its max_new_tokens before the load, and the load takes what was
+// read (it read the file again). inotify counts the file's opens.
+TEST(CliGenerate, GenerationConfigIsReadOnce) {
+  namespace fs = std::filesystem;
+  const std::string model = ::testing::TempDir() + "pagoda_generate_read_once_model";
+  fs::remove_all(model);
+  fs::copy(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", model,
+           fs::copy_options::recursive);
+  const std::string config = model + "/generation_config.json";
+  std::ofstream(config) << R"({"bos_token_id": 1, "eos_token_id": 2, "max_new_tokens": 5})";
+  const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(watch, 0) << std::strerror(errno);
+  // Closes too: the kernel merges an event into an identical one still
+  // unread (open, open), not across a close.
+  ASSERT_GE(::inotify_add_watch(watch, config.c_str(), IN_OPEN | IN_CLOSE_NOWRITE), 0)
+      << std::strerror(errno);
+  GenerateRun r = run_generate_args(
+      "read_once", "'" + model + "' --prompt Once --min-tokens 5 --ignore-eos --temperature 0");
+  // The kernel queued an event per open while the command ran.
+  int opens = 0;
+  alignas(inotify_event) char buf[4096];
+  for (ssize_t n; (n = ::read(watch, buf, sizeof buf)) > 0;)
+    for (ssize_t i = 0; i < n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(buf + i);
+      if (e->mask & IN_OPEN) ++opens;
+      i += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+  ::close(watch);
+  EXPECT_EQ(opens, 1);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  // Its max_new_tokens is the run's default max_tokens.
+  EXPECT_EQ(r.lines[0]["outputs"][0]["token_ids"].size(), 5u) << r.lines[0].dump();
+  fs::remove_all(model);
 }
 
 // `pagoda serve` exits 2 on an invalid or out-of-range value before it
