@@ -13,8 +13,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <variant>
 
+#include "engine/tokenizer/bpe_byte_level.h"
 #include "server/cli.h"
 #include "server/cli_checks.h"
 #include "server/guided_fields.h"
@@ -99,7 +102,8 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
       "error; the others still run) or the run did (model load, engine); 2 a usage error, "
       "nothing run: a bad flag or value (the sampling flags and --sampling-params are checked as "
       "vLLM's SamplingParams, before the model loads), --sampling-params / --logit-bias not a "
-      "JSON object, an unreadable --prompts-file, no prompts, a MODEL_DIR that does not exist or "
+      "JSON object, an unreadable --prompts-file, a prompt or --prompts-file line that is not "
+      "UTF-8, no prompts, a MODEL_DIR that does not exist or "
       "is not a directory.");
 }
 
@@ -138,14 +142,16 @@ std::string flag_of(const std::string& field) {
 }
 
 // The model's generation_config.json, whose max_new_tokens is the
-// max_tokens of a prompt that sets none (the request pipeline's default);
-// empty when the model directory or the file cannot be read (the load
-// reports that).
-GenerationConfig model_generation_config(const EngineArgs& e) {
+// max_tokens of a prompt that sets none (the request pipeline's default),
+// read once: the sampling flags are checked against it before the load and
+// the load takes it (LLM's generation_config). nullopt when the model
+// directory or the file cannot be read: the checks use an empty config and
+// the load reads the file itself, to report what is wrong with it.
+std::optional<GenerationConfig> model_generation_config(const EngineArgs& e) {
   try {
     return GenerationConfig::from_dir(resolve_model_dir(e.model_dir));
   } catch (const std::exception&) {
-    return {};
+    return std::nullopt;
   }
 }
 
@@ -160,7 +166,7 @@ GenerationConfig model_generation_config(const EngineArgs& e) {
 // The values checked are the merged ones (a flag may fix what
 // --sampling-params alone got wrong). Throws UsageError naming the flag, or
 // --sampling-params for a value from there.
-json sampling_defaults(const GenerateArgs& a) {
+json sampling_defaults(const GenerateArgs& a, const GenerationConfig& generation_config) {
   json d = json::object();
   if (!a.sampling_params.empty()) {
     d = parse_object_flag("--sampling-params", a.sampling_params);
@@ -193,7 +199,7 @@ json sampling_defaults(const GenerateArgs& a) {
   if (a.ignore_eos) d["ignore_eos"] = true;
   if (a.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
   if (!a.logit_bias.empty()) d["logit_bias"] = parse_object_flag("--logit-bias", a.logit_bias);
-  if (auto e = check_sampling_fields(d, a.engine.max_logprobs, model_generation_config(a.engine))) {
+  if (auto e = check_sampling_fields(d, a.engine.max_logprobs, generation_config)) {
     if (e->param.empty()) throw UsageError(e->message);
     // Named by the flag that set the field, else by --sampling-params.
     const auto p = from_params.find(e->param);
@@ -217,12 +223,26 @@ bool starts_like_json_object(const std::string& line) {
   return i != std::string::npos && line[i] == '{';
 }
 
+// Prompts are UTF-8 text, as vLLM reads them (a Python str; a file opened
+// as UTF-8 fails to read at an invalid byte): text that is not is a usage
+// error naming where it came from, never a prompt with its bytes replaced.
+void check_utf8(std::string_view text, const std::string& where) {
+  if (const std::optional<size_t> at = bpe::first_invalid_utf8(text))
+    throw UsageError(
+        fmt::format("{}: not valid UTF-8 (byte {} is 0x{:02X}); "
+                    "prompts are read as UTF-8 text",
+                    where, *at + 1, static_cast<unsigned char>(text[*at])));
+}
+
 // The file's prompts: plain lines (empty ones skipped) or JSON lines.
-std::vector<Input> read_prompts_file(std::istream& in, const std::string& format) {
+// `source` names the file in errors (UsageError: a line that is not UTF-8).
+std::vector<Input> read_prompts_file(std::istream& in, const std::string& format,
+                                     const std::string& source) {
   std::vector<std::pair<size_t, std::string>> lines;
   size_t n = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;
+    check_utf8(line, fmt::format("--prompts-file {}:{}", source, n));
     // A UTF-8 byte order mark (Windows editors write one) is not text.
     if (n == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -267,9 +287,10 @@ std::string dump(const nlohmann::ordered_json& v) {
 int run_generate(GenerateArgs a) {
   try {
     // Usage errors first (exit 2), before the model loads.
+    const std::optional<GenerationConfig> generation_config = model_generation_config(a.engine);
     json defaults;
     try {
-      defaults = sampling_defaults(a);
+      defaults = sampling_defaults(a, generation_config.value_or(GenerationConfig{}));
     } catch (const UsageError& e) {
       spdlog::error("{}", e.what());
       return 2;
@@ -280,6 +301,13 @@ int run_generate(GenerateArgs a) {
       return 2;
     }
     std::vector<Input> inputs;
+    try {
+      for (size_t i = 0; i < a.prompts.size(); ++i)
+        check_utf8(a.prompts[i], fmt::format("--prompt (prompt {})", i));
+    } catch (const UsageError& e) {
+      spdlog::error("{}", e.what());
+      return 2;
+    }
     for (const std::string& p : a.prompts) inputs.push_back({json{{"prompt", p}}, "", 0});
     if (!a.prompts_file.empty()) {
       std::ifstream file;
@@ -295,8 +323,14 @@ int run_generate(GenerateArgs a) {
           return 2;
         }
       }
-      std::vector<Input> more =
-          read_prompts_file(a.prompts_file == "-" ? std::cin : file, a.input_format);
+      std::vector<Input> more;
+      try {
+        more = read_prompts_file(a.prompts_file == "-" ? std::cin : file, a.input_format,
+                                 a.prompts_file == "-" ? "stdin" : a.prompts_file);
+      } catch (const UsageError& e) {
+        spdlog::error("{}", e.what());
+        return 2;
+      }
       for (Input& p : more) inputs.push_back(std::move(p));
     }
     if (inputs.empty()) {
@@ -316,7 +350,7 @@ int run_generate(GenerateArgs a) {
       request_input.push_back(i);
     }
 
-    offline::LLM llm(a.engine.model_dir, a.engine);
+    offline::LLM llm(a.engine.model_dir, a.engine, generation_config);
     const auto mode = a.disable_progress_bar ? ProgressBar::Mode::kOff : ProgressBar::Mode::kAuto;
     std::vector<offline::Result> ran = llm.run(requests, mode);
     std::vector<offline::Result> results(inputs.size());

@@ -290,7 +290,7 @@ std::string resolve_model_dir(const std::string& given) {
       "no MODEL_DIR given and the bundled models/stories260K was not found; looked in:" + tried);
 }
 
-LoadedModel load_model(const EngineArgs& a) {
+LoadedModel load_model(const EngineArgs& a, const GenerationConfig* generation_config) {
   LoadedModel m;
   m.config = ModelConfig::from_dir(a.model_dir);
   check_quantization_flag(
@@ -302,7 +302,8 @@ LoadedModel load_model(const EngineArgs& a) {
         "take the same dequantized path as '{}' (docs/QUANTIZATION.md)",
         a.quantization, a.quantization.substr(0, a.quantization.find('_')));
   validate_tensor_parallel(m.config, a.tensor_parallel_size);  // before the slow loads
-  m.generation_config = GenerationConfig::from_dir(a.model_dir);
+  m.generation_config =
+      generation_config ? *generation_config : GenerationConfig::from_dir(a.model_dir);
   m.tokenizer_config = TokenizerConfig::from_dir(a.model_dir);
   m.tokenizer = load_tokenizer(a.model_dir);
   m.served_model_name = a.served_model_name.empty() ? a.model_dir : a.served_model_name;

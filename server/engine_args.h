@@ -148,8 +148,11 @@ struct LoadedModel {
 // Throws std::runtime_error with a clear message (missing files, bad
 // template, max_model_len beyond the model's, no GPU for --device cuda,
 // a tensor_parallel_size that is < 1, does not divide the heads, or needs
-// NCCL or GPUs the build/machine lacks).
-LoadedModel load_model(const EngineArgs& args);
+// NCCL or GPUs the build/machine lacks). generation_config: args.model_dir's
+// generation_config.json when the caller has already read it (`pagoda
+// generate` checks the sampling flags against it before the load), so the
+// file is read once; nullptr: read here.
+LoadedModel load_model(const EngineArgs& args, const GenerationConfig* generation_config = nullptr);
 
 // The ServingModel the protocol layer reads (chat rendering serialized by a
 // mutex: one template instance shared by all network threads).

@@ -44,32 +44,41 @@ nlohmann::ordered_json position_json(const PositionLogprobs& p) {
     o[fmt::format("{}", id)] = {
         {"logprob", clamped(lp->logprob)},
         {"rank", lp->rank ? nlohmann::ordered_json(*lp->rank) : nlohmann::ordered_json(nullptr)},
-        {"decoded_token", lp->decoded_token}};
+        {"decoded_token", lp->decoded_token ? nlohmann::ordered_json(*lp->decoded_token)
+                                            : nlohmann::ordered_json(nullptr)}};
   return o;
+}
+
+// A token's decoded_token: none without a tokenizer (detokenize false:
+// vLLM's RequestState gives its LogprobsProcessor none, and every
+// decoded_token is None).
+std::optional<std::string> decoded(const Tokenizer* tok, int32_t id) {
+  if (!tok) return std::nullopt;
+  return decoded_token(*tok, id);
 }
 
 // A sampled position: the token with its rank in the distribution (as
 // vLLM's; the top entry keeps its top-k rank when it is the same token) and
 // the k most likely (ranks 1..k).
-PositionLogprobs sample_position(const Tokenizer& tok, const TokenLogprob& lp) {
+PositionLogprobs sample_position(const Tokenizer* tok, const TokenLogprob& lp) {
   PositionLogprobs p;
   p[lp.token_id] = Logprob{lp.logprob, lp.rank > 0 ? std::optional<int64_t>(lp.rank) : std::nullopt,
-                           decoded_token(tok, lp.token_id)};
+                           decoded(tok, lp.token_id)};
   for (size_t i = 0; i < lp.top.size(); ++i) {
     const auto [id, v] = lp.top[i];
-    p[id] = Logprob{v, static_cast<int64_t>(i) + 1, decoded_token(tok, id)};
+    p[id] = Logprob{v, static_cast<int64_t>(i) + 1, decoded(tok, id)};
   }
   return p;
 }
 
 // A prompt position: the prompt token with its rank (the top entry keeps
 // its top-k rank when it is the same token, as vLLM's dict update).
-PositionLogprobs prompt_position(const Tokenizer& tok, const PromptLogprob& lp) {
+PositionLogprobs prompt_position(const Tokenizer* tok, const PromptLogprob& lp) {
   PositionLogprobs p;
-  p[lp.token_id] = Logprob{lp.logprob, lp.rank, decoded_token(tok, lp.token_id)};
+  p[lp.token_id] = Logprob{lp.logprob, lp.rank, decoded(tok, lp.token_id)};
   for (size_t i = 0; i < lp.top.size(); ++i) {
     const auto [id, v] = lp.top[i];
-    p[id] = Logprob{v, static_cast<int64_t>(i) + 1, decoded_token(tok, id)};
+    p[id] = Logprob{v, static_cast<int64_t>(i) + 1, decoded(tok, id)};
   }
   return p;
 }
@@ -89,8 +98,9 @@ struct Job {
   bool counted = false;  // in the progress bar
 };
 
-RequestOutput make_output(const Job& j, const Tokenizer& tok) {
+RequestOutput make_output(const Job& j, const Tokenizer& tokenizer) {
   const ParsedRequest& req = j.group->request();
+  const Tokenizer* tok = req.detokenize ? &tokenizer : nullptr;
   RequestOutput out;
   out.request_id = req.request_id;
   if (!req.prompts.front().token_ids_only) out.prompt = req.prompts.front().text;
@@ -220,7 +230,8 @@ std::vector<json> make_requests(const std::vector<Prompt>& prompts,
   return out;
 }
 
-LLM::LLM(std::string model_dir, EngineArgs args) {
+LLM::LLM(std::string model_dir, EngineArgs args,
+         std::optional<GenerationConfig> generation_config) {
   // vLLM serves a model under the name it was given; the bundled default
   // (no model_dir) is "stories260K".
   if (model_dir.empty() && args.served_model_name.empty()) args.served_model_name = "stories260K";
@@ -228,7 +239,8 @@ LLM::LLM(std::string model_dir, EngineArgs args) {
   args.model_dir = resolve_model_dir(model_dir);
   args.disable_log_stats = true;  // vLLM's LLM: unless asked
   spdlog::info("Pagoda {} generating with {}", pagoda_version(), args.model_dir);
-  model_ = std::make_unique<LoadedModel>(load_model(args));
+  model_ = std::make_unique<LoadedModel>(
+      load_model(args, generation_config ? &*generation_config : nullptr));
   serving_ = make_serving_model(*model_, args.model_dir);
   handle_ = std::make_unique<EngineAdapter>(*model_->engine);
   handle_->set_running(true);

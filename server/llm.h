@@ -39,11 +39,13 @@ namespace pagoda::offline {
 // server's logprobs), its 1-based rank in that distribution (the k most
 // likely tokens: 1..k; a sampled token outside them: unknown, nullopt; a
 // prompt token: always known), and the token decoded alone (leading
-// SentencePiece space kept, as vLLM's decoded_token).
+// SentencePiece space kept, as vLLM's decoded_token; none with
+// SamplingParams.detokenize false, as vLLM's LogprobsProcessor without a
+// tokenizer).
 struct Logprob {
   float logprob = 0.0f;
   std::optional<int64_t> rank;
-  std::string decoded_token;
+  std::optional<std::string> decoded_token;
 };
 // One position: token id → its Logprob (the sampled or prompt token, and
 // the k most likely).
@@ -85,7 +87,8 @@ struct RequestOutput {
 
 // The JSON form `pagoda generate` writes and the Python module reads:
 // vLLM's attribute names in vLLM's order; logprob maps as {"<id>":
-// {"logprob", "rank", "decoded_token"}}, most likely first (ordered_json),
+// {"logprob", "rank", "decoded_token" (null without detokenize)}}, most
+// likely first (ordered_json),
 // -inf clamped to -9999.0 (JSON has no infinity).
 nlohmann::ordered_json to_json(const RequestOutput& out);
 
@@ -172,7 +175,10 @@ class LLM {
   // model_dir is replaced). Loads the model and creates the engine (not
   // started: generate() steps it). disable_log_stats is forced on, as
   // vLLM's LLM. Throws std::runtime_error as load_model.
-  LLM(std::string model_dir, EngineArgs args = {});
+  // generation_config: the model directory's generation_config.json when
+  // the caller has read it already (load_model's).
+  LLM(std::string model_dir, EngineArgs args = {},
+      std::optional<GenerationConfig> generation_config = std::nullopt);
   ~LLM();
   LLM(const LLM&) = delete;
   LLM& operator=(const LLM&) = delete;

@@ -305,9 +305,15 @@ void finish_sampling(const RequestFields& f, const ServingModel& model, ParsedRe
   req.beam_search = std::move(p);
 }
 
+// Which max_tokens finish_checks holds min_tokens to: the one each prompt
+// ends up with (the server's, as vLLM's serving layer builds SamplingParams
+// with the context-capped count), or none (offline: vLLM's LLM checks
+// min_tokens against max_tokens as given, parse_offline_object).
+enum class MinTokensBound { kResolvedMaxTokens, kCheckedBefore };
+
 // What every endpoint finishes with: stream, the checks across fields, the
 // first prompt's ids and max_tokens in the request.
-void finish_checks(ParsedRequest& req);
+void finish_checks(ParsedRequest& req, MinTokensBound bound = MinTokensBound::kResolvedMaxTokens);
 void finish_common(const RequestFields& f, const ServingModel& model, ParsedRequest& req) {
   req.stream = *f.boolean("stream");
   finish_checks(req);
@@ -315,14 +321,16 @@ void finish_common(const RequestFields& f, const ServingModel& model, ParsedRequ
 }
 
 // finish_common's checks across fields, for a request whose stream is set.
-void finish_checks(ParsedRequest& req) {
+void finish_checks(ParsedRequest& req, MinTokensBound bound) {
   if (req.stream && req.sampling.best_of && *req.sampling.best_of > req.sampling.n)
     fail(fmt::format("best_of > n is not supported with stream=true (best_of={}, n={})",
                      *req.sampling.best_of, req.sampling.n),
          "best_of");
   if (req.stream && req.sampling.prompt_logprobs && *req.sampling.prompt_logprobs > 0)
     fail("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
-  for (const PromptInput& p : req.prompts) check_min_tokens(req.sampling.min_tokens, p.max_tokens);
+  if (bound == MinTokensBound::kResolvedMaxTokens)
+    for (const PromptInput& p : req.prompts)
+      check_min_tokens(req.sampling.min_tokens, p.max_tokens);
   req.prompt_token_ids = req.prompts.front().token_ids;
   req.sampling.max_tokens = req.prompts.front().max_tokens;
   req.created = unix_now();
@@ -756,10 +764,32 @@ std::optional<OpenAIError> check_sampling_fields(const json& fields, int64_t max
   }
 }
 
+namespace {
+
+// Python's truth value of a JSON value (bool(x)): null, false, 0, "", [] and
+// {} are false.
+bool python_truthy(const json& v) {
+  if (v.is_null()) return false;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0.0;
+  if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+  if (v.is_array() || v.is_object()) return !v.empty();
+  return true;
+}
+
+}  // namespace
+
 ParseResult parse_offline_object(json obj, const ServingModel& model) {
   try {
     ParsedRequest req;
     req.kind = ApiKind::kCompletion;
+    // A prompt's cache_salt as vLLM's renderer takes it (BaseRenderer's
+    // _process_tokens: `if cache_salt := prompt.get("cache_salt")`): a false
+    // value ("", null, ...) is no salt; any other must be a string (the
+    // request model's type check: vLLM's TextPrompt / TokensPrompt declare
+    // one).
+    if (const auto salt = obj.find("cache_salt"); salt != obj.end() && !python_truthy(*salt))
+      obj.erase(salt);
     RequestFields f(obj, request_model::offline_model());
     // Strict, as vLLM's SamplingParams(**kwargs): a misspelled field is an
     // error, not a warning.
@@ -840,6 +870,14 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     const bool requested = f.has("max_tokens");
     const auto mt = obj.find("max_tokens");
     const bool unlimited = mt != obj.end() && mt->is_null();
+    // vLLM's SamplingParams._verify_args: min_tokens <= max_tokens as given
+    // (unset: the default count; None: no bound), not the count the context
+    // leaves: generation stops at max_model_len first ("length").
+    if (requested)
+      check_min_tokens(req.sampling.min_tokens, *f.integer("max_tokens"));
+    else if (!unlimited)
+      check_min_tokens(req.sampling.min_tokens,
+                       default_offline_max_tokens(f, model.generation_config));
     p.max_tokens = resolve_max_tokens(requested ? f.integer("max_tokens") : std::nullopt,
                                       static_cast<int64_t>(p.token_ids.size()), model.max_model_len,
                                       what, "max_tokens", ContextOverflow::kCap);
@@ -849,7 +887,11 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
       p.max_tokens = std::min(p.max_tokens, default_offline_max_tokens(f, model.generation_config));
     req.prompts.push_back(std::move(p));
     apply_cache_salt(f, req);
-    finish_checks(req);
+    finish_checks(req, MinTokensBound::kCheckedBefore);
+    // Past the room the context leaves, min_tokens changes nothing (the
+    // length limit ends the output first, as vLLM's check_stop); the engine
+    // holds min_tokens <= max_tokens.
+    req.sampling.min_tokens = std::min(req.sampling.min_tokens, req.prompts.front().max_tokens);
     finish_sampling(f, model, req);
     return req;
   } catch (const RequestFieldError& e) {

@@ -354,7 +354,8 @@ std::vector<FieldSpec> offline_only_fields() {
       {.name = "cache_salt",
        .type = kStr,
        .note = "vLLM's TextPrompt / TokensPrompt cache_salt: only prompts with the same salt "
-               "share prefix-cache blocks; \"\" is an error"},
+               "share prefix-cache blocks; \"\" (or any false value) is no salt, as vLLM's "
+               "renderer"},
       {.name = "chat_template_content_format",
        .type = kStr,
        .note = "LLM.chat's: 'string' (content as text), 'openai' (content as a list of text "

@@ -100,6 +100,15 @@ void WsSession::do_read() {
 void WsSession::on_read(beast::error_code ec) {
   reading_ = false;
   if (ec == websocket::error::closed) return teardown(Teardown::kAbort, "client closed the WebSocket");
+  // The client broke the protocol (a text message that is not UTF-8: 1007;
+  // a malformed frame: 1002) or sent a message over --max-body-bytes (1009):
+  // Beast has failed the connection with a close frame saying so. The
+  // connection was not lost; the client is done, as after its own close
+  // frame: its requests are aborted, nothing is kept for a resume.
+  if (ec == websocket::condition::protocol_violation || ec == websocket::error::message_too_big) {
+    spdlog::info("/v1/ws: closed the connection: {}", ec.message());
+    return teardown(Teardown::kAbort, "the client broke the WebSocket protocol");
+  }
   if (ec) return teardown(Teardown::kDetach, "connection lost");
   std::string text = beast::buffers_to_string(read_buf_.data());
   read_buf_.consume(read_buf_.size());

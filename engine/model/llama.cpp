@@ -2,11 +2,15 @@
 // forward of engine/model/llama.h, written only against Backend ops.
 #include "engine/model/llama.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <stdexcept>
+#include <string_view>
 
 #include "engine/cpu/half.h"
 #include "engine/model/rope.h"
@@ -68,6 +72,61 @@ void normalize_head_rows(Backend& backend, const Tensor& head, const Safetensors
 
 std::string layer_name(int64_t l, const char* rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
+}
+
+// Why a checkpoint tensor the model does not read is left out, as vLLM's
+// weight loaders leave it out; nullptr when nothing allows it (an unknown
+// tensor: an error, as vLLM's AutoWeightsLoader "There is no module or
+// parameter named ...", or its model's KeyError).
+const char* skip_reason(std::string_view name, const ModelConfig& c) {
+  auto has = [&](std::string_view part) { return name.find(part) != std::string_view::npos; };
+  // AutoWeightsLoader.ROTARY_EMBEDS_UNUSED_WEIGHTS (ColossalAI / GPTQModel
+  // checkpoints keep the rotary buffers).
+  for (std::string_view rotary : {"rotary_pos_emb.inv_freq", "rotary_emb.inv_freq",
+                                  "rotary_emb.cos_cached", "rotary_emb.sin_cached"})
+    if (has(rotary)) return "a rotary embedding buffer";
+  // Tied embeddings: the head is the embedding matrix (the models'
+  // skip_prefixes=["lm_head."]; GPT-NeoX's head is embed_out).
+  if (c.tie_word_embeddings &&
+      (name.starts_with("lm_head.") || (c.family == "gpt_neox" && name.starts_with("embed_out."))))
+    return "the output head is tied to the input embeddings";
+  // HF's causal-mask buffers in GPT-2 / GPT-J / GPT-NeoX checkpoints (their
+  // vLLM models skip them by name).
+  if ((c.family == "gpt2" || c.family == "gptj") && (has(".attn.bias") || has(".attn.masked_bias")))
+    return "an attention mask buffer";
+  if (c.family == "gpt_neox" && (has(".attention.bias") || has(".attention.masked_bias")))
+    return "an attention mask buffer";
+  // The Llama-style models and GPT-J skip a bias they have no parameter
+  // for ("Skip loading extra bias for GPTQ models").
+  if ((c.family == "llama" || c.family == "gptj") && name.ends_with(".bias"))
+    return "a bias the model has no parameter for";
+  return nullptr;
+}
+
+// After a load that read `used`: every other tensor of the checkpoint is
+// skipped (logged at debug, as vLLM's loaders) or, unknown, an error naming
+// it and its file.
+void check_unused_tensors(const SafetensorsModel& st, const std::set<std::string>& used,
+                          const ModelConfig& c) {
+  std::vector<std::string> unknown;
+  for (const std::string& name : st.names()) {
+    if (used.count(name)) continue;
+    if (const char* why = skip_reason(name, c)) {
+      spdlog::debug("Skipping weight {}: {}", name, why);
+      continue;
+    }
+    unknown.push_back(name);
+  }
+  if (unknown.empty()) return;
+  std::string more;
+  if (unknown.size() > 1) {
+    more = " (and " + std::to_string(unknown.size() - 1) + " more:";
+    for (size_t i = 1; i < unknown.size() && i < 4; ++i) more += " '" + unknown[i] + "'";
+    more += unknown.size() > 4 ? " ...)" : ")";
+  }
+  throw std::runtime_error("weights " + st.find(unknown.front())->file +
+                           ": there is no module or parameter named '" + unknown.front() + "' in " +
+                           c.architecture + more);
 }
 
 }  // namespace
@@ -349,8 +408,10 @@ void LlamaModel::load_weights(const std::string& model_dir) {
   load_stats_ = {};
   std::vector<unsigned char> strided;  // a column shard, packed
   const QuantConfig& qc = config_.quantization;
+  std::set<std::string> used;  // the checkpoint tensors read
   load_from([&](const std::string& name, const std::vector<int64_t>& shape, const Shard& shard,
                 Tensor dst) {
+    used.insert(name);
     // A quantized linear: <module>.{qweight, qzeros, scales, g_idx} in place
     // of <module>.weight; this rank's shard of the packed tensors goes to
     // the backend (engine/quant/quantized_weight.h).
@@ -359,6 +420,8 @@ void LlamaModel::load_weights(const std::string& model_dir) {
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       const std::string module = name.substr(0, name.size() - 7);  // minus ".weight"
       if (!qc.skips(module)) {
+        for (const char* part : {".qweight", ".qzeros", ".scales", ".g_idx"})
+          used.insert(module + part);
         const QuantizedWeight full = read_quantized_weight(st, module, qc, shape[0], shape[1]);
         const QuantizedWeight mine =
             tp_.size == 1 ? full
@@ -405,13 +468,13 @@ void LlamaModel::load_weights(const std::string& model_dir) {
     (shard.dim < 0 ? load_stats_.replicated_bytes : load_stats_.sharded_bytes) += bytes;
     load_stats_.device_bytes += dst.nbytes();
   });
-  if (config_.norm_head) {
-    try {
-      normalize_head_rows(backend_, lm_head_, &st.get("lm_head.weight"));
-    } catch (...) {
-      free_all();
-      throw;
-    }
+  try {
+    check_unused_tensors(st, used, config_);
+    if (config_.norm_head) normalize_head_rows(backend_, lm_head_, &st.get("lm_head.weight"));
+  } catch (...) {
+    backend_.synchronize();
+    free_all();
+    throw;
   }
   backend_.synchronize();  // the mmap'd sources go away with `st`
 }

@@ -77,7 +77,11 @@ class LlamaModel {
   // up,down}_proj is read as <module>.{qweight,qzeros,scales,g_idx}, this
   // rank's shard of the packed tensors taken (shard_quantized_weight) and
   // handed to Backend::load_quantized_linear; the rest stays float. Throws std::runtime_error
-  // naming the file and tensor for a missing tensor, a wrong shape or an unsupported dtype.
+  // naming the file and tensor for a missing tensor, a wrong shape, an unsupported dtype, or
+  // a tensor the model has no parameter for (vLLM's "There is no module or parameter named
+  // ..."), except those vLLM's loaders skip (logged at debug): rotary embedding buffers
+  // (rotary_emb.inv_freq, ...), the head of tied embeddings, GPT-2 / GPT-J / GPT-NeoX
+  // attention-mask buffers, an extra bias (Llama-style models and GPT-J).
   void load_weights(const std::string& model_dir);
   // Random weights (normal, std 0.02; norms 1) from the config alone, for
   // benchmarks (`--load-format dummy`).

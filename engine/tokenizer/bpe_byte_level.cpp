@@ -85,14 +85,16 @@ std::string token_to_bytes(std::string_view token) {
   return out;
 }
 
-bool is_valid_utf8(std::string_view s) {
+bool is_valid_utf8(std::string_view s) { return !first_invalid_utf8(s); }
+
+std::optional<size_t> first_invalid_utf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     size_t sub;
     const size_t n = valid_sequence(s, i, sub);
-    if (n == 0) return false;
+    if (n == 0) return i;
     i += n;
   }
-  return true;
+  return std::nullopt;
 }
 
 std::string utf8_lossy(std::string_view bytes) {

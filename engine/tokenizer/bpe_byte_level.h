@@ -28,6 +28,9 @@ std::string token_to_bytes(std::string_view token);
 
 // RFC 3629 well-formed UTF-8 (no overlongs, surrogates or values > U+10FFFF).
 bool is_valid_utf8(std::string_view s);
+// The byte offset where `s` stops being well-formed UTF-8 (the first byte
+// of the first maximal invalid subpart); nullopt when it is valid.
+std::optional<size_t> first_invalid_utf8(std::string_view s);
 
 // Decodes bytes as UTF-8, each maximal invalid subpart replaced by U+FFFD
 // (Unicode 15 §3.9 "substitution of maximal subparts"; Rust's

@@ -299,8 +299,13 @@ def _prompt_request(p: Any) -> Dict[str, Any]:
             request: Dict[str, Any] = (
                 {"prompt_token_ids": list(p["prompt_token_ids"])} if form == "prompt_token_ids"
                 else {"prompt": p["prompt"]})
-            if "cache_salt" in p:
-                request["cache_salt"] = p["cache_salt"]
+            # vLLM's renderer takes the salt only when it is true ("if
+            # cache_salt := prompt.get('cache_salt')"): "" or None is no salt.
+            salt = p.get("cache_salt")
+            if salt:
+                if not isinstance(salt, str):
+                    raise ValueError(f"'cache_salt' must be a string, got {type(salt).__name__}")
+                request["cache_salt"] = salt
             return request
     raise TypeError("a prompt is a string, {'prompt': str} or {'prompt_token_ids': [int, ...]}; "
                     f"got {type(p).__name__}")

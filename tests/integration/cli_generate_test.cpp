@@ -4,10 +4,14 @@
 // progress bar on stderr, and an exit status that says whether every prompt
 // completed.
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -730,6 +734,81 @@ TEST(CliGenerate, LogprobsComeMostLikelyFirst) {
   ASSERT_GE(plps.size(), 2u) << out.dump();
   for (size_t i = 1; i < plps.size(); ++i)
     EXPECT_TRUE(most_likely_first(plps[i])) << plps[i].dump();
+}
+
+// Prompts are UTF-8 text, as vLLM reads them (a Python str; its CLIs read
+// files as UTF-8 and fail on an invalid byte): a --prompt or a
+// --prompts-file line that is not UTF-8 is a usage error naming it (exit
+// 2, nothing run). Such a plain-text prompt used to be generated from, its
+// bytes replaced by U+FFFD in the output.
+TEST(CliGenerate, PromptsThatAreNotUtf8AreAUsageErrorNamingThem) {
+  const std::string pf = ::testing::TempDir() + "pagoda_generate_not_utf8_raw.txt";
+  {
+    std::ofstream f(pf, std::ios::binary);
+    f << "Once upon a time\nThe \xFF dog\n";
+  }
+  GenerateRun r = run_generate_args("not_utf8_raw", "--prompts-file '" + pf + "' --max-tokens 2",
+                                    /*parse_stdout=*/false);
+  EXPECT_EQ(r.exit_status, 2) << r.err;
+  EXPECT_TRUE(r.lines.empty()) << r.lines.size();
+  EXPECT_NE(r.err.find("--prompts-file " + pf + ":2: not valid UTF-8 (byte 5 is 0xFF)"),
+            std::string::npos)
+      << r.err;
+  // A JSON line likewise (the file is read as UTF-8 first).
+  const std::string jf = ::testing::TempDir() + "pagoda_generate_not_utf8.jsonl";
+  {
+    std::ofstream f(jf, std::ios::binary);
+    f << "{\"prompt\": \"Once\"}\n{\"prompt\": \"\xC3(\"}\n";
+  }
+  GenerateRun j = run_generate_args("not_utf8_jsonl", "--prompts-file '" + jf + "'",
+                                    /*parse_stdout=*/false);
+  EXPECT_EQ(j.exit_status, 2) << j.err;
+  EXPECT_NE(j.err.find(jf + ":2: not valid UTF-8 (byte 13 is 0xC3)"), std::string::npos) << j.err;
+  // --prompt (printf: /bin/sh has no $'\xff').
+  GenerateRun a = run_generate_args("not_utf8_arg",
+                                    "--prompt Once --prompt \"$(printf 'a\\377b')\" --max-tokens 2",
+                                    /*parse_stdout=*/false);
+  EXPECT_EQ(a.exit_status, 2) << a.err;
+  EXPECT_TRUE(a.lines.empty());
+  EXPECT_NE(a.err.find("--prompt (prompt 1): not valid UTF-8 (byte 2 is 0xFF)"), std::string::npos)
+      << a.err;
+}
+
+// generation_config.json is read once: the sampling flags are checked
+// against its max_new_tokens before the load, and the load takes what was
+// read (it read the file again). inotify counts the file's opens.
+TEST(CliGenerate, GenerationConfigIsReadOnce) {
+  namespace fs = std::filesystem;
+  const std::string model = ::testing::TempDir() + "pagoda_generate_read_once_model";
+  fs::remove_all(model);
+  fs::copy(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", model,
+           fs::copy_options::recursive);
+  const std::string config = model + "/generation_config.json";
+  std::ofstream(config) << R"({"bos_token_id": 1, "eos_token_id": 2, "max_new_tokens": 5})";
+  const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(watch, 0) << std::strerror(errno);
+  // Closes too: the kernel merges an event into an identical one still
+  // unread (open, open), not across a close.
+  ASSERT_GE(::inotify_add_watch(watch, config.c_str(), IN_OPEN | IN_CLOSE_NOWRITE), 0)
+      << std::strerror(errno);
+  GenerateRun r = run_generate_args(
+      "read_once", "'" + model + "' --prompt Once --min-tokens 5 --ignore-eos --temperature 0");
+  // The kernel queued an event per open while the command ran.
+  int opens = 0;
+  alignas(inotify_event) char buf[4096];
+  for (ssize_t n; (n = ::read(watch, buf, sizeof buf)) > 0;)
+    for (ssize_t i = 0; i < n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(buf + i);
+      if (e->mask & IN_OPEN) ++opens;
+      i += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+  ::close(watch);
+  EXPECT_EQ(opens, 1);
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), 1u) << r.err;
+  // Its max_new_tokens is the run's default max_tokens.
+  EXPECT_EQ(r.lines[0]["outputs"][0]["token_ids"].size(), 5u) << r.lines[0].dump();
+  fs::remove_all(model);
 }
 
 // `pagoda serve` exits 2 on an invalid or out-of-range value before it

@@ -411,6 +411,62 @@ TEST_F(ServeWebSocket, ACloseFrameFollowedAtOnceByAResetAbortsAtOnce) {
   std::printf("[ metrics ] close frame then reset: aborted and freed %.3f s later\n", waited_s);
 }
 
+// A text message that is not UTF-8 breaks the protocol: the server closes
+// with 1007 and, as after the client's own close frame (docs/WEBSOCKET.md),
+// that socket's requests are aborted at once and their KV blocks freed,
+// nothing kept for a resume; another socket's request goes on to its end.
+// They used to be detached as after a lost connection: resumable, holding
+// their blocks for the 30 s grace period.
+TEST_F(ServeWebSocket, AnInvalidUtf8MessageClosesWith1007AndAbortsTheSocketsRequests) {
+  const uint16_t port = server_->port();
+  auto scrape = [&] { return HttpClient(port).get("/metrics").body; };
+  auto aborted = [](const std::string& text) {
+    return metric(text, "pagoda:request_success_total", "finished_reason=\"abort\"");
+  };
+  const double before = aborted(scrape());
+  WsClient other(port);
+  json o = completion("The little dog", 300);
+  o["type"] = "completion";
+  o["id"] = "bystander";
+  other.send(o);
+  WsClient ws(port);
+  json m = completion("Once upon a time", 480);
+  m["type"] = "completion";
+  m["id"] = "utf8-breaker";
+  ASSERT_TRUE(m.value("resumable", true));
+  ws.send(m);
+  ASSERT_EQ(ws.read()["type"], "delta");  // it streams
+  ws.send_raw_text_frame("{\"type\": \"cancel\", \"id\": \"\xFF\"}");
+  // Its deltas, then the close frame.
+  for (;;) {
+    try {
+      ws.read();
+    } catch (const std::runtime_error&) {
+      break;
+    }
+  }
+  EXPECT_EQ(ws.close_reason().code, 1007);
+  // The other socket's request streams on to its end.
+  auto joined = read_until_done(other, {"bystander"});
+  EXPECT_EQ(joined["bystander"].done["type"], "done") << joined["bystander"].done.dump();
+  EXPECT_EQ(joined["bystander"].done["finish_reason"], "length");
+  EXPECT_EQ(joined["bystander"].token_ids.size(), 300u);
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    text = scrape();
+  } while (!(aborted(text) == before + 1 && metric(text, "pagoda:kv_cache_used_blocks") == 0 &&
+             metric(text, "pagoda:num_requests_running") == 0) &&
+           std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(aborted(text), before + 1) << text;
+  EXPECT_EQ(metric(text, "pagoda:kv_cache_used_blocks"), 0) << text;
+  WsClient again(port);
+  again.send({{"type", "resume"}, {"id", "utf8-breaker"}, {"after", 0}});
+  const json e = again.read();
+  EXPECT_EQ(e["type"], "error") << e.dump();
+  EXPECT_EQ(e["error"]["code"], 404) << e.dump();
+}
+
 TEST_F(ServeWebSocket, BadMessagesGetErrorsAndHarmNothingElse) {
   WsClient ws(server_->port());
   ws.send_text("{oops");

@@ -95,6 +95,15 @@ class WsClient {
     ws_.next_layer().set_option(boost::asio::ip::tcp::no_delay(true));
     boost::asio::write(ws_.next_layer(), boost::asio::buffer(frame, sizeof frame));
   }
+  // One text frame holding `payload` (under 126 bytes) as given, written
+  // straight to the socket: Beast's own writer would not send a text
+  // message that is not UTF-8.
+  void send_raw_text_frame(const std::string& payload) {
+    // FIN + opcode 0x1, masked with a zero key (RFC 6455 section 5.2).
+    std::string frame = {'\x81', static_cast<char>(0x80 | payload.size()), 0, 0, 0, 0};
+    frame += payload;
+    boost::asio::write(ws_.next_layer(), boost::asio::buffer(frame));
+  }
   // The socket closed with a reset (SO_LINGER 0: RST, not FIN), as a
   // kernel does when its client closes with unread data.
   void reset() {

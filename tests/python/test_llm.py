@@ -584,7 +584,55 @@ def test_cache_salt_in_the_prompt_dict_separates_prefix_caches(llm):
     (text,) = llm.generate({"prompt": "Once upon a time", "cache_salt": "alpha"}, params,
                            use_tqdm=False)
     assert text.prompt == "Once upon a time"
-    with pytest.raises(ValueError, match="cache_salt"):
-        llm.generate({"prompt": "Once", "cache_salt": ""}, params, use_tqdm=False)
-    with pytest.raises(ValueError, match="cache_salt"):
+    with pytest.raises(ValueError, match="'cache_salt' must be a string, got int"):
         llm.generate({"prompt": "Once", "cache_salt": 3}, params, use_tqdm=False)
+
+
+def test_an_empty_cache_salt_is_no_salt(llm):
+    # vLLM's renderer keeps a prompt's cache_salt only when it is true
+    # (`if cache_salt := prompt.get("cache_salt")`): "" and None are no salt,
+    # so such a prompt shares the unsalted prompts' cached blocks (it used to
+    # be refused).
+    ids = list(range(300, 340))
+    params = SamplingParams(max_tokens=2, temperature=0)
+    (first,) = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
+    assert first.num_cached_tokens == 0
+    for salt in ("", None):
+        (out,) = llm.generate({"prompt_token_ids": ids, "cache_salt": salt}, params,
+                              use_tqdm=False)
+        assert out.num_cached_tokens == 39, salt
+        assert out.outputs[0].token_ids == first.outputs[0].token_ids
+    (salted,) = llm.generate({"prompt_token_ids": ids, "cache_salt": "gamma"}, params,
+                             use_tqdm=False)
+    assert salted.num_cached_tokens == 0
+
+
+def test_detokenize_false_leaves_decoded_token_none(llm):
+    # vLLM gives a request with detokenize=False no tokenizer: every
+    # Logprob.decoded_token is None (they used to be filled).
+    sp = SamplingParams(temperature=0, max_tokens=3, logprobs=2, prompt_logprobs=1,
+                        detokenize=False)
+    (out,) = llm.generate("Once upon a time", sp, use_tqdm=False)
+    assert out.outputs[0].text == ""
+    assert out.prompt_logprobs[0] is None
+    entries = [lp for pos in out.outputs[0].logprobs for lp in pos.values()]
+    entries += [lp for pos in out.prompt_logprobs[1:] for lp in pos.values()]
+    assert len(entries) >= 10
+    assert all(lp.decoded_token is None for lp in entries)
+    (shown,) = llm.generate("Once upon a time",
+                            SamplingParams(temperature=0, max_tokens=3, logprobs=2,
+                                           prompt_logprobs=1), use_tqdm=False)
+    assert all(isinstance(lp.decoded_token, str)
+               for pos in shown.outputs[0].logprobs for lp in pos.values())
+
+
+def test_min_tokens_is_checked_against_max_tokens_as_given():
+    # vLLM's SamplingParams holds min_tokens to max_tokens as given; the
+    # context's room is not checked (generation stops at max_model_len,
+    # "length"). It used to be refused against the room left.
+    small = LLM(model=MODEL, device="cpu", max_model_len=32)
+    (out,) = small.generate("Once upon a time",
+                            SamplingParams(temperature=0, max_tokens=40, min_tokens=30),
+                            use_tqdm=False)
+    assert len(out.prompt_token_ids) + len(out.outputs[0].token_ids) == 32
+    assert out.outputs[0].finish_reason == "length"

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -246,6 +247,110 @@ TEST_F(LLMTest, MaxTokensPastTheContextStopsAtMaxModelLen) {
   // Left out, max_tokens stays vLLM SamplingParams' 16.
   auto d = llm_->generate({"Once"}, SamplingParams(json{{"ignore_eos", true}}), false);
   EXPECT_EQ(d[0].outputs[0].token_ids.size(), 16u);
+}
+
+// vLLM's SamplingParams._verify_args holds min_tokens to max_tokens as
+// given; the room the context leaves is not checked (generation stops at
+// max_model_len first, "length"). It used to be: a min_tokens above the
+// room was refused ("min_tokens must be less than or equal to
+// max_tokens=<room>").
+TEST(LLMMinTokens, IsCheckedAgainstMaxTokensAsGivenNotTheRoomLeft) {
+  EngineArgs args;
+  args.device = "cpu";
+  args.max_model_len = 32;
+  LLM llm(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K", args);
+  const auto outs = llm.generate(
+      {"Once upon a time", "Once upon a time"},
+      std::vector<SamplingParams>{
+          SamplingParams(json{{"temperature", 0}, {"max_tokens", 40}, {"min_tokens", 30}}),
+          SamplingParams(json{{"temperature", 0}, {"max_tokens", nullptr}, {"min_tokens", 100}})},
+      false);
+  for (const RequestOutput& o : outs) {
+    EXPECT_EQ(o.prompt_token_ids.size() + o.outputs[0].token_ids.size(), 32u);
+    EXPECT_EQ(o.outputs[0].finish_reason, "length");
+  }
+  // Above max_tokens as given: still vLLM's error.
+  try {
+    llm.generate({"Once"}, SamplingParams(json{{"max_tokens", 20}, {"min_tokens", 21}}), false);
+    FAIL() << "no error";
+  } catch (const LLMError& e) {
+    EXPECT_EQ(e.error().param, "min_tokens");
+    EXPECT_NE(std::string(e.what()).find(
+                  "min_tokens must be less than or equal to max_tokens=20, got 21."),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A prompt's cache_salt as vLLM's renderer takes it (`if cache_salt :=
+// prompt.get("cache_salt")`): a false value ("" included; it used to be
+// refused) is no salt, so the prompt shares the unsalted prompts' cached
+// blocks; a true value must be a string.
+TEST_F(LLMTest, AFalseCacheSaltIsNoSalt) {
+  std::vector<int32_t> ids;
+  for (int32_t i = 420; i < 460; ++i) ids.push_back(i);
+  auto request = [&](std::optional<json> salt) {
+    json r = {{"prompt_token_ids", ids}, {"max_tokens", 2}, {"temperature", 0}};
+    if (salt) r["cache_salt"] = *salt;
+    return r;
+  };
+  // One run each: a request finds the blocks of those before it.
+  std::vector<Result> r;
+  for (const json& req : {request(std::nullopt), request(json("")), request(json(false)),
+                          request(json(0)), request(json("delta")), request(json(3))})
+    r.push_back(llm_->run({req}, ProgressBar::Mode::kOff).at(0));
+  for (size_t i = 0; i < 5; ++i)
+    ASSERT_TRUE(r[i].output) << i << ": " << (r[i].error ? r[i].error->message : "");
+  EXPECT_EQ(r[0].output->num_cached_tokens, 0);
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(r[i].output->num_cached_tokens, 39) << i;
+    EXPECT_EQ(r[i].output->outputs[0].token_ids, r[0].output->outputs[0].token_ids) << i;
+  }
+  EXPECT_EQ(r[4].output->num_cached_tokens, 0);  // salted: its own blocks
+  ASSERT_TRUE(r[5].error);
+  EXPECT_EQ(r[5].error->param, "cache_salt");
+  EXPECT_NE(r[5].error->message.find("'cache_salt' must be a string"), std::string::npos)
+      << r[5].error->message;
+}
+
+// vLLM gives a request with detokenize=False no tokenizer: its text is
+// empty and every Logprob's decoded_token is None (sampled and prompt
+// logprobs); they used to be filled.
+TEST_F(LLMTest, DetokenizeFalseLeavesDecodedTokensNone) {
+  auto run = [&](bool detokenize) {
+    return llm_->generate({"Once upon a time"},
+                          SamplingParams(json{{"temperature", 0},
+                                              {"max_tokens", 3},
+                                              {"logprobs", 2},
+                                              {"prompt_logprobs", 1},
+                                              {"detokenize", detokenize}}),
+                          false)[0];
+  };
+  const RequestOutput with = run(true), without = run(false);
+  EXPECT_EQ(without.outputs[0].token_ids, with.outputs[0].token_ids);
+  EXPECT_EQ(without.outputs[0].text, "");
+  ASSERT_TRUE(without.outputs[0].logprobs && without.prompt_logprobs);
+  size_t entries = 0;
+  for (const PositionLogprobs& p : *without.outputs[0].logprobs)
+    for (const auto& [id, lp] : p) {
+      EXPECT_FALSE(lp.decoded_token) << id;
+      ++entries;
+    }
+  for (const auto& p : *without.prompt_logprobs)
+    if (p)
+      for (const auto& [id, lp] : *p) {
+        EXPECT_FALSE(lp.decoded_token) << id;
+        ++entries;
+      }
+  EXPECT_GE(entries, 6u + 4u);
+  const json j = to_json(without);
+  for (const auto& [id, e] : j["outputs"][0]["logprobs"][0].items())
+    EXPECT_TRUE(e["decoded_token"].is_null()) << id;
+  EXPECT_TRUE(j["prompt_logprobs"][1].begin()->at("decoded_token").is_null());
+  // With detokenize (the default) they are the tokens' text.
+  const json w = to_json(with);
+  for (const auto& [id, e] : w["outputs"][0]["logprobs"][0].items())
+    EXPECT_TRUE(e["decoded_token"].is_string()) << id;
 }
 
 TEST_F(LLMTest, RunReportsEachRequestsErrorAndRunsTheRest) {
