@@ -17,6 +17,7 @@
 #include "server/chat_renderer.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
+#include "tests/support/chat_serving_model.h"
 #include "tests/support/test_engine.h"
 
 namespace pagoda {
@@ -41,22 +42,7 @@ std::string vllm_template(const std::string& name) {
 
 json reference() { return json::parse(read(kData + "/content_format_reference.json")); }
 
-// The stories260K tokenizer (any tokenizer will do: the prompt text is
-// compared) with `source` as the server's template, resolved as
-// make_serving_model does, and `flag` as --chat-template-content-format.
-ServingModel serving_model(const std::string& source, ChatContentFormat flag,
-                           const std::string& bos = "", const std::string& eos = "") {
-  ServingModel m;
-  m.served_model_name = std::string("m");  // (GCC 12 -Wrestrict false positive on a literal)
-  m.max_model_len = 4096;
-  m.tokenizer = load_tokenizer(test::stories_dir());
-  auto tmpl = std::make_shared<ChatTemplate>(source);
-  m.has_chat_template = true;
-  m.chat_template_content_format = flag;
-  m.template_content_format = resolve_chat_content_format(ChatContentFormat::kAuto, tmpl.get());
-  m.chat_renderer = make_chat_renderer(tmpl, bos, eos);
-  return m;
-}
+using test::chat_serving_model;
 
 ChatContentFormat format_of(const json& c) {
   return *parse_chat_content_format(c["content_format"].get<std::string>());
@@ -117,36 +103,48 @@ TEST(ChatContentFormat, ServerFlagRendersAsJinja2) {
   for (const json& c : ref["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const std::string source = source_of(ref, c);
-    const ServingModel m = serving_model(source, format_of(c), c["bos_token"], c["eos_token"]);
+    const ServingModel m = chat_serving_model(source, format_of(c), c["bos_token"], c["eos_token"]);
     expect_reference(parse_chat_request(chat_body(c).dump(), m), c);
     if (m.template_content_format == format_of(c)) {
       const ServingModel a =
-          serving_model(source, ChatContentFormat::kAuto, c["bos_token"], c["eos_token"]);
+          chat_serving_model(source, ChatContentFormat::kAuto, c["bos_token"], c["eos_token"]);
       expect_reference(parse_chat_request(chat_body(c).dump(), a), c);
     }
   }
 }
 
+// The reference case named `name`; nullptr when there is none.
+const json* find_case(const json& ref, const std::string& name) {
+  for (const json& c : ref["cases"])
+    if (c["name"] == name) return &c;
+  return nullptr;
+}
+
+// vLLM's chatml template as the server's, request templates trusted
+// (--trust-request-chat-template), with case c's special tokens.
+ServingModel trusting_chatml(const json& c) {
+  ServingModel m = chat_serving_model(vllm_template("template_chatml.jinja"),
+                                      ChatContentFormat::kAuto, c["bos_token"], c["eos_token"]);
+  m.trust_request_chat_template = true;
+  return m;
+}
+
 // A request's own chat_template is detected for that request under auto.
 TEST(ChatContentFormat, AutoDetectsTheRequestTemplate) {
   const json ref = reference();
-  for (const json& c : ref["cases"]) {
-    if (c["name"] != "dse_qwen2_vl_openai_parts") continue;
-    ServingModel m = serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kAuto,
-                                   c["bos_token"], c["eos_token"]);
-    m.trust_request_chat_template = true;
-    ASSERT_EQ(m.template_content_format, ChatContentFormat::kString);
-    json body = chat_body(c);
-    body["chat_template"] = source_of(ref, c);
-    expect_reference(parse_chat_request(body.dump(), m), c);
-    // The same template as chat_template_kwargs.chat_template (vLLM renders
-    // with it, and detects the content format on it).
-    body.erase("chat_template");
-    body["chat_template_kwargs"]["chat_template"] = source_of(ref, c);
-    expect_reference(parse_chat_request(body.dump(), m), c);
-    return;
-  }
-  FAIL() << "case not found";
+  const json* found = find_case(ref, "dse_qwen2_vl_openai_parts");
+  ASSERT_NE(found, nullptr) << "case not found";
+  const json& c = *found;
+  ServingModel m = trusting_chatml(c);
+  ASSERT_EQ(m.template_content_format, ChatContentFormat::kString);
+  json body = chat_body(c);
+  body["chat_template"] = source_of(ref, c);
+  expect_reference(parse_chat_request(body.dump(), m), c);
+  // The same template as chat_template_kwargs.chat_template (vLLM renders
+  // with it, and detects the content format on it).
+  body.erase("chat_template");
+  body["chat_template_kwargs"]["chat_template"] = source_of(ref, c);
+  expect_reference(parse_chat_request(body.dump(), m), c);
 }
 
 // A request's own template is parsed once: the renderer gets the parse the
@@ -154,30 +152,26 @@ TEST(ChatContentFormat, AutoDetectsTheRequestTemplate) {
 // and renders with it rather than parsing the source again.
 TEST(ChatContentFormat, RequestTemplateIsParsedOnce) {
   const json ref = reference();
-  for (const json& c : ref["cases"]) {
-    if (c["name"] != "dse_qwen2_vl_openai_parts") continue;
-    ServingModel m = serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kAuto,
-                                   c["bos_token"], c["eos_token"]);
-    m.trust_request_chat_template = true;
-    const ChatRenderer real = m.chat_renderer;
-    int handed_parsed = 0;
-    m.chat_renderer = [&](const nlohmann::ordered_json& messages, const ChatRenderOptions& o) {
-      if (o.parsed_chat_template && o.parsed_chat_template->iterates_message_content())
-        ++handed_parsed;
-      return real(messages, o);
-    };
-    json body = chat_body(c);
-    body["chat_template"] = source_of(ref, c);
-    expect_reference(parse_chat_request(body.dump(), m), c);
-    EXPECT_EQ(handed_parsed, 1);
-    // make_chat_renderer renders the parse it is handed, not the source.
-    ChatRenderOptions o;
-    o.chat_template = "{{ 'source' }}";
-    o.parsed_chat_template = std::make_shared<const ChatTemplate>("{{ 'parsed' }}");
-    EXPECT_EQ(real(nlohmann::ordered_json::array(), o), "parsed");
-    return;
-  }
-  FAIL() << "case not found";
+  const json* found = find_case(ref, "dse_qwen2_vl_openai_parts");
+  ASSERT_NE(found, nullptr) << "case not found";
+  const json& c = *found;
+  ServingModel m = trusting_chatml(c);
+  const ChatRenderer real = m.chat_renderer;
+  int handed_parsed = 0;
+  m.chat_renderer = [&](const nlohmann::ordered_json& messages, const ChatRenderOptions& o) {
+    if (o.parsed_chat_template && o.parsed_chat_template->iterates_message_content())
+      ++handed_parsed;
+    return real(messages, o);
+  };
+  json body = chat_body(c);
+  body["chat_template"] = source_of(ref, c);
+  expect_reference(parse_chat_request(body.dump(), m), c);
+  EXPECT_EQ(handed_parsed, 1);
+  // make_chat_renderer renders the parse it is handed, not the source.
+  ChatRenderOptions o;
+  o.chat_template = "{{ 'source' }}";
+  o.parsed_chat_template = std::make_shared<const ChatTemplate>("{{ 'parsed' }}");
+  EXPECT_EQ(real(nlohmann::ordered_json::array(), o), "parsed");
 }
 
 // Offline (LLM.chat): the chat's own chat_template_content_format, which
@@ -186,14 +180,14 @@ TEST(ChatContentFormat, OfflineChatTakesItsOwnFormat) {
   const json ref = reference();
   for (const json& c : ref["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    const ServingModel m =
-        serving_model(source_of(ref, c), ChatContentFormat::kAuto, c["bos_token"], c["eos_token"]);
+    const ServingModel m = chat_serving_model(source_of(ref, c), ChatContentFormat::kAuto,
+                                              c["bos_token"], c["eos_token"]);
     json obj = chat_body(c);
     obj["chat_template_content_format"] = c["content_format"];
     expect_reference(parse_offline_object(obj, m), c);
   }
   const ServingModel m =
-      serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kAuto);
+      chat_serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kAuto);
   json bad = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
               {"chat_template_content_format", "list"}};
   ParseResult r = parse_offline_object(bad, m);
@@ -209,8 +203,8 @@ TEST(ChatContentFormat, OfflineChatTakesItsOwnFormat) {
 // (transformers' apply_chat_template), and echo repeats the parts' texts
 // joined with "\n" (vLLM's serving_chat).
 TEST(ChatContentFormat, ContinueFinalMessageAndEchoWithParts) {
-  const ServingModel m = serving_model(vllm_template("template_dse_qwen2_vl.jinja"),
-                                       ChatContentFormat::kAuto, "", "<|endoftext|>");
+  const ServingModel m = chat_serving_model(vllm_template("template_dse_qwen2_vl.jinja"),
+                                            ChatContentFormat::kAuto, "", "<|endoftext|>");
   ASSERT_EQ(m.template_content_format, ChatContentFormat::kOpenAI);
   const json parts = {{{"type", "text"}, {"text", "Once"}}, {{"type", "text"}, {"text", " upon"}}};
   json body = {
@@ -246,13 +240,13 @@ TEST(ChatContentFormat, TextLikePartsAsVllmReadsThem) {
                      {"add_generation_prompt", false},
                      {"max_tokens", 1}};
   const ServingModel s =
-      serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kString);
+      chat_serving_model(vllm_template("template_chatml.jinja"), ChatContentFormat::kString);
   ParseResult r = parse_chat_request(body.dump(), s);
   ASSERT_TRUE(std::holds_alternative<ParsedRequest>(r)) << std::get<OpenAIError>(r).body();
   EXPECT_EQ(std::get<ParsedRequest>(r).prompts.at(0).text, "<|im_start|>user\nhi\nno\na\nb\nt");
 
   // openai: the template sees five text parts.
-  const ServingModel o = serving_model(
+  const ServingModel o = chat_serving_model(
       "{% for m in messages %}{% for p in m['content'] %}[{{ p['type'] }}:{{ p['text'] }}]"
       "{% endfor %}{% endfor %}",
       ChatContentFormat::kOpenAI);

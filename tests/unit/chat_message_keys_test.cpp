@@ -16,7 +16,7 @@
 #include "server/chat_renderer.h"
 #include "server/openai_request.h"
 #include "server/prompt_tokenizer.h"
-#include "tests/support/test_engine.h"
+#include "tests/support/chat_serving_model.h"
 
 namespace pagoda {
 namespace {
@@ -28,19 +28,6 @@ ordered_json reference() {
   std::stringstream ss;
   ss << in.rdbuf();
   return ordered_json::parse(ss.str());
-}
-
-ServingModel serving_model(const std::string& source, ChatContentFormat format) {
-  ServingModel m;
-  m.served_model_name = std::string("m");  // (GCC 12 -Wrestrict false positive on a literal)
-  m.max_model_len = 4096;
-  m.tokenizer = load_tokenizer(test::stories_dir());
-  auto tmpl = std::make_shared<ChatTemplate>(source);
-  m.has_chat_template = true;
-  m.chat_template_content_format = format;
-  m.template_content_format = resolve_chat_content_format(ChatContentFormat::kAuto, tmpl.get());
-  m.chat_renderer = make_chat_renderer(tmpl, "", "");
-  return m;
 }
 
 void expect_reference(const ParseResult& r, const ordered_json& c) {
@@ -62,7 +49,7 @@ TEST(ChatMessageKeys, TemplateSeesTheMessagesVllmBuilds) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const ChatContentFormat format =
         *parse_chat_content_format(c["content_format"].get<std::string>());
-    const ServingModel m = serving_model(ref["template"].get<std::string>(), format);
+    const ServingModel m = test::chat_serving_model(ref["template"].get<std::string>(), format);
     ordered_json body = {
         {"messages", c["messages"]}, {"add_generation_prompt", false}, {"max_tokens", 1}};
     expect_reference(parse_chat_request(body.dump(), m), c);

@@ -566,15 +566,6 @@ TEST(ModelBaichuan, Baichuan2NormHeadWithTiedEmbeddingsIsRefused) {
 
 // ---- Bad input --------------------------------------------------------------
 
-std::string load_error(const std::string& dir) {
-  try {
-    CpuModel m(dir, 4, 16);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(ModelBaichuan, WrongWPackShapeNamesTensorAndExpectedShape) {
   const json l = tiny_llama_config();
   // W_pack of q and k only: [256, 128] where [3 x 128, 128] is expected.

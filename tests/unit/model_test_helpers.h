@@ -2,6 +2,7 @@
 // sequences through the paged cache with hand-built ForwardBatches.
 #pragma once
 #include <cmath>
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +42,16 @@ struct CpuModel {
     return out;
   }
 };
+
+// What loading dir on the CPU backend throws ("" when it loads).
+inline std::string load_error(const std::string& dir) {
+  try {
+    CpuModel m(dir, 4, 16);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // One sequence whose block table is first_block, first_block+1, ...: tokens
 // `ids` at positions start..start+n-1; logits for `logit_rows` (indices into

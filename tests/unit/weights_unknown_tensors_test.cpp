@@ -28,15 +28,6 @@ RawCheckpoint stories_weights() {
   return read_safetensors(shared_model("stories260K") + "/model.safetensors");
 }
 
-std::string load_error(const std::string& dir) {
-  try {
-    CpuModel m(dir, 4, 16);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(WeightsUnknownTensors, AnUnknownTensorIsAnErrorNamingIt) {
   RawCheckpoint ck = stories_weights();
   ck["model.layers.0.self_attn.extra_proj.weight"] =
