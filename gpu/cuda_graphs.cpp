@@ -32,11 +32,13 @@ DecodeGraphs::~DecodeGraphs() {
 }
 
 std::vector<int64_t> DecodeGraphs::capture_sizes(int64_t max_num_seqs) {
+  const int64_t cap = std::min(max_num_seqs, kMaxCaptureSize);
   std::vector<int64_t> s;
   for (int64_t b : {1, 2, 4})
-    if (b <= max_num_seqs) s.push_back(b);
-  for (int64_t b = 8; b <= max_num_seqs; b += 8) s.push_back(b);
-  if (max_num_seqs >= 1 && s.back() != max_num_seqs) s.push_back(max_num_seqs);
+    if (b <= cap) s.push_back(b);
+  for (int64_t b = 8; b <= cap && b < 256; b += 8) s.push_back(b);
+  for (int64_t b = 256; b <= cap; b += 16) s.push_back(b);
+  if (cap >= 1 && s.back() != cap) s.push_back(cap);
   return s;
 }
 
@@ -53,18 +55,19 @@ ForwardBatch DecodeGraphs::dummy(int64_t size) const {
   return b;
 }
 
-void DecodeGraphs::capture(const std::vector<int64_t>& sizes, int64_t max_num_batched_tokens,
-                           int64_t max_blocks_per_seq, int64_t max_model_len, int num_heads,
-                           int head_dim) {
+void DecodeGraphs::capture(const std::vector<int64_t>& sizes, int64_t max_num_seqs,
+                           int64_t max_num_batched_tokens, int64_t max_blocks_per_seq,
+                           int64_t max_model_len, int num_heads, int head_dim) {
   CudaBackend& cb = as_cuda(backend_);
   if (sizes.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
   const size_t free0 = cb.free_memory_bytes();
   max_blocks_per_seq_ = max_blocks_per_seq;
-  const int64_t max_size = *std::max_element(sizes.begin(), sizes.end());
-  // A step holds at most max_num_seqs (>= every size) sequences.
-  cb.reserve(std::max(max_num_batched_tokens, max_size), max_size, max_blocks_per_seq, max_size, num_heads,
-             head_dim, max_model_len);
+  // A step holds at most max_num_seqs (>= every size) sequences, so the
+  // buffers never grow (which would invalidate the graphs) once captured.
+  const int64_t max_seqs = std::max(max_num_seqs, *std::max_element(sizes.begin(), sizes.end()));
+  cb.reserve(std::max(max_num_batched_tokens, max_seqs), max_seqs, max_blocks_per_seq, max_seqs,
+             num_heads, head_dim, max_model_len);
   std::vector<int64_t> order(sizes);
   std::sort(order.rbegin(), order.rend());
   for (int64_t size : order) {

@@ -34,15 +34,22 @@ class DecodeGraphs {
   DecodeGraphs(const DecodeGraphs&) = delete;
   DecodeGraphs& operator=(const DecodeGraphs&) = delete;
 
-  // The sizes vLLM captures, capped at max_num_seqs (which is added when it
-  // is not on the list).
+  // The decode batch sizes vLLM captures (VllmConfig's default
+  // cudagraph_capture_sizes: 1, 2, 4, then multiples of 8 below 256 and of
+  // 16 from 256) up to min(max_num_seqs, 512), vLLM's largest capture size;
+  // that cap itself is added when it is not on the list. Larger decode
+  // batches run eagerly, as in vLLM.
   static std::vector<int64_t> capture_sizes(int64_t max_num_seqs);
+  static constexpr int64_t kMaxCaptureSize = 512;
 
   // Captures one graph per size (largest first) for decode batches with a
   // block table of max_blocks_per_seq columns. Reserves the backend buffers
-  // first. Logs the sizes, time and device memory taken.
-  void capture(const std::vector<int64_t>& sizes, int64_t max_num_batched_tokens,
-               int64_t max_blocks_per_seq, int64_t max_model_len, int num_heads, int head_dim);
+  // first, for steps of up to max_num_seqs sequences (>= every size; the
+  // larger ones run eagerly) and max_num_batched_tokens tokens. Logs the
+  // sizes, time and device memory taken.
+  void capture(const std::vector<int64_t>& sizes, int64_t max_num_seqs,
+               int64_t max_num_batched_tokens, int64_t max_blocks_per_seq, int64_t max_model_len,
+               int num_heads, int head_dim);
 
   // The smallest captured size for `batch`, or 0 when it is not a decode
   // batch a graph can run (a token per sequence, one logits row per

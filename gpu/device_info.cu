@@ -27,6 +27,17 @@ std::string device_description(int index) {
          std::to_string(prop.minor) + ", " + mem + ")";
 }
 
+bool device_name_and_memory(int index, std::string& name, uint64_t& total_bytes) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  name = prop.name;
+  total_bytes = prop.totalGlobalMem;
+  return true;
+}
+
 void set_current_device(int index) {
   const cudaError_t e = cudaSetDevice(index);
   if (e != cudaSuccess)

@@ -1,5 +1,6 @@
 // CUDA device discovery used by `--device auto`.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace pagoda::cuda {
@@ -8,6 +9,10 @@ namespace pagoda::cuda {
 int device_count();
 // "NVIDIA H200 (sm_90, 139.8 GiB)" for device `index`; "" if unavailable.
 std::string device_description(int index);
+// cudaDeviceProp::name ("NVIDIA H200") and totalGlobalMem (bytes) of device
+// `index`, what vLLM's current_platform.get_device_name() and
+// get_device_total_memory() report; false (outputs untouched) if unavailable.
+bool device_name_and_memory(int index, std::string& name, uint64_t& total_bytes);
 }  // namespace pagoda::cuda
 
 namespace pagoda::cuda {

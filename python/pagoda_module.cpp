@@ -31,6 +31,15 @@ using nlohmann::json;
 
 namespace {
 
+template <typename T>
+struct ValueOf {
+  using type = T;
+};
+template <typename T>
+struct ValueOf<std::optional<T>> {
+  using type = T;
+};
+
 // The engine arguments vLLM's LLM(...) takes that Pagoda has, by vLLM's
 // names (a JSON object; __init__.py refuses the others).
 pagoda::EngineArgs engine_args(const json& a) {
@@ -40,7 +49,7 @@ pagoda::EngineArgs engine_args(const json& a) {
   auto get = [&a](const char* k, auto& field) {
     auto it = a.find(k);
     if (it == a.end() || it->is_null()) return;
-    using T = std::decay_t<decltype(field)>;
+    using T = typename ValueOf<std::decay_t<decltype(field)>>::type;  // optional<T>'s T
     const bool ok = std::is_same_v<T, std::string> ? it->is_string()
                     : std::is_same_v<T, bool>      ? it->is_boolean()
                     : std::is_floating_point_v<T>  ? it->is_number()

@@ -132,7 +132,7 @@ int run_serve(ServeArgs a) {
       a.engine.served_model_name = "stories260K";
     a.engine.model_dir = resolve_model_dir(a.engine.model_dir);
     spdlog::info("Pagoda {} serving {}", pagoda_version(), a.engine.model_dir);
-    LoadedModel m = load_model(a.engine);
+    LoadedModel m = load_model(a.engine, UsageContext::kOpenAiApiServer);
     spdlog::info("Model: {} ({}, {} layers, hidden {}), max_model_len {}, served as '{}'",
                  a.engine.model_dir, m.config.architecture, m.config.num_hidden_layers,
                  m.config.hidden_size, m.max_model_len, m.served_model_name);

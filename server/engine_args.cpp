@@ -28,7 +28,9 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
                  "Model name in the API (default: MODEL_DIR)");
   app.add_option("--max-model-len", a.max_model_len,
                  "Context length (default: config max_position_embeddings)");
-  app.add_option("--max-num-seqs", a.max_num_seqs, "Most sequences per step");
+  app.add_option("--max-num-seqs", a.max_num_seqs,
+                 "Most sequences per step (default: vLLM's for the device; 1024 on an H200, 256 "
+                 "on smaller GPUs, 128 serving / 256 offline on the CPU)");
   app.add_option("--long-prefill-token-threshold", a.long_prefill_token_threshold,
                  "Most prompt tokens one request prefills per step (vLLM's flag; 0: off, only "
                  "--max-num-batched-tokens caps it): bounds how long a step carrying a prefill "
@@ -40,7 +42,9 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
                  "keep --max-num-batched-tokens. Under steady load it also caps prompt "
                  "throughput at this many tokens a step")
       ->check(cli::int_in(0, cli::kInt64Max));
-  app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "Most tokens per step");
+  app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens,
+                 "Most tokens per step (default: vLLM's for the device; on an H200 8192 serving, "
+                 "16384 offline)");
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block");
   app.add_option("--seed", a.seed,
                  "Random seed: unseeded requests' sampling (vLLM's --seed), dummy weights")
@@ -129,8 +133,8 @@ void validate_engine_args(const EngineArgs& a, uint64_t total_cpu_memory) {
       throw EngineArgError(name, fmt::format("{} must be >= {}, got {}", name, lo, v));
   };
   at_least("max_model_len", a.max_model_len, 0);
-  at_least("max_num_seqs", a.max_num_seqs, 1);
-  at_least("max_num_batched_tokens", a.max_num_batched_tokens, 1);
+  if (a.max_num_seqs) at_least("max_num_seqs", *a.max_num_seqs, 1);
+  if (a.max_num_batched_tokens) at_least("max_num_batched_tokens", *a.max_num_batched_tokens, 1);
   at_least("long_prefill_token_threshold", a.long_prefill_token_threshold, 0);
   at_least("max_prefill_tokens_with_decodes", a.max_prefill_tokens_with_decodes, 0);
   at_least("block_size", a.block_size, 1);
@@ -290,7 +294,8 @@ std::string resolve_model_dir(const std::string& given) {
       "no MODEL_DIR given and the bundled models/stories260K was not found; looked in:" + tried);
 }
 
-LoadedModel load_model(const EngineArgs& a, const GenerationConfig* generation_config) {
+LoadedModel load_model(const EngineArgs& a, UsageContext usage,
+                       const GenerationConfig* generation_config) {
   LoadedModel m;
   m.config = ModelConfig::from_dir(a.model_dir);
   check_quantization_flag(
@@ -330,6 +335,18 @@ LoadedModel load_model(const EngineArgs& a, const GenerationConfig* generation_c
     }
   }
 
+  const TargetDevice target = resolve_target_device(a.device);
+  const BatchLimits limits = resolve_batch_limits(a.max_num_seqs, a.max_num_batched_tokens, usage,
+                                                  target, a.tensor_parallel_size, m.max_model_len);
+  spdlog::info("max_num_seqs {}, max_num_batched_tokens {}{}", limits.max_num_seqs,
+               limits.max_num_batched_tokens,
+               limits.defaulted
+                   ? fmt::format(" (vLLM's defaults for {} {}; --max-num-seqs and "
+                                 "--max-num-batched-tokens set them)",
+                                 target.cuda ? target.name : std::string("the CPU"),
+                                 usage == UsageContext::kLlmClass ? "offline" : "serving")
+                   : std::string());
+
   ExecutorOptions eo;
   eo.model_dir = a.model_dir;
   eo.device = a.device;
@@ -337,8 +354,8 @@ LoadedModel load_model(const EngineArgs& a, const GenerationConfig* generation_c
   eo.load_format = a.load_format;
   eo.seed = a.seed;
   eo.block_size = a.block_size;
-  eo.max_num_seqs = a.max_num_seqs;
-  eo.max_num_batched_tokens = a.max_num_batched_tokens;
+  eo.max_num_seqs = limits.max_num_seqs;
+  eo.max_num_batched_tokens = limits.max_num_batched_tokens;
   eo.max_model_len = m.max_model_len;
   eo.num_gpu_blocks_override = a.num_gpu_blocks_override;
   eo.kv_cache_memory_bytes = a.kv_cache_memory;
@@ -362,8 +379,8 @@ LoadedModel load_model(const EngineArgs& a, const GenerationConfig* generation_c
   m.backend = executor->describe();
 
   EngineConfig ec;
-  ec.max_num_seqs = a.max_num_seqs;
-  ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.max_num_seqs = limits.max_num_seqs;
+  ec.max_num_batched_tokens = limits.max_num_batched_tokens;
   ec.long_prefill_token_threshold = a.long_prefill_token_threshold;
   ec.max_prefill_tokens_with_decodes = a.max_prefill_tokens_with_decodes;
   ec.max_model_len = m.max_model_len;

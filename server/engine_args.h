@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "engine/model/generation_config.h"
 #include "engine/model/model_config.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "server/batch_defaults.h"
 #include "server/serving_model.h"
 
 namespace CLI {
@@ -29,8 +31,11 @@ struct EngineArgs {
   std::string model;      // --model (vLLM's flag); merged into model_dir by apply_model_flag
   std::string served_model_name;  // "" → model_dir as given
   int64_t max_model_len = 0;      // 0 → config.max_position_embeddings
-  int64_t max_num_seqs = 256;
-  int64_t max_num_batched_tokens = 8192;
+  // Unset: vLLM's default for the device and the front end
+  // (server/batch_defaults.h: 1024 sequences on an H200), resolved by
+  // load_model.
+  std::optional<int64_t> max_num_seqs;
+  std::optional<int64_t> max_num_batched_tokens;
   int64_t long_prefill_token_threshold = 0;  // vLLM's flag; 0 = off
   // --max-prefill-tokens-with-decodes (SchedulerConfig; Pagoda's own):
   // 0 = off (the default: steps schedule as vLLM's do).
@@ -152,7 +157,11 @@ struct LoadedModel {
 // generation_config.json when the caller has already read it (`pagoda
 // generate` checks the sampling flags against it before the load), so the
 // file is read once; nullptr: read here.
-LoadedModel load_model(const EngineArgs& args, const GenerationConfig* generation_config = nullptr);
+// usage: who runs the engine, for vLLM's batch defaults (an unset
+// max_num_seqs / max_num_batched_tokens; server/batch_defaults.h); the
+// limits chosen are logged.
+LoadedModel load_model(const EngineArgs& args, UsageContext usage,
+                       const GenerationConfig* generation_config = nullptr);
 
 // The ServingModel the protocol layer reads (chat rendering serialized by a
 // mutex: one template instance shared by all network threads).

@@ -240,7 +240,7 @@ LLM::LLM(std::string model_dir, EngineArgs args,
   args.disable_log_stats = true;  // vLLM's LLM: unless asked
   spdlog::info("Pagoda {} generating with {}", pagoda_version(), args.model_dir);
   model_ = std::make_unique<LoadedModel>(
-      load_model(args, generation_config ? &*generation_config : nullptr));
+      load_model(args, UsageContext::kLlmClass, generation_config ? &*generation_config : nullptr));
   serving_ = make_serving_model(*model_, args.model_dir);
   handle_ = std::make_unique<EngineAdapter>(*model_->engine);
   handle_->set_running(true);

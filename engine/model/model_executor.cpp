@@ -271,9 +271,10 @@ class BackendModelExecutor final : public ModelExecutor {
       LlamaModel* model = k.model.get();
       k.graphs = std::make_unique<cuda::DecodeGraphs>(*k.backend,
                                                       [model](const DeviceBatch& b) { return model->forward(b); });
-      k.graphs->capture(cuda::DecodeGraphs::capture_sizes(max_size), opts_.max_num_batched_tokens,
-                        (opts_.max_model_len + block_size() - 1) / block_size(), opts_.max_model_len,
-                        static_cast<int>(config_.num_attention_heads / tp_), static_cast<int>(config_.head_dim));
+      k.graphs->capture(
+          cuda::DecodeGraphs::capture_sizes(max_size), max_size, opts_.max_num_batched_tokens,
+          (opts_.max_model_len + block_size() - 1) / block_size(), opts_.max_model_len,
+          static_cast<int>(config_.num_attention_heads / tp_), static_cast<int>(config_.head_dim));
     });
   }
   int64_t num_cuda_graphs() const override { return ranks_[0].graphs ? ranks_[0].graphs->num_graphs() : 0; }
@@ -404,29 +405,43 @@ void log_weight_memory(BackendModelExecutor& ex, const ModelConfig& c, int tp, d
 
 }  // namespace
 
-std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config, const ExecutorOptions& opts) {
-  if (opts.max_model_len <= 0) throw std::runtime_error("max_model_len must be positive");
-  if (opts.block_size <= 0 || opts.max_num_seqs <= 0 || opts.max_num_batched_tokens <= 0)
-    throw std::runtime_error("block_size, max_num_seqs and max_num_batched_tokens must be positive");
-  if (opts.load_format != "auto" && opts.load_format != "safetensors" && opts.load_format != "dummy")
-    throw std::runtime_error("unsupported load_format '" + opts.load_format + "' (auto, safetensors, dummy)");
-
-  check_quantization_flag(config.quantization, opts.quantization, opts.model_dir + "/config.json");
-
+TargetDevice resolve_target_device(const std::string& device) {
   bool use_cuda;
-  if (opts.device == "cpu") {
+  if (device == "cpu") {
     use_cuda = false;
-  } else if (opts.device == "cuda") {
+  } else if (device == "cuda") {
 #ifndef PAGODA_HAVE_CUDA
     throw std::runtime_error("device 'cuda' requested but this build has no CUDA backend (rebuild with -DPAGODA_CUDA=ON)");
 #endif
     if (!cuda_available()) throw std::runtime_error("device 'cuda' requested but no CUDA GPU is available");
     use_cuda = true;
-  } else if (opts.device == "auto") {
+  } else if (device == "auto") {
     use_cuda = cuda_available();
   } else {
-    throw std::runtime_error("unsupported device '" + opts.device + "' (auto, cpu, cuda)");
+    throw std::runtime_error("unsupported device '" + device + "' (auto, cpu, cuda)");
   }
+  TargetDevice t;
+  t.cuda = use_cuda;
+#ifdef PAGODA_HAVE_CUDA
+  if (use_cuda) cuda::device_name_and_memory(0, t.name, t.total_memory_bytes);
+#endif
+  return t;
+}
+
+std::unique_ptr<ModelExecutor> make_model_executor(const ModelConfig& config,
+                                                   const ExecutorOptions& opts) {
+  if (opts.max_model_len <= 0) throw std::runtime_error("max_model_len must be positive");
+  if (opts.block_size <= 0 || opts.max_num_seqs <= 0 || opts.max_num_batched_tokens <= 0)
+    throw std::runtime_error(
+        "block_size, max_num_seqs and max_num_batched_tokens must be positive");
+  if (opts.load_format != "auto" && opts.load_format != "safetensors" &&
+      opts.load_format != "dummy")
+    throw std::runtime_error("unsupported load_format '" + opts.load_format +
+                             "' (auto, safetensors, dummy)");
+
+  check_quantization_flag(config.quantization, opts.quantization, opts.model_dir + "/config.json");
+
+  const bool use_cuda = resolve_target_device(opts.device).cuda;
   const DType want = resolve_dtype(opts.dtype, config, use_cuda);
 
   // Tensor parallelism: validated before anything is loaded.

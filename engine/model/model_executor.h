@@ -107,6 +107,18 @@ struct ExecutorOptions {
   std::string quantization;
 };
 
+// The device `device` ("auto" | "cpu" | "cuda") resolves to, as
+// make_model_executor resolves it: CUDA (with device 0's name and total
+// memory in bytes, what vLLM's batch defaults read) or the CPU. Throws
+// std::runtime_error for "cuda" in a build without CUDA or on a machine
+// without a GPU, and for any other value.
+struct TargetDevice {
+  bool cuda = false;
+  std::string name;                 // cudaDeviceProp::name ("NVIDIA H200"); "" on the CPU
+  uint64_t total_memory_bytes = 0;  // device 0's; 0 on the CPU
+};
+TargetDevice resolve_target_device(const std::string& device);
+
 // Loads the model for opts.device ("auto": CUDA when a GPU is present and the
 // CUDA backend is built in, else CPU). Throws std::runtime_error with a clear
 // message (missing files, unsupported architecture, no GPU for "cuda";

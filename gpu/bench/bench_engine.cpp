@@ -199,8 +199,10 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
   eo.dtype = o.dtype;
   eo.load_format = "dummy";
   eo.max_model_len = 4096;
-  eo.max_num_seqs = 256;
-  eo.max_num_batched_tokens = o.prefill ? 16384 : 8192;
+  eo.max_num_seqs = o.max_num_seqs;
+  eo.max_num_batched_tokens = o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens
+                              : o.prefill                  ? 16384
+                                                           : 8192;
   eo.enforce_eager = o.enforce_eager;
   eo.tensor_parallel_size = o.tensor_parallel_size;
   auto ex = std::make_unique<TimingExecutor>(make_model_executor(c, eo));
@@ -221,7 +223,12 @@ void bench_engine(const EngineBenchOptions& o, std::vector<Row>& rows) {
   const std::string L =
       o.label +
       (o.tensor_parallel_size > 1 ? " TP=" + std::to_string(o.tensor_parallel_size) : "") +
-      (o.dtype != "bfloat16" ? " " + o.dtype : "") + (o.enforce_eager ? " [eager]" : "") + (o.enable_prefix_caching ? "" : " [no prefix caching]");
+      (o.dtype != "bfloat16" ? " " + o.dtype : "") +
+      (o.max_num_seqs != 256 || o.max_num_batched_tokens > 0
+           ? " [max_num_seqs " + std::to_string(eo.max_num_seqs) + ", max_num_batched_tokens " +
+                 std::to_string(eo.max_num_batched_tokens) + "]"
+           : "") +
+      (o.enforce_eager ? " [eager]" : "") + (o.enable_prefix_caching ? "" : " [no prefix caching]");
   rows.push_back({L + ": startup (dummy weights, KV profiling, " + std::to_string(graphs) + " CUDA graphs)",
                   startup_s * 1e3, fmt("%.0f KV blocks", static_cast<double>(blocks)),
                   fmt("%.0f tokens of KV capacity", static_cast<double>(blocks * bs))});

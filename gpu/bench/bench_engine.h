@@ -15,6 +15,11 @@ struct EngineBenchOptions {
   std::string label;          // "Llama-2-7B"
   std::string dtype = "bfloat16";  // activations and float weights: bfloat16 | float16
   int offline_requests = 1000;
+  // The engine's limits: 256 / 8192 (16384 with the prefill row), the
+  // figures recorded since the first session, unless given (vLLM's H200
+  // offline defaults are 1024 / 16384: server/batch_defaults.h).
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 0;  // 0: 8192, or 16384 with the prefill row
   bool prefill = true;        // 8 x 2048-token prompts
   bool enforce_eager = false;
   int tensor_parallel_size = 1;  // ranks on GPUs 0..N-1 (NCCL)

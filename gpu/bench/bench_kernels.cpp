@@ -264,6 +264,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) eb.dtype = argv[++i];
     else if (!std::strcmp(argv[i], "--requests") && i + 1 < argc) eb.offline_requests = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-prefill")) eb.prefill = false;
+    else if (!std::strcmp(argv[i], "--max-num-seqs") && i + 1 < argc)
+      eb.max_num_seqs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--max-num-batched-tokens") && i + 1 < argc)
+      eb.max_num_batched_tokens = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--enforce-eager")) eb.enforce_eager = true;
     else if (!std::strcmp(argv[i], "--sampling-variants")) eb.sampling_variants = true;
     else if (!std::strcmp(argv[i], "--no-prefix-caching"))
@@ -298,6 +302,8 @@ int main(int argc, char** argv) {
           "       and the grouped tensor-core GEMM, bytes read against the copy bandwidth\n"
           "  engine: [--tokenizer-dir DIR] [--label NAME] [--requests N] [--no-prefill] "
           "[--enforce-eager] [--dtype bfloat16|float16]\n"
+          "          [--max-num-seqs N (256)] [--max-num-batched-tokens N (8192; 16384 with the "
+          "prefill row)]\n"
           "          [--tensor-parallel-size N] [--sampling-variants] [--chat CONVERSATIONS] "
           "[--no-prefix-caching]\n"
           "  sampler: the device sampler's kernel time at batch 256 (vocab from --model-dir)\n"

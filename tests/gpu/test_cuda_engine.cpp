@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "engine/model/model_config.h"
 #include "engine/output_channel.h"
+#include "gpu/cuda_graphs.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace pagoda {
@@ -92,7 +93,10 @@ struct EngineRun {
 
 // 32 requests at once: prompts are prefixes (1..~120 tokens) of the llama2.c
 // reference stories, output lengths 8..63, all greedy with ignore_eos.
-EngineRun run_engine(const std::string& device, bool eager) {
+// n requests (32: mixed lengths to 120 tokens, 8-63 out; more: vLLM-default
+// sized decode batches, prompts of 1-8 tokens and 30-49 out, so most steps
+// decode every sequence at once) with max_num_seqs n.
+EngineRun run_engine(const std::string& device, bool eager, int n = 32) {
   std::ifstream in(std::string(PAGODA_SHARED_DIR) + "/testvectors/stories260K_greedy.json");
   EXPECT_TRUE(in.good());
   const nlohmann::json vec = nlohmann::json::parse(in);
@@ -102,7 +106,13 @@ EngineRun run_engine(const std::string& device, bool eager) {
     for (int32_t id : c["greedy_ids"].get<std::vector<int32_t>>()) t.push_back(id);
     texts.push_back(t);
   }
-  const ExecutorOptions opts = stories_options(device, eager);
+  ExecutorOptions opts = stories_options(device, eager);
+  const bool wide = n > 32;
+  if (wide) {
+    opts.max_num_seqs = n;
+    opts.max_num_batched_tokens = 2 * n;
+    opts.num_gpu_blocks_override = 4 * n;  // 64 positions a sequence, no preemption
+  }
   EngineConfig ec;
   ec.max_model_len = opts.max_model_len;
   ec.max_num_seqs = opts.max_num_seqs;
@@ -113,15 +123,17 @@ EngineRun run_engine(const std::string& device, bool eager) {
   r.graphs = ex->num_cuda_graphs();
   Engine engine(ec, std::move(ex), load_tokenizer(kStories));
   std::vector<std::shared_ptr<OutputChannel>> chans;
-  for (int i = 0; i < 32; ++i) {
+  const auto max_tokens = [wide](int64_t i) { return wide ? 30 + i % 20 : 8 + (i * 13) % 56; };
+  for (int i = 0; i < n; ++i) {
     const std::vector<int32_t>& t = texts[static_cast<size_t>(i) % texts.size()];
-    const size_t len = std::min(t.size(), static_cast<size_t>(1 + (i * 37) % 120));
+    const size_t len =
+        std::min(t.size(), static_cast<size_t>(wide ? 1 + i % 8 : 1 + (i * 37) % 120));
     auto req = std::make_unique<GenerateRequest>();
     req->request_id = "r" + std::to_string(i);
     req->prompt_token_ids.assign(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(len));
     req->sampling.temperature = 0.0f;
     req->sampling.ignore_eos = true;
-    req->sampling.max_tokens = 8 + (i * 13) % 56;
+    req->sampling.max_tokens = static_cast<int32_t>(max_tokens(i));
     req->output = std::make_shared<OutputChannel>();
     chans.push_back(req->output);
     engine.add_request(std::move(req));
@@ -130,7 +142,7 @@ EngineRun run_engine(const std::string& device, bool eager) {
   for (size_t k = 0; k < chans.size(); ++k) {
     RequestOutput got = collect(*chans[k]);
     EXPECT_EQ(got.error, "") << device << " request " << k;
-    EXPECT_EQ(static_cast<int64_t>(got.token_ids.size()), 8 + (static_cast<int64_t>(k) * 13) % 56);
+    EXPECT_EQ(static_cast<int64_t>(got.token_ids.size()), max_tokens(static_cast<int64_t>(k)));
     r.ids.push_back(got.token_ids);
   }
   return r;
@@ -155,6 +167,33 @@ TEST(CudaEngine, GraphedAndEagerGreedyIdsEqual) {
   EXPECT_EQ(eager.graphs, 0);
   ASSERT_EQ(graphed.ids.size(), 32u);
   for (size_t k = 0; k < graphed.ids.size(); ++k) EXPECT_EQ(graphed.ids[k], eager.ids[k]) << "request " << k;
+}
+
+// vLLM's capture sizes: 1, 2, 4, multiples of 8 below 256, of 16 from 256,
+// up to min(max_num_seqs, 512), the cap itself added.
+TEST(CudaGraphs, CaptureSizesAreVllmsCappedAt512) {
+  EXPECT_EQ(cuda::DecodeGraphs::capture_sizes(20), (std::vector<int64_t>{1, 2, 4, 8, 16, 20}));
+  const std::vector<int64_t> s = cuda::DecodeGraphs::capture_sizes(1024);
+  ASSERT_EQ(s.size(), 3u + 31u + 17u);
+  EXPECT_EQ(s[33], 248);
+  EXPECT_EQ(s[34], 256);
+  EXPECT_EQ(s[35], 272);
+  EXPECT_EQ(s.back(), 512);
+  EXPECT_EQ(cuda::DecodeGraphs::capture_sizes(300).back(), 300);
+  EXPECT_EQ(cuda::DecodeGraphs::capture_sizes(300)[34], 256);
+}
+
+// 600 sequences decoding at once (vLLM's default max_num_seqs on an H200 is
+// 1024): batches above the largest graph (512) run eagerly in buffers
+// reserved for max_num_seqs, and the greedy ids equal the CPU backend's.
+TEST(CudaEngine, DecodeBatchesBeyondTheLargestGraphMatchTheCpu) {
+  PAGODA_REQUIRE_GPU();
+  const EngineRun cuda = run_engine("cuda", false, 600);
+  const EngineRun cpu = run_engine("cpu", true, 600);
+  EXPECT_EQ(cuda.graphs, static_cast<int64_t>(cuda::DecodeGraphs::capture_sizes(600).size()));
+  ASSERT_EQ(cuda.ids.size(), 600u);
+  ASSERT_EQ(cpu.ids.size(), 600u);
+  for (size_t k = 0; k < cpu.ids.size(); ++k) EXPECT_EQ(cuda.ids[k], cpu.ids[k]) << "request " << k;
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ TEST(EngineSeed, SeedFlagReachesTheEngine) {
   app.parse(7, argv);
   a.model_dir = test::stories_dir();
   a.disable_log_stats = true;
-  LoadedModel m = load_model(a);
+  LoadedModel m = load_model(a, UsageContext::kLlmClass);
   EXPECT_EQ(m.engine->config().seed, 1234u);
 }
 

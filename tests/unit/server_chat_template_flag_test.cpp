@@ -25,7 +25,7 @@ TEST(ServerChatTemplateFlag, EmptyTemplateFileIsAStartupError) {
   a.model_dir = std::string(PAGODA_SHARED_DIR) + "/models/tiny-random-qwen2-chat";
   a.chat_template = path;
   try {
-    load_model(a);
+    load_model(a, UsageContext::kLlmClass);
     ADD_FAILURE() << "an empty --chat-template file was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), "--chat-template: file '" + std::string(path) + "' is empty");
