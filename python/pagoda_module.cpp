@@ -145,7 +145,8 @@ class PyLLM {
                                 bool use_tqdm) {
     py::gil_scoped_release release;
     std::vector<pagoda::offline::Prompt> prompts;
-    for (json& r : json::parse(prompts_json))
+    // Ordered: the template sees each dict's keys in the script's order.
+    for (nlohmann::ordered_json& r : nlohmann::ordered_json::parse(prompts_json))
       prompts.push_back(pagoda::offline::Prompt::from_json(std::move(r)));
     std::vector<pagoda::offline::SamplingParams> params;
     for (json& f : json::parse(params_json)) params.emplace_back(std::move(f));

@@ -111,7 +111,7 @@ namespace {
 
 // One input prompt: its request object, or why it has none.
 struct Input {
-  std::optional<json> request;
+  std::optional<nlohmann::ordered_json> request;  // keys in the line's order
   std::string error;  // a line that is not a JSON object
   size_t line = 0;    // 1-based line in the file; 0: --prompt
 };
@@ -255,7 +255,7 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
     Input p;
     p.line = number;
     if (!jsonl) {
-      p.request = json{{"prompt", line}};
+      p.request = nlohmann::ordered_json{{"prompt", line}};
     } else {
       auto parsed = parse_line(line);
       if (auto* f = std::get_if<JsonParseFailure>(&parsed)) {
@@ -265,9 +265,10 @@ std::vector<Input> read_prompts_file(std::istream& in, const std::string& format
           p.error +=
               " (the file was read as JSON lines because its first line starts with '{'; "
               "--input-format text reads each line as a plain-text prompt)";
-      } else if (json& v = std::get<json>(parsed); v.is_object()) {
-        openai_fields::keep_schema_key_order(v, line);
-        p.request = std::move(v);
+      } else if (std::get<json>(parsed).is_object()) {
+        // Read again keeping the key order (the chat template sees it; it
+        // parsed strictly above, so it parses here).
+        p.request = nlohmann::ordered_json::parse(line);
       } else {
         p.error = "not a JSON object";
       }
@@ -308,7 +309,8 @@ int run_generate(GenerateArgs a) {
       spdlog::error("{}", e.what());
       return 2;
     }
-    for (const std::string& p : a.prompts) inputs.push_back({json{{"prompt", p}}, "", 0});
+    for (const std::string& p : a.prompts)
+      inputs.push_back({nlohmann::ordered_json{{"prompt", p}}, "", 0});
     if (!a.prompts_file.empty()) {
       std::ifstream file;
       if (a.prompts_file != "-") {
@@ -337,11 +339,11 @@ int run_generate(GenerateArgs a) {
       spdlog::error("no prompts: give --prompt TEXT or --prompts-file FILE");
       return 2;
     }
-    std::vector<json> requests;
+    std::vector<nlohmann::ordered_json> requests;
     std::vector<size_t> request_input;  // requests[k] is inputs[request_input[k]]
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i].request) continue;
-      json r = *inputs[i].request;
+      nlohmann::ordered_json r = *inputs[i].request;
       for (const auto& [k, v] : defaults.items())
         if (!r.contains(k)) r[k] = v;
       if (a.sampling_seed && !r.contains("seed"))
@@ -379,9 +381,9 @@ int run_generate(GenerateArgs a) {
           std::printf("%s\n", dump(line).c_str());
         } else {
           // A line for every input, so outputs stay aligned with them.
-          const json* text = in.request ? &*in.request : nullptr;
+          const nlohmann::ordered_json* text = in.request ? &*in.request : nullptr;
           const json prompt = text && text->contains("prompt") && (*text)["prompt"].is_string()
-                                  ? (*text)["prompt"]
+                                  ? json((*text)["prompt"])
                                   : json(nullptr);
           std::printf("Prompt: %s, Error: %s\n", dump(prompt).c_str(), dump(json(message)).c_str());
         }

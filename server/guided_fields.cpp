@@ -220,6 +220,12 @@ void keep_schema_key_order(json& body, std::string_view text) {
   }
 }
 
+void keep_schema_key_order(ordered_json& body) {
+  for (const auto& path : schema_paths())
+    if (ordered_json* o = at_path(body, path); o && o->is_object())
+      *o = o->dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
 void parse_guided(const request_model::RequestFields& f, const ServingModel& model,
                   SamplingParams& sp) {
   std::vector<Candidate> cands;

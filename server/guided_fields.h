@@ -46,5 +46,9 @@ void parse_guided(const request_model::RequestFields& fields, const ServingModel
 // (as ordered_json) only when one of them holds an object; `text` must be
 // the JSON that `body` was parsed from.
 void keep_schema_key_order(nlohmann::json& body, std::string_view text);
+// The same for a body that kept its key order (offline requests): each
+// schema object there becomes its JSON text, so that it keeps that order
+// once the body is read into a nlohmann::json.
+void keep_schema_key_order(nlohmann::ordered_json& body);
 
 }  // namespace pagoda::openai_fields

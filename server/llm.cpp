@@ -177,14 +177,14 @@ Prompt::Prompt(std::vector<int32_t> token_ids) {
   request_["prompt_token_ids"] = std::move(token_ids);
 }
 
-Prompt Prompt::chat(json messages, json options) {
+Prompt Prompt::chat(nlohmann::ordered_json messages, nlohmann::ordered_json options) {
   Prompt p;
-  p.request_ = options.is_object() ? std::move(options) : json::object();
+  p.request_ = options.is_object() ? std::move(options) : nlohmann::ordered_json::object();
   p.request_["messages"] = std::move(messages);
   return p;
 }
 
-Prompt Prompt::from_json(json request) {
+Prompt Prompt::from_json(nlohmann::ordered_json request) {
   if (!request.is_object()) throw std::invalid_argument("a request must be a JSON object");
   Prompt p;
   p.request_ = std::move(request);
@@ -195,8 +195,10 @@ LLMError::LLMError(RequestError e)
     : std::invalid_argument(fmt::format("prompt {}: {}", e.index, e.message)),
       error_(std::move(e)) {}
 
-void apply_sampling_params_defaults(json& fields) {
-  for (const auto& [k, v] : {std::pair<const char*, json>{"temperature", 1.0},
+namespace {
+template <typename Json>
+void sampling_params_defaults(Json& fields) {
+  for (const auto& [k, v] : {std::pair<const char*, Json>{"temperature", 1.0},
                              {"top_p", 1.0},
                              {"top_k", 0},
                              {"repetition_penalty", 1.0},
@@ -206,17 +208,23 @@ void apply_sampling_params_defaults(json& fields) {
   // context is full".
   if (!fields.contains("max_tokens")) fields["max_tokens"] = 16;
 }
+}  // namespace
 
-std::vector<json> make_requests(const std::vector<Prompt>& prompts,
-                                const std::vector<SamplingParams>& params) {
+void apply_sampling_params_defaults(json& fields) { sampling_params_defaults(fields); }
+void apply_sampling_params_defaults(nlohmann::ordered_json& fields) {
+  sampling_params_defaults(fields);
+}
+
+std::vector<nlohmann::ordered_json> make_requests(const std::vector<Prompt>& prompts,
+                                                  const std::vector<SamplingParams>& params) {
   if (params.size() > 1 && params.size() != prompts.size())
     throw std::invalid_argument(
         fmt::format("The lengths of prompts ({}) and sampling params ({}) must be the same.",
                     prompts.size(), params.size()));
-  std::vector<json> out;
+  std::vector<nlohmann::ordered_json> out;
   out.reserve(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    json r = prompts[i].request();
+    nlohmann::ordered_json r = prompts[i].request();
     if (!params.empty()) {
       const json& f = params[params.size() == 1 ? 0 : i].fields;
       if (!f.is_object())
@@ -269,11 +277,13 @@ std::vector<RequestOutput> LLM::chat(const std::vector<json>& conversations,
                                      const std::optional<SamplingParams>& params,
                                      const json& options, bool use_tqdm) {
   std::vector<Prompt> prompts;
-  for (const json& c : conversations) prompts.push_back(Prompt::chat(c, options));
+  for (const json& c : conversations)
+    prompts.push_back(Prompt::chat(nlohmann::ordered_json(c), nlohmann::ordered_json(options)));
   return generate(prompts, params, use_tqdm);
 }
 
-std::vector<RequestOutput> LLM::generate_requests(std::vector<json> requests, bool use_tqdm) {
+std::vector<RequestOutput> LLM::generate_requests(std::vector<nlohmann::ordered_json> requests,
+                                                  bool use_tqdm) {
   // vLLM validates every request before the engine runs any.
   std::vector<ParseResult> parsed;
   parsed.reserve(requests.size());
@@ -293,10 +303,12 @@ std::vector<RequestOutput> LLM::generate_requests(std::vector<json> requests, bo
   return out;
 }
 
-std::vector<Result> LLM::run(const std::vector<json>& requests, ProgressBar::Mode bar_mode) {
+std::vector<Result> LLM::run(const std::vector<nlohmann::ordered_json>& requests,
+                             ProgressBar::Mode bar_mode) {
   std::vector<ParseResult> parsed;
   parsed.reserve(requests.size());
-  for (const json& r : requests) parsed.push_back(parse_offline_object(r, serving_));
+  for (const nlohmann::ordered_json& r : requests)
+    parsed.push_back(parse_offline_object(r, serving_));
   return run_parsed(std::move(parsed), bar_mode);
 }
 

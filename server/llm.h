@@ -125,14 +125,17 @@ class Prompt {
   Prompt(std::vector<int32_t> token_ids);  // NOLINT
   // messages: [{"role", "content"}, ...]; options: LLM.chat's
   // chat_template, add_generation_prompt, continue_final_message,
-  // chat_template_kwargs, documents (vLLM's keyword names).
-  static Prompt chat(nlohmann::json messages, nlohmann::json options = nlohmann::json::object());
-  static Prompt from_json(nlohmann::json request);
-  const nlohmann::json& request() const { return request_; }
+  // chat_template_kwargs, documents, tools (vLLM's keyword names). The
+  // template sees each object's keys in the order they have here (as
+  // Python dicts keep theirs: ordered_json; a nlohmann::json's are sorted).
+  static Prompt chat(nlohmann::ordered_json messages,
+                     nlohmann::ordered_json options = nlohmann::ordered_json::object());
+  static Prompt from_json(nlohmann::ordered_json request);
+  const nlohmann::ordered_json& request() const { return request_; }
 
  private:
   Prompt() = default;
-  nlohmann::json request_ = nlohmann::json::object();
+  nlohmann::ordered_json request_ = nlohmann::ordered_json::object();
 };
 
 // A request refused by validation (or failed in the engine).
@@ -207,13 +210,14 @@ class LLM {
 
   // generate() on request objects already complete (make_requests' form):
   // every one validated first (LLMError), then run; outputs in order.
-  std::vector<RequestOutput> generate_requests(std::vector<nlohmann::json> requests,
+  std::vector<RequestOutput> generate_requests(std::vector<nlohmann::ordered_json> requests,
                                                bool use_tqdm = true);
 
   // Every request object (Prompt::request() form, fields complete) parsed;
   // the valid ones run together; one Result per request, in order (`pagoda
   // generate`: per-line errors).
-  std::vector<Result> run(const std::vector<nlohmann::json>& requests, ProgressBar::Mode bar);
+  std::vector<Result> run(const std::vector<nlohmann::ordered_json>& requests,
+                          ProgressBar::Mode bar);
 
   // Polled between engine steps (at most every 50 ms) while a run goes on;
   // true aborts the run's requests and throws Interrupted (the Python
@@ -245,6 +249,7 @@ class LLM {
 // absent, null being vLLM's None): a SamplingParams is complete, as vLLM's
 // is (make_requests; the Python SamplingParams' construction check).
 void apply_sampling_params_defaults(nlohmann::json& fields);
+void apply_sampling_params_defaults(nlohmann::ordered_json& fields);
 
 // The request objects generate() runs: each prompt's request, with the
 // SamplingParams fields it does not set itself (params[i], or params[0]
@@ -252,7 +257,7 @@ void apply_sampling_params_defaults(nlohmann::json& fields);
 // fields generation_config.json would otherwise supply (temperature, top_p,
 // top_k, repetition_penalty, min_p, max_tokens) get vLLM's SamplingParams
 // defaults when neither sets them. std::invalid_argument when params has another length.
-std::vector<nlohmann::json> make_requests(const std::vector<Prompt>& prompts,
-                                          const std::vector<SamplingParams>& params);
+std::vector<nlohmann::ordered_json> make_requests(const std::vector<Prompt>& prompts,
+                                                  const std::vector<SamplingParams>& params);
 
 }  // namespace pagoda::offline

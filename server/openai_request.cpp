@@ -549,9 +549,17 @@ ChatContentFormat chat_content_format(const OwnTemplate& own, const ServingModel
 // The chat's prompt text: the request's or the server's template, with
 // add_generation_prompt, chat_template_kwargs and documents; cut after the
 // final message when continue_final_message.
+// ordered: the request with each object's key order as sent (null: f's
+// sorted objects), where documents and chat_template_kwargs are read.
 std::string render_chat(const RequestFields& f, const ordered_json& messages,
                         const ServingModel& model, const OwnTemplate& own,
-                        const ordered_json& tools = nullptr, bool offline = false) {
+                        const ordered_json& tools = nullptr, bool offline = false,
+                        const ordered_json* ordered = nullptr) {
+  const auto sent = [&](const char* name) -> const ordered_json* {
+    if (!ordered) return nullptr;
+    auto it = ordered->find(name);
+    return it == ordered->end() || it->is_null() ? nullptr : &*it;
+  };
   ChatRenderOptions o;
   o.add_generation_prompt = *f.boolean("add_generation_prompt");
   const bool continue_final = *f.boolean("continue_final_message");
@@ -564,7 +572,10 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
     o.parsed_chat_template = own.parsed;
   }
   // vLLM passes documents to the template, then chat_template_kwargs.
-  if (const json* docs = f.value("documents")) o.variables["documents"] = ordered_json(*docs);
+  if (const ordered_json* docs = sent("documents"))
+    o.variables["documents"] = *docs;
+  else if (const json* d = f.value("documents"))
+    o.variables["documents"] = ordered_json(*d);
   // Then the tools (vLLM's order: chat_template_kwargs may override them).
   if (!tools.is_null()) o.variables["tools"] = tools;
   if (const json* kwargs = f.value("chat_template_kwargs")) {
@@ -574,7 +585,9 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
     if (kwargs->size() > kMaxKwargs)
       fail(fmt::format("chat_template_kwargs has {} keys; at most {}", kwargs->size(), kMaxKwargs),
            "chat_template_kwargs");
-    for (const auto& [key, value] : kwargs->items()) {
+    const ordered_json in_order =
+        sent("chat_template_kwargs") ? *sent("chat_template_kwargs") : ordered_json(*kwargs);
+    for (const auto& [key, value] : in_order.items()) {
       // "chat_template" names the template (own_template), as in vLLM,
       // where apply_chat_template takes it as its own argument.
       if (key == "chat_template") continue;
@@ -587,7 +600,7 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
                 "chat_template_kwargs cannot set '{}'; it is set by the request (or the tokenizer)",
                 key),
             "chat_template_kwargs");
-      o.variables[key] = ordered_json(value);
+      o.variables[key] = value;
     }
   }
   if (!model.chat_renderer || (!own.source && !model.has_chat_template))
@@ -692,7 +705,7 @@ ParseResult parse_chat(json obj, const ordered_json* ordered, const ServingModel
     const ordered_json messages =
         chat_messages(sent_messages ? &*sent_messages : nullptr, model.max_chat_messages,
                       chat_content_format(own, model, model.chat_template_content_format));
-    std::string prompt = render_chat(f, messages, model, own, tools.tools);
+    std::string prompt = render_chat(f, messages, model, own, tools.tools, false, ordered);
     if (!*f.boolean("add_generation_prompt") && !messages.empty() &&
         messages.back().contains("role") && messages.back()["role"].is_string())
       req.response_role = messages.back()["role"].get<std::string>();
@@ -779,7 +792,7 @@ bool python_truthy(const json& v) {
 
 }  // namespace
 
-ParseResult parse_offline_object(json obj, const ServingModel& model) {
+ParseResult parse_offline_object(ordered_json sent, const ServingModel& model) {
   try {
     ParsedRequest req;
     req.kind = ApiKind::kCompletion;
@@ -788,8 +801,11 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     // value ("", null, ...) is no salt; any other must be a string (the
     // request model's type check: vLLM's TextPrompt / TokensPrompt declare
     // one).
-    if (const auto salt = obj.find("cache_salt"); salt != obj.end() && !python_truthy(*salt))
-      obj.erase(salt);
+    if (const auto salt = sent.find("cache_salt");
+        salt != sent.end() && !python_truthy(json(*salt)))
+      sent.erase(salt);
+    openai_fields::keep_schema_key_order(sent);
+    const json obj(sent);  // the fields, read as every endpoint reads them
     RequestFields f(obj, request_model::offline_model());
     // Strict, as vLLM's SamplingParams(**kwargs): a misspelled field is an
     // error, not a warning.
@@ -819,7 +835,7 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
     if (!f.has("messages"))
       for (const char* chat_only :
            {"add_generation_prompt", "continue_final_message", "chat_template",
-            "chat_template_kwargs", "documents", "chat_template_content_format"})
+            "chat_template_kwargs", "documents", "chat_template_content_format", "tools"})
         if (f.has(chat_only))
           fail(fmt::format("'{}' applies to chat requests ('messages') only", chat_only),
                chat_only);
@@ -842,7 +858,7 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
       // vLLM's LLM.chat: the template's text, tokenized without special
       // tokens (the template writes BOS itself).
       what = "messages";
-      const ordered_json sent(*f.value("messages"));
+      const ordered_json& sent_messages = sent["messages"];
       ChatContentFormat given = model.chat_template_content_format;
       if (const std::optional<std::string> name = f.string("chat_template_content_format")) {
         const std::optional<ChatContentFormat> parsed = parse_chat_content_format(*name);
@@ -854,9 +870,12 @@ ParseResult parse_offline_object(json obj, const ServingModel& model) {
         given = *parsed;
       }
       const OwnTemplate own = own_template(f);
-      const ordered_json messages =
-          chat_messages(&sent, model.max_chat_messages, chat_content_format(own, model, given));
-      p.text = render_chat(f, messages, model, own, nullptr, /*offline=*/true);
+      const ordered_json messages = chat_messages(&sent_messages, model.max_chat_messages,
+                                                  chat_content_format(own, model, given));
+      // LLM.chat's tools, as given: vLLM hands them to the template unchecked.
+      const ordered_json* tools = sent.contains("tools") ? &sent["tools"] : nullptr;
+      p.text = render_chat(f, messages, model, own, tools ? *tools : ordered_json(nullptr),
+                           /*offline=*/true, &sent);
       p.token_ids =
           encode_prompt_checked(p.text, /*add_special_tokens=*/false, model, length, what, keep);
       if (p.token_ids.empty()) fail("The rendered chat prompt is empty", what);

@@ -169,8 +169,12 @@ bool chat_needs_key_order(const nlohmann::json& obj);
 // tokens or more). A key the model does not declare is a 400 naming it. The
 // ParsedRequest has kind kCompletion, no echo and no request_id (the caller
 // names it); prompts[0].text: the prompt text (token ids: none,
-// token_ids_only; chat: the rendered template).
-ParseResult parse_offline_object(nlohmann::json obj, const ServingModel& model);
+// token_ids_only; chat: the rendered template). A chat's "tools" (LLM.chat's
+// tools=) reach the template as given, as vLLM passes them. The messages,
+// tools, documents and chat_template_kwargs reach the template with each
+// object's keys in obj's order (Python dicts' order; guided schemas keep
+// theirs too).
+ParseResult parse_offline_object(nlohmann::ordered_json obj, const ServingModel& model);
 
 // vLLM's SamplingParams.__post_init__ checks, without a model: `fields` (a
 // JSON object of SamplingParams keywords) against request_model::

@@ -365,6 +365,11 @@ std::vector<FieldSpec> offline_only_fields() {
        .type = kList,
        .type_text = "a list of objects",
        .note = "the template's `documents` variable"},
+      {.name = "tools",
+       .type = kList,
+       .type_text = "a list of objects",
+       .note = "LLM.chat's tools: the template's `tools` variable, as given (vLLM passes them "
+               "to the template unchecked)"},
   };
 }
 

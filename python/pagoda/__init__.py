@@ -442,10 +442,11 @@ class LLM:
         template, as in vLLM: "string" (text; a list of text parts joined
         with "\n"), "openai" (a list of {"type": "text", "text"} parts) or
         "auto" (openai when the template loops over a message's content).
-        lora_request, tools and mm_processor_kwargs raise
-        NotImplementedError unless None."""
-        _refuse_unsupported(lora_request=lora_request, tools=tools,
-                            mm_processor_kwargs=mm_processor_kwargs)
+        tools: the template's `tools` variable, as given (vLLM passes them
+        unchecked); every dict reaches the template in its own key order.
+        lora_request and mm_processor_kwargs raise NotImplementedError
+        unless None."""
+        _refuse_unsupported(lora_request=lora_request, mm_processor_kwargs=mm_processor_kwargs)
         if chat_template_content_format not in ("auto", "string", "openai"):
             raise ValueError("chat_template_content_format must be 'auto', 'string' or 'openai', "
                              f"got {chat_template_content_format!r}")
@@ -459,6 +460,8 @@ class LLM:
             options["chat_template_kwargs"] = chat_template_kwargs
         if documents is not None:
             options["documents"] = documents
+        if tools is not None:
+            options["tools"] = tools
         requests = [dict(options, messages=list(c)) for c in conversations]
         params = _params_list(sampling_params, len(requests))
         return self._run(requests, params, use_tqdm)

@@ -217,6 +217,28 @@ TEST(CliGenerate, JsonLinesReproduceTheGreedyReference) {
   }
 }
 
+// A JSON line's chat keeps its key order up to the template, as a Python
+// dict handed to vLLM's LLM.chat does (tests/data/offline_tools_reference.json:
+// Jinja2's renderings of the tiny Qwen2 chat model's template, tools and
+// arguments out of sorted order).
+TEST(CliGenerate, ChatLinesKeepTheirKeyOrderForTheTemplate) {
+  const nlohmann::ordered_json ref = nlohmann::ordered_json::parse(
+      read_text_file(std::string(PAGODA_SOURCE_DIR) + "/tests/data/offline_tools_reference.json"));
+  std::vector<std::string> lines;
+  for (const auto& c : ref["cases"])
+    lines.push_back(nlohmann::ordered_json{
+        {"messages", c["messages"]}, {"tools", c["tools"]}, {"max_tokens", 1}}
+                        .dump());
+  GenerateRun r = run_generate_cli("chat_key_order", lines,
+                                   "--temperature 0 --device cpu --model '" +
+                                       shared_path("models/tiny-random-qwen2-chat") + "'");
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  ASSERT_EQ(r.lines.size(), lines.size()) << r.err;
+  for (size_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(r.lines[i]["prompt"], ref["cases"][i]["rendered"].get<std::string>())
+        << ref["cases"][i]["name"];
+}
+
 TEST(CliGenerate, PerLineSamplingFieldsOverrideTheFlags) {
   GenerateRun r = run_generate_cli(
       "per_line",

@@ -264,8 +264,8 @@ def test_unknown_and_unsupported_keywords_are_refused(llm):
     # The default priority and None pass.
     llm.generate("Once", SamplingParams(max_tokens=1), use_tqdm=False, priority=[0],
                  lora_request=None)
-    with pytest.raises(NotImplementedError, match="tools"):
-        llm.chat([{"role": "user", "content": "Hi"}], tools=[{"type": "function"}])
+    with pytest.raises(NotImplementedError, match="lora_request"):
+        llm.chat([{"role": "user", "content": "Hi"}], lora_request=object())
     with pytest.raises(ValueError, match="multi_modal_data"):
         llm.generate({"prompt": "Once", "multi_modal_data": {"image": None}}, use_tqdm=False)
 
@@ -636,3 +636,23 @@ def test_min_tokens_is_checked_against_max_tokens_as_given():
                             use_tqdm=False)
     assert len(out.prompt_token_ids) + len(out.outputs[0].token_ids) == 32
     assert out.outputs[0].finish_reason == "length"
+
+
+def test_chat_tools_reach_the_template_as_given_in_key_order():
+    # tests/data/offline_tools_reference.json: Jinja2's renderings of the
+    # Qwen2.5 template (the tiny Qwen2 chat model's own) with tools and
+    # tool-call arguments whose keys are out of sorted order, as vLLM's
+    # LLM.chat hands them over.
+    with open(os.path.join(ROOT, "tests", "data", "offline_tools_reference.json")) as f:
+        ref = json.load(f)
+    llm = LLM(model=os.path.join(SHARED, "models", "tiny-random-qwen2-chat"), device="cpu")
+    params = SamplingParams(temperature=0, max_tokens=1)
+    for case in ref["cases"]:
+        (out,) = llm.chat(case["messages"], params, use_tqdm=False, tools=case["tools"])
+        assert out.prompt == case["rendered"], case["name"]
+    # A batch of conversations shares the tools.
+    first = ref["cases"][0]
+    outs = llm.chat([first["messages"]] * 2, params, use_tqdm=False, tools=first["tools"])
+    assert [o.prompt for o in outs] == [first["rendered"]] * 2
+    with pytest.raises(ValueError, match="tools"):
+        llm.chat(first["messages"], params, use_tqdm=False, tools="get_weather")

@@ -354,10 +354,11 @@ TEST_F(LLMTest, DetokenizeFalseLeavesDecodedTokensNone) {
 }
 
 TEST_F(LLMTest, RunReportsEachRequestsErrorAndRunsTheRest) {
-  std::vector<json> requests = {{{"prompt", "Once upon a time"}, {"max_tokens", 3}},
-                                {{"prompt", "x"}, {"top_p", 0}},
-                                {{"prompt_token_ids", {1, 100000}}},
-                                {{"prompt", "a"}, {"prompt_token_ids", {1}}}};
+  std::vector<nlohmann::ordered_json> requests = {
+      {{"prompt", "Once upon a time"}, {"max_tokens", 3}},
+      {{"prompt", "x"}, {"top_p", 0}},
+      {{"prompt_token_ids", {1, 100000}}},
+      {{"prompt", "a"}, {"prompt_token_ids", {1}}}};
   std::vector<Result> r = llm_->run(requests, ProgressBar::Mode::kOff);
   ASSERT_EQ(r.size(), 4u);
   ASSERT_TRUE(r[0].output);
@@ -393,23 +394,64 @@ TEST_F(LLMTest, ChatUsesTheTemplateOrSaysThereIsNone) {
   EXPECT_EQ(outs[0].outputs[0].token_ids, outs[1].outputs[0].token_ids);
 }
 
+// LLM.chat's tools reach the template as given, and every object's keys in
+// the order they were written (tests/data/offline_tools_reference.json:
+// Jinja2's renderings of the Qwen2.5 template, the tiny Qwen2 chat model's
+// own, with keys out of sorted order).
+TEST(LLMChatTools, ToolsAndArgumentsReachTheTemplateInKeyOrder) {
+  const nlohmann::ordered_json ref = nlohmann::ordered_json::parse(
+      read_text(std::string(PAGODA_SOURCE_DIR) + "/tests/data/offline_tools_reference.json"));
+  ASSERT_EQ(ref["cases"].size(), 3u);
+  EngineArgs args;
+  args.device = "cpu";
+  LLM llm(std::string(PAGODA_SHARED_DIR) + "/models/tiny-random-qwen2-chat", args);
+  const SamplingParams one(json{{"temperature", 0}, {"max_tokens", 1}});
+  for (const auto& c : ref["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    std::vector<RequestOutput> out =
+        llm.generate({Prompt::chat(c["messages"], {{"tools", c["tools"]}})}, one, false);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].prompt, c["rendered"].get<std::string>());
+  }
+  // The same chat with its keys sorted (a nlohmann::json) renders other text:
+  // the order is what the test checks.
+  const auto& c = ref["cases"][0];
+  const json sorted_tools = c["tools"];
+  std::vector<RequestOutput> out = llm.generate(
+      {Prompt::chat(c["messages"], {{"tools", nlohmann::ordered_json(sorted_tools)}})}, one, false);
+  EXPECT_NE(out[0].prompt, c["rendered"].get<std::string>());
+  // tools on a prompt that is not a chat, or not a list: errors naming it.
+  try {
+    llm.generate({Prompt::from_json({{"prompt", "Once"}, {"tools", json::array()}})}, one, false);
+    ADD_FAILURE() << "tools without messages accepted";
+  } catch (const LLMError& e) {
+    EXPECT_EQ(e.error().param, "tools") << e.what();
+  }
+  try {
+    llm.generate({Prompt::chat(c["messages"], {{"tools", "get_weather"}})}, one, false);
+    ADD_FAILURE() << "tools as a string accepted";
+  } catch (const LLMError& e) {
+    EXPECT_EQ(e.error().param, "tools") << e.what();
+  }
+}
+
 TEST(MakeRequests, ExplicitParamsTakeVllmDefaultsNotGenerationConfig) {
   auto r = make_requests({Prompt("a"), Prompt::from_json({{"prompt", "b"}, {"temperature", 0.5}})},
                          {SamplingParams(json{{"top_k", 5}, {"temperature", 0.9}})});
-  EXPECT_EQ(r[0], (json{{"prompt", "a"},
-                        {"top_k", 5},
-                        {"temperature", 0.9},
-                        {"top_p", 1.0},
-                        {"repetition_penalty", 1.0},
-                        {"min_p", 0.0},
-                        {"max_tokens", 16}}));
+  EXPECT_EQ(json(r[0]), (json{{"prompt", "a"},
+                              {"top_k", 5},
+                              {"temperature", 0.9},
+                              {"top_p", 1.0},
+                              {"repetition_penalty", 1.0},
+                              {"min_p", 0.0},
+                              {"max_tokens", 16}}));
   // max_tokens None (null) stays: until the context is full.
   EXPECT_TRUE(
       make_requests({Prompt("a")}, {SamplingParams(json{{"max_tokens", nullptr}})})[0]["max_tokens"]
           .is_null());
   EXPECT_EQ(r[1]["temperature"], 0.5);  // the request's own field wins
   // No SamplingParams: nothing added (the model's generation_config applies).
-  EXPECT_EQ(make_requests({Prompt("a")}, {})[0], (json{{"prompt", "a"}}));
+  EXPECT_EQ(json(make_requests({Prompt("a")}, {})[0]), (json{{"prompt", "a"}}));
   EXPECT_THROW(
       make_requests({Prompt("a"), Prompt("b"), Prompt("c")}, {SamplingParams(), SamplingParams()}),
       std::invalid_argument);
