@@ -28,10 +28,13 @@ BatchLimits resolve_batch_limits(std::optional<int64_t> max_num_seqs,
     tokens = large ? (llm ? 16384 : 8192) : (llm ? 8192 : 2048);
   }
   BatchLimits r;
-  r.defaulted = !max_num_seqs || !max_num_batched_tokens;
+  r.seqs_defaulted = !max_num_seqs;
+  r.tokens_defaulted = !max_num_batched_tokens;
   r.max_num_seqs = max_num_seqs.value_or(seqs);
+  // min(tokens, seqs · max_model_len) without overflowing the product.
+  const int64_t len = std::max<int64_t>(max_model_len, 1);
   r.max_num_batched_tokens = max_num_batched_tokens.value_or(
-      std::min(tokens, r.max_num_seqs * std::max<int64_t>(max_model_len, 1)));
+      r.max_num_seqs > tokens / len ? tokens : std::min(tokens, r.max_num_seqs * len));
   if (!max_num_seqs) r.max_num_seqs = std::min(r.max_num_seqs, r.max_num_batched_tokens);
   if (r.max_num_batched_tokens < r.max_num_seqs)  // vLLM's SchedulerConfig check, its words
     throw std::invalid_argument(fmt::format(

@@ -31,7 +31,8 @@ enum class UsageContext { kLlmClass, kOpenAiApiServer };
 struct BatchLimits {
   int64_t max_num_seqs = 0;
   int64_t max_num_batched_tokens = 0;
-  bool defaulted = false;  // at least one came from the table above
+  bool seqs_defaulted = false;    // max_num_seqs came from the table above
+  bool tokens_defaulted = false;  // max_num_batched_tokens did
 };
 
 // The limits for the given flags (nullopt: not given). world_size: the

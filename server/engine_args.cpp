@@ -43,8 +43,8 @@ void add_engine_flags(CLI::App& app, EngineArgs& a) {
                  "throughput at this many tokens a step")
       ->check(cli::int_in(0, cli::kInt64Max));
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens,
-                 "Most tokens per step (default: vLLM's for the device; on an H200 8192 serving, "
-                 "16384 offline)");
+                 "Most tokens per step (default: vLLM's for the device; 8192 serving / 16384 "
+                 "offline on an H200, 2048 / 8192 on smaller GPUs, 2048 / 4096 on the CPU)");
   app.add_option("--block-size", a.block_size, "Tokens per KV-cache block");
   app.add_option("--seed", a.seed,
                  "Random seed: unseeded requests' sampling (vLLM's --seed), dummy weights")
@@ -338,14 +338,15 @@ LoadedModel load_model(const EngineArgs& a, UsageContext usage,
   const TargetDevice target = resolve_target_device(a.device);
   const BatchLimits limits = resolve_batch_limits(a.max_num_seqs, a.max_num_batched_tokens, usage,
                                                   target, a.tensor_parallel_size, m.max_model_len);
-  spdlog::info("max_num_seqs {}, max_num_batched_tokens {}{}", limits.max_num_seqs,
-               limits.max_num_batched_tokens,
-               limits.defaulted
-                   ? fmt::format(" (vLLM's defaults for {} {}; --max-num-seqs and "
-                                 "--max-num-batched-tokens set them)",
-                                 target.cuda ? target.name : std::string("the CPU"),
-                                 usage == UsageContext::kLlmClass ? "offline" : "serving")
-                   : std::string());
+  const std::string device_words = target.cuda ? target.name : std::string("the CPU");
+  const char* usage_words = usage == UsageContext::kLlmClass ? "offline" : "serving";
+  const auto origin = [&](bool defaulted) {
+    return defaulted ? fmt::format("vLLM's default for {}, {}", device_words, usage_words)
+                     : std::string("given");
+  };
+  spdlog::info("max_num_seqs {} ({}), max_num_batched_tokens {} ({})", limits.max_num_seqs,
+               origin(limits.seqs_defaulted), limits.max_num_batched_tokens,
+               origin(limits.tokens_defaulted));
 
   ExecutorOptions eo;
   eo.model_dir = a.model_dir;

@@ -603,6 +603,24 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
       o.variables[key] = value;
     }
   }
+  // What transformers' apply_chat_template checks of the tools and documents
+  // it is handed (vLLM's LLM.chat and server hand them over, after
+  // chat_template_kwargs' own): each tool a dict (a JSON schema), each
+  // document a dict; its messages.
+  const bool from_kwargs = f.value("chat_template_kwargs") != nullptr;
+  const auto dicts_only = [&](const char* name, const char* message) {
+    auto it = o.variables.find(name);
+    if (it == o.variables.end() || it->is_null()) return;
+    const bool kwarg = from_kwargs && f.value("chat_template_kwargs")->contains(name);
+    bool ok = it->is_array();
+    if (ok)
+      for (const ordered_json& item : *it) ok = ok && item.is_object();
+    if (!ok) fail(message, kwarg ? "chat_template_kwargs" : name);
+  };
+  dicts_only("tools",
+             "Tools should either be a JSON schema, or a callable function with type hints and a "
+             "docstring suitable for auto-conversion to a schema.");
+  dicts_only("documents", "Documents should be a list of dicts with 'title' and 'text' keys!");
   if (!model.chat_renderer || (!own.source && !model.has_chat_template))
     fail(offline ? fmt::format("The model `{}` has no chat template (tokenizer_config.json has no "
                                "chat_template); pass chat_template (LLM(chat_template=...) or "
@@ -632,7 +650,8 @@ std::string render_chat(const RequestFields& f, const ordered_json& messages,
 }  // namespace
 
 bool chat_needs_key_order(const json& obj) {
-  if (const json* t = get(obj, "tools"); t && !t->empty()) return true;
+  for (const char* name : {"tools", "documents", "chat_template_kwargs"})
+    if (const json* v = get(obj, name); v && !v->empty()) return true;
   const json* msgs = get(obj, "messages");
   if (!msgs || !msgs->is_array()) return false;
   for (const json& m : *msgs)

@@ -151,8 +151,9 @@ ParseResult parse_chat_object(nlohmann::json obj, const ServingModel& model,
                               bool check_context = true,
                               const nlohmann::ordered_json* ordered = nullptr);
 // Whether a chat body's rendering depends on the key order of objects in it
-// (tools' schemas, tool-call arguments, a developer message's tools), which nlohmann::json (sorted)
-// loses: then read the text again as ordered_json for parse_chat_object.
+// (tools' schemas, tool-call arguments, a developer message's tools,
+// documents, chat_template_kwargs), which nlohmann::json (sorted) loses:
+// then read the text again as ordered_json for parse_chat_object.
 bool chat_needs_key_order(const nlohmann::json& obj);
 
 // Offline generation (server/llm.h's LLM, `pagoda generate`): obj is one

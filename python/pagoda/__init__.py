@@ -461,7 +461,11 @@ class LLM:
         if documents is not None:
             options["documents"] = documents
         if tools is not None:
-            options["tools"] = tools
+            if not isinstance(tools, (str, bytes, dict)) and any(callable(t) for t in tools):
+                raise NotImplementedError(
+                    "tools given as Python functions (transformers' get_json_schema) are not "
+                    "supported by Pagoda; pass each tool as a JSON schema dict")
+            options["tools"] = list(tools) if isinstance(tools, tuple) else tools
         requests = [dict(options, messages=list(c)) for c in conversations]
         params = _params_list(sampling_params, len(requests))
         return self._run(requests, params, use_tqdm)

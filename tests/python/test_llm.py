@@ -656,3 +656,17 @@ def test_chat_tools_reach_the_template_as_given_in_key_order():
     assert [o.prompt for o in outs] == [first["rendered"]] * 2
     with pytest.raises(ValueError, match="tools"):
         llm.chat(first["messages"], params, use_tqdm=False, tools="get_weather")
+    # Each tool a dict, as transformers' apply_chat_template checks.
+    with pytest.raises(ValueError, match="Tools should either be a JSON schema"):
+        llm.chat(first["messages"], params, use_tqdm=False, tools=["get_weather"])
+
+    def get_weather(city: str) -> str:
+        """Get the weather.
+
+        Args:
+            city: The city.
+        """
+        return city
+
+    with pytest.raises(NotImplementedError, match="Python functions"):
+        llm.chat(first["messages"], params, use_tqdm=False, tools=[get_weather])

@@ -30,7 +30,8 @@ TEST(BatchDefaults, LargeGpusTakeVllmsLargerDefaults) {
   BatchLimits l = unset(UsageContext::kLlmClass, h200);
   EXPECT_EQ(l.max_num_seqs, 1024);
   EXPECT_EQ(l.max_num_batched_tokens, 16384);
-  EXPECT_TRUE(l.defaulted);
+  EXPECT_TRUE(l.seqs_defaulted);
+  EXPECT_TRUE(l.tokens_defaulted);
   l = unset(UsageContext::kOpenAiApiServer, h200);
   EXPECT_EQ(l.max_num_seqs, 1024);
   EXPECT_EQ(l.max_num_batched_tokens, 8192);
@@ -72,7 +73,8 @@ TEST(BatchDefaults, DefaultTokensCappedBySeqsTimesContextAndSeqsByTokens) {
   l = resolve_batch_limits(std::nullopt, 100, UsageContext::kOpenAiApiServer, h200, 1, 4096);
   EXPECT_EQ(l.max_num_seqs, 100);
   EXPECT_EQ(l.max_num_batched_tokens, 100);
-  EXPECT_TRUE(l.defaulted);
+  EXPECT_TRUE(l.seqs_defaulted);
+  EXPECT_FALSE(l.tokens_defaulted);
   // A tiny context caps the default tokens (1024 seqs · 8 positions).
   EXPECT_EQ(unset(UsageContext::kLlmClass, h200, 1, 8).max_num_batched_tokens, 8192);
   EXPECT_EQ(unset(UsageContext::kLlmClass, h200, 1, 4).max_num_batched_tokens, 4096);
@@ -83,7 +85,18 @@ TEST(BatchDefaults, GivenValuesAreKeptAndFewerTokensThanSeqsRefusedAsVllm) {
   BatchLimits l = resolve_batch_limits(300, 4000, UsageContext::kLlmClass, h200, 1, 4096);
   EXPECT_EQ(l.max_num_seqs, 300);
   EXPECT_EQ(l.max_num_batched_tokens, 4000);
-  EXPECT_FALSE(l.defaulted);
+  EXPECT_FALSE(l.seqs_defaulted);
+  EXPECT_FALSE(l.tokens_defaulted);
+  // A huge max_num_seqs: the default tokens stay the default (no overflow of
+  // seqs · max_model_len), and the check names both as vLLM does.
+  try {
+    resolve_batch_limits(INT64_MAX, std::nullopt, UsageContext::kLlmClass, h200, 1, 4096);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "max_num_batched_tokens (16384) must be greater than or equal to max_num_seqs "
+                 "(9223372036854775807).");
+  }
   try {
     resolve_batch_limits(300, 50, UsageContext::kLlmClass, h200, 1, 4096);
     FAIL() << "50 tokens for 300 sequences accepted";

@@ -433,6 +433,15 @@ TEST(LLMChatTools, ToolsAndArgumentsReachTheTemplateInKeyOrder) {
   } catch (const LLMError& e) {
     EXPECT_EQ(e.error().param, "tools") << e.what();
   }
+  // Each tool must be a dict, as transformers' apply_chat_template checks.
+  try {
+    llm.generate({Prompt::chat(c["messages"], {{"tools", {"get_weather"}}})}, one, false);
+    ADD_FAILURE() << "a tool that is a string accepted";
+  } catch (const LLMError& e) {
+    EXPECT_EQ(e.error().param, "tools") << e.what();
+    EXPECT_NE(e.error().message.find("Tools should either be a JSON schema"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(MakeRequests, ExplicitParamsTakeVllmDefaultsNotGenerationConfig) {
