@@ -891,7 +891,8 @@ ParseResult parse_offline_object(ordered_json sent, const ServingModel& model) {
       const OwnTemplate own = own_template(f);
       const ordered_json messages = chat_messages(&sent_messages, model.max_chat_messages,
                                                   chat_content_format(own, model, given));
-      // LLM.chat's tools, as given: vLLM hands them to the template unchecked.
+      // LLM.chat's tools, as given (render_chat checks each is a dict, as
+      // transformers does).
       const ordered_json* tools = sent.contains("tools") ? &sent["tools"] : nullptr;
       p.text = render_chat(f, messages, model, own, tools ? *tools : ordered_json(nullptr),
                            /*offline=*/true, &sent);

@@ -368,8 +368,8 @@ std::vector<FieldSpec> offline_only_fields() {
       {.name = "tools",
        .type = kList,
        .type_text = "a list of objects",
-       .note = "LLM.chat's tools: the template's `tools` variable, as given (vLLM passes them "
-               "to the template unchecked)"},
+       .note = "LLM.chat's tools: the template's `tools` variable, as given; each a dict (a JSON "
+               "schema), as transformers' apply_chat_template checks"},
   };
 }
 

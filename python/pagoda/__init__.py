@@ -442,8 +442,9 @@ class LLM:
         template, as in vLLM: "string" (text; a list of text parts joined
         with "\n"), "openai" (a list of {"type": "text", "text"} parts) or
         "auto" (openai when the template loops over a message's content).
-        tools: the template's `tools` variable, as given (vLLM passes them
-        unchecked); every dict reaches the template in its own key order.
+        tools: the template's `tools` variable, as given; each must be a
+        dict (a JSON schema), as transformers' apply_chat_template checks;
+        every dict reaches the template in its own key order.
         lora_request and mm_processor_kwargs raise NotImplementedError
         unless None."""
         _refuse_unsupported(lora_request=lora_request, mm_processor_kwargs=mm_processor_kwargs)
